@@ -1,0 +1,36 @@
+"""`spyre-operator`: one command line for the operator and its tools.
+
+Each area registers its own subcommands, so this file stays a table of contents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from spyre_operator import __version__
+from spyre_operator.local import commands as local_commands
+from spyre_operator.render import commands as render_commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spyre-operator",
+        description="Serve models on IBM Spyre with vLLM-Spyre: the operator and its tools.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    render_commands.register(sub)
+    local_commands.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())
