@@ -1,0 +1,82 @@
+"""`spyre-runtime <precompile|serve|describe> [vllm serve args...]`.
+
+Everything after the subcommand is passed to vLLM untouched, so no argparse here: it would
+try to interpret vLLM's own flags.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .catalog import check_cache
+from .config import DEFAULT_TERMINATION_LOG, ContractError, RuntimeConfig, from_env
+from .report import failure, log, setup_logging, write_summary
+
+USAGE = """usage: spyre-runtime <command> [vllm serve args...]
+
+commands:
+  precompile  warm up vLLM-Spyre into <SPYRE_SERVING_CACHE_ROOT>/<SPYRE_SERVING_CACHE_KEY>/,
+              then write the catalog entry and the READY marker (the compile Job)
+  serve       check that cache, then exec `vllm serve <args>` (the serving pods)
+  describe    print what serve would run, the env it relies on and the cache state
+
+The env/args contract is docs/contract.md."""
+
+# Non-plugin variables that the plugin or torch_sendnn read (docs/contract.md).
+_RELIED_ON = ("VLLM_PLUGINS", "TORCH_SENDNN_", "MASTER_ADDR", "MASTER_PORT", "SPYRE_SERVING_")
+
+
+def describe(cfg: RuntimeConfig, environ: dict[str, str]) -> int:
+    from .serve import serving_env, vllm_command
+
+    env = serving_env(cfg, environ)
+    relied_on = sorted(name for name in env if name.startswith((*_RELIED_ON, cfg.flavour.prefix)))
+    state = check_cache(cfg)
+    lines = [
+        f"flavour: {cfg.flavour.name} (VLLM_PLUGINS={cfg.flavour.plugin}, "
+        f"settings {cfg.flavour.prefix}*)",
+        f"cache: {'READY' if state.ready else 'NOT READY'}: {state.summary}",
+        f"require precompiled: {cfg.require_precompiled} ({cfg.flavour.require_precompiled_var})",
+        "env:",
+        *(f"  {name}={env[name]}" for name in relied_on),
+        "command: " + " ".join(vllm_command(cfg)),
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0 if args else 2
+    command, vllm_args = args[0], args[1:]
+    if command not in ("precompile", "serve", "describe"):
+        print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    setup_logging()
+    environ = dict(os.environ)
+    try:
+        cfg = from_env(environ, vllm_args)
+        if command == "describe":
+            return describe(cfg, environ)
+        if command == "serve":
+            from .serve import serve
+
+            return serve(cfg, environ)
+    except ContractError as e:
+        log.error("invalid configuration: %s", e)
+        if command == "precompile":
+            path = environ.get("SPYRE_SERVING_TERMINATION_LOG") or DEFAULT_TERMINATION_LOG
+            write_summary(Path(path), failure("InvalidConfig", str(e)))
+        return 2
+    from .precompile import precompile
+
+    return precompile(cfg, environ)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""`precompile`: warm the graph cache for one cache key, then publish it.
+
+The warmup runs in a child process (spyre_runtime.warmup) so that this process outlives
+an out-of-memory kill and can still say why. Only after the child succeeds does it update
+the catalog and then write READY, last: no READY means not ready, whatever else is there.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .catalog import upsert_catalog_entry, write_ready
+from .config import ContractError, Flavour, RuntimeConfig
+from .report import Progress, failure, log, write_summary
+
+HEARTBEAT_SECONDS = 60
+
+
+def versions(flavour: Flavour) -> dict[str, str]:
+    """Installed versions, from package metadata (no imports)."""
+    found = {"spyre_runtime": __version__}
+    for dist in ("vllm", flavour.module, "torch"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = "not installed"
+    return found
+
+
+def _local_model_missing(model: str | None) -> bool:
+    # Paths, unlike hub ids ("org/name"), can be checked before spending a minute on vLLM.
+    if not model or not model.startswith(("/", "./", "../", "~")):
+        return False
+    return not Path(model).expanduser().exists()
+
+
+def _run_warmup(cfg: RuntimeConfig, env: Mapping[str, str], progress: Progress) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="spyre-warmup-") as tmp:
+        result_path = Path(tmp) / "result.json"
+        command = [sys.executable, "-m", "spyre_runtime.warmup", str(result_path), *cfg.vllm_args]
+        child = subprocess.Popen(command, env=dict(env))
+        # Pod deletion sends SIGTERM to us (PID 1): pass it on, the child decides.
+        previous = signal.signal(signal.SIGTERM, lambda signum, _: child.send_signal(signum))
+        try:
+            while True:
+                try:
+                    code = child.wait(timeout=HEARTBEAT_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    progress.step("warmup", "still running")
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        if result_path.exists():
+            result: dict[str, Any] = json.loads(result_path.read_text())
+            return result
+    if code == -signal.SIGKILL:
+        return failure(
+            "OutOfMemory",
+            "the warmup process was killed with SIGKILL, most likely by the out-of-memory "
+            "killer: give the compile Job more memory (or lower max_num_seqs/max_model_len)",
+        )
+    return failure("CompileFailed", f"the warmup process exited with code {code}; see its log")
+
+
+def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
+    progress = Progress()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    require_var = cfg.flavour.require_precompiled_var
+
+    def fail(summary: dict[str, Any]) -> int:
+        log.error("precompile failed: %s: %s", summary["reason"], summary["message"])
+        write_summary(cfg.termination_log, {**summary, "cacheKey": cfg.cache_key})
+        return 1
+
+    try:
+        cache_dir = cfg.require_cache()
+        env = {**environ, **cfg.cache_env(environ)}
+    except ContractError as e:
+        return fail(failure("InvalidConfig", str(e)))
+    if not cfg.vllm_args:
+        return fail(failure("InvalidConfig", "no vllm serve arguments (the model comes first)"))
+    if _local_model_missing(cfg.model):
+        return fail(failure("ModelNotFound", f"model path {cfg.model} does not exist"))
+    if cfg.require_precompiled:
+        log.warning("%s=1 ignored: precompile is what compiles", require_var)
+    # The compile must be allowed; the engine core runs in the warmup process (see warmup.py).
+    env[require_var] = "0"
+    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    progress.step("warmup", f"cache {cache_dir}; vllm serve {' '.join(cfg.vllm_args)}")
+    result = _run_warmup(cfg, env, progress)
+    if not result["ok"]:
+        return fail(result)
+    found = versions(cfg.flavour)
+    entry = {cfg.flavour.version_field: found[cfg.flavour.module], "data": result["catalogData"]}
+    upsert_catalog_entry(cache_dir, entry)
+    progress.step("catalog", json.dumps(entry, sort_keys=True))
+    seconds = progress.elapsed()
+    write_ready(
+        cache_dir,
+        {
+            "cacheKey": cfg.cache_key,
+            "config": cfg.compile_config,
+            "flavour": cfg.flavour.name,
+            "catalogEntry": entry,
+            "versions": found,
+            "timings": {
+                **result["timings"],
+                "totalSeconds": seconds,
+                "startedAt": started_at,
+                "finishedAt": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        },
+    )
+    progress.step("ready", f"{cache_dir / 'READY'} written")
+    write_summary(
+        cfg.termination_log,
+        {"ok": True, "cacheKey": cfg.cache_key, "seconds": seconds, "versions": found},
+    )
+    return 0

@@ -1,0 +1,59 @@
+"""`serve`: check the cache for this key, then become `vllm serve` (exec, no child).
+
+Nothing here imports torch or vLLM: the check costs milliseconds, and after exec signals
+and the exit code belong to vLLM alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+
+from .catalog import CacheState, check_cache
+from .config import RuntimeConfig
+from .report import failure, log, write_summary
+
+EXIT_CACHE_NOT_READY = 3
+
+
+def vllm_command(cfg: RuntimeConfig) -> list[str]:
+    # Prefer the vllm beside this interpreter: the same venv, even when it is not on PATH.
+    here = os.path.dirname(sys.executable)
+    exe = shutil.which("vllm", path=here) or shutil.which("vllm") or "vllm"
+    return [exe, "serve", *cfg.vllm_args]
+
+
+def serving_env(cfg: RuntimeConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment vLLM runs with: the pod's, plus the cache variables for this key."""
+    return {**environ, **cfg.cache_env(environ)}
+
+
+def refusal(cfg: RuntimeConfig, state: CacheState) -> str:
+    return (
+        f"{cfg.flavour.require_precompiled_var}=1 but {state.summary}. Serving pods never "
+        "compile: run `spyre-runtime precompile` with this configuration first "
+        "(the operator's compile Job does)."
+    )
+
+
+def serve(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
+    """Exec vLLM; returns an exit code only when refusing to start."""
+    env = serving_env(cfg, environ)
+    state = check_cache(cfg)
+    if state.ready:
+        log.info("%s", state.summary)
+    elif cfg.require_precompiled:
+        message = refusal(cfg, state)
+        log.error("%s", message)
+        summary = failure("CacheNotReady", message, cacheKey=cfg.cache_key)
+        write_summary(cfg.termination_log, summary)
+        return EXIT_CACHE_NOT_READY
+    else:
+        log.warning("%s; vLLM will compile the graphs it needs at start-up", state.summary)
+    command = vllm_command(cfg)
+    log.info("exec %s", " ".join(command))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(command[0], command, env)

@@ -1,0 +1,164 @@
+"""The warmup child of `precompile`: vLLM's own engine start-up, then a clean shutdown.
+
+Run as `python -m spyre_runtime.warmup <result.json> <vllm serve args...>`. The arguments go
+through `vllm serve`'s own parser and engine-config path (same usage context as the API
+server), so the plugin warms up exactly the graphs a serving pod will ask for. The engine
+core runs in this process, so a failure arrives here as the real exception and can be
+classified; the parent survives an OOM kill of this process and reports it.
+
+vLLM, the plugin and torch are imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .catalog import atomic_write_json
+from .config import Flavour, from_env
+from .report import failure, log, setup_logging
+
+_OOM_MARKERS = ("out of memory", "outofmemory", "bad_alloc", "cannot allocate memory")
+_MODEL_MARKERS = (
+    "not a valid model identifier",
+    "does not appear to have a file named",
+    "invalid repository id or local directory",
+    "repository not found",
+    "repo id must",
+    "we couldn't connect to",
+    "no such file or directory",
+)
+_MODEL_ERRORS = ("RepositoryNotFoundError", "LocalEntryNotFoundError", "HFValidationError")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in seen:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def classify(exc: BaseException, default: str) -> str:
+    """Map an exception (and its causes) to a summary reason; `default` by phase."""
+    chain = _chain(exc)
+    texts = [f"{type(e).__name__}: {e}".lower() for e in chain]
+    if any(isinstance(e, MemoryError) for e in chain) or any(
+        m in t for t in texts for m in _OOM_MARKERS
+    ):
+        return "OutOfMemory"
+    if any(type(e).__name__ in _MODEL_ERRORS for e in chain) or any(
+        m in t for t in texts for m in _MODEL_MARKERS
+    ):
+        return "ModelNotFound"
+    return default
+
+
+def _parse_serve_args(vllm_args: Sequence[str]) -> Any:
+    """`vllm serve`'s own parser and validation, as its CLI main does them."""
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(prog="vllm")
+    subparsers = parser.add_subparsers(dest="subparser")
+    command = ServeSubcommand()
+    command.subparser_init(subparsers)
+    args = parser.parse_args(["serve", *vllm_args])
+    if getattr(args, "model_tag", None) is not None:
+        args.model = args.model_tag
+    command.validate(args)
+    return args
+
+
+def build_vllm_config(vllm_args: Sequence[str]) -> Any:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.usage.usage_lib import UsageContext
+
+    args = _parse_serve_args(vllm_args)
+    engine_args = AsyncEngineArgs.from_cli_args(args)
+    return engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+
+
+def catalog_data(flavour: Flavour, vllm_config: Any) -> dict[str, Any]:
+    """The catalog `data` the plugin's matcher compares with this vllm_config.
+
+    Static shapes (1.x static batching, and pooling models) are keyed by the plugin's own
+    parsed warmup lists (its defaults included), continuous batching by the limits.
+    """
+    envs = importlib.import_module(f"{flavour.module}.envs")
+    prefix = flavour.prefix
+    data: dict[str, Any] = {
+        "MODEL_NAME": vllm_config.model_config.model,
+        "NUM_AIUS": vllm_config.parallel_config.tensor_parallel_size,
+    }
+    pooling = vllm_config.model_config.runner_type == "pooling"
+    cb = bool(getattr(envs, f"{prefix}USE_CB", True))
+    if pooling or (flavour.has_static_decoders and not cb):
+        shapes = ["WARMUP_PROMPT_LENS", "WARMUP_BATCH_SIZES"]
+        if flavour.has_static_decoders:
+            shapes.insert(1, "WARMUP_NEW_TOKENS")
+        for name in shapes:
+            data[prefix + name] = ",".join(str(v) for v in getattr(envs, prefix + name))
+    else:
+        data["VLLM_DT_MAX_CONTEXT_LEN"] = vllm_config.model_config.max_model_len
+        data["VLLM_DT_MAX_BATCH_SIZE"] = vllm_config.scheduler_config.max_num_seqs
+    return data
+
+
+def start_engine(vllm_config: Any) -> Any:
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    return LLMEngine.from_vllm_config(
+        vllm_config, usage_context=UsageContext.OPENAI_API_SERVER, disable_log_stats=True
+    )
+
+
+def run(vllm_args: Sequence[str]) -> dict[str, Any]:
+    """Warm up and describe the result; never raises for vLLM's failures."""
+    flavour = from_env(os.environ, vllm_args).flavour
+    phase, default = "parsing the vllm serve arguments", "InvalidConfig"
+    timings: dict[str, float] = {}
+    try:
+        started = time.monotonic()
+        try:
+            vllm_config = build_vllm_config(vllm_args)
+        except SystemExit as e:  # argparse reports on stderr and exits
+            return failure(
+                "InvalidConfig",
+                f"vllm serve rejected the arguments (exit {e.code}); see the log above",
+            )
+        timings["configSeconds"] = round(time.monotonic() - started, 3)
+        phase, default = "loading the model and warming up", "CompileFailed"
+        log.info("step=engine %s", phase)
+        started = time.monotonic()
+        engine = start_engine(vllm_config)
+        timings["engineSeconds"] = round(time.monotonic() - started, 3)
+        data = catalog_data(flavour, vllm_config)
+        phase = "shutting the engine down"
+        started = time.monotonic()
+        engine.engine_core.shutdown()
+        timings["shutdownSeconds"] = round(time.monotonic() - started, 3)
+    except Exception as e:
+        traceback.print_exc()
+        return failure(classify(e, default), f"{phase} failed: {type(e).__name__}: {e}")
+    return {"ok": True, "catalogData": data, "timings": timings}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    setup_logging()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    result = run(argv[1:])
+    atomic_write_json(Path(argv[0]), result)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
