@@ -1,0 +1,202 @@
+"""serve/precompile/describe decisions, with vLLM replaced at its seams (exec, warmup child)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rtlib import contract_env
+
+from spyre_runtime import cli, precompile, serve
+from spyre_runtime.catalog import READY_NAME, read_catalog, write_ready
+
+pytestmark = pytest.mark.unit
+
+CONFIG = {"model": "/m", "maxModelLen": 256}
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Exec(Exception):
+    """Raised instead of exec'ing vLLM."""
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    values = contract_env("vllm-spyre", tmp_path, CONFIG, tmp_path / "termination-log")
+    for name in list(os.environ):
+        if name.startswith(("SPYRE_SERVING_", "TORCH_SENDNN_", "VLLM_SPYRE_", "SENDNN_")):
+            monkeypatch.delenv(name)
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    return values
+
+
+@pytest.fixture
+def execs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], dict[str, str]]]:
+    calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def fake_exec(file: str, args: list[str], env: dict[str, str]) -> None:
+        calls.append((args, env))
+        raise Exec
+
+    monkeypatch.setattr(serve.os, "execvpe", fake_exec)
+    return calls
+
+
+def summary(env: dict[str, str]) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(Path(env["SPYRE_SERVING_TERMINATION_LOG"]).read_text())
+    return result
+
+
+def ready_cache(env: dict[str, str]) -> Path:
+    cache_dir = Path(env["TORCH_SENDNN_CACHE_DIR"])
+    cache_dir.mkdir()
+    write_ready(cache_dir, {"cacheKey": env["SPYRE_SERVING_CACHE_KEY"], "config": CONFIG})
+    return cache_dir
+
+
+def test_serve_execs_vllm_with_the_cache_env(env: dict[str, str], execs: list[Any]) -> None:
+    ready_cache(env)
+    with pytest.raises(Exec):
+        cli.main(["serve", "/m", "--port", "8001"])
+    args, exec_env = execs[0]
+    assert args[1:] == ["serve", "/m", "--port", "8001"]
+    assert Path(args[0]).name == "vllm"
+    assert exec_env["TORCH_SENDNN_CACHE_DIR"] == env["TORCH_SENDNN_CACHE_DIR"]
+    assert "torch" not in sys.modules and "vllm" not in sys.modules
+
+
+def test_serve_without_a_cache_warns_and_runs(
+    env: dict[str, str], execs: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(Exec):
+        cli.main(["serve", "/m"])
+    assert "never precompiled; vLLM will compile" in caplog.text
+
+
+def test_require_precompiled_refuses_a_missing_cache(
+    env: dict[str, str], execs: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS", "1")
+    assert cli.main(["serve", "/m"]) == serve.EXIT_CACHE_NOT_READY
+    assert execs == []
+    result = summary(env)
+    assert result["reason"] == "CacheNotReady"
+    assert "VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS=1 but cache" in result["message"]
+
+
+def test_require_precompiled_names_the_differing_fields(
+    env: dict[str, str], execs: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ready_cache(env)
+    monkeypatch.setenv("VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS", "1")
+    monkeypatch.setenv("SPYRE_SERVING_COMPILE_CONFIG", json.dumps({**CONFIG, "maxModelLen": 64}))
+    assert cli.main(["serve", "/m"]) == serve.EXIT_CACHE_NOT_READY
+    assert "maxModelLen: READY has 256, this pod has 64" in summary(env)["message"]
+
+
+def test_describe_shows_command_env_and_state(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ready_cache(env)
+    assert cli.main(["describe", "/m", "--max-model-len", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "cache: READY" in out
+    assert f"  TORCH_SENDNN_CACHE_DIR={env['TORCH_SENDNN_CACHE_DIR']}" in out
+    assert "  VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS=0" in out
+    assert out.rstrip().endswith("serve /m --max-model-len 256")
+
+
+def test_usage_and_unknown_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    assert cli.main([]) == 2
+    assert cli.main(["compile"]) == 2
+    assert "usage: spyre-runtime" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("change", "args", "reason", "message"),
+    [
+        ({"SPYRE_SERVING_CACHE_KEY": ""}, ["/m"], "InvalidConfig", "SPYRE_SERVING_CACHE_KEY must"),
+        ({"SPYRE_SERVING_FLAVOUR": "x"}, ["/m"], "InvalidConfig", "SPYRE_SERVING_FLAVOUR='x'"),
+        ({}, [], "InvalidConfig", "no vllm serve arguments"),
+        ({}, ["/no/such/model"], "ModelNotFound", "/no/such/model does not exist"),
+    ],
+)
+def test_precompile_fails_early_with_a_reason(
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    change: dict[str, str],
+    args: list[str],
+    reason: str,
+    message: str,
+) -> None:
+    for name, value in change.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(["precompile", *args]) != 0
+    result = summary(env)
+    assert (result["ok"], result["reason"]) == (False, reason)
+    assert message in result["message"]
+    assert not (Path(env["TORCH_SENDNN_CACHE_DIR"]) / READY_NAME).exists()
+
+
+def test_precompile_publishes_catalog_then_ready(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    data = {"MODEL_NAME": str(tmp_path), "NUM_AIUS": 1, "VLLM_DT_MAX_CONTEXT_LEN": 256}
+    seen: dict[str, Any] = {}
+
+    def fake_warmup(cfg: Any, child_env: dict[str, str], progress: Any) -> dict[str, Any]:
+        seen.update(child_env)
+        assert not (Path(env["TORCH_SENDNN_CACHE_DIR"]) / READY_NAME).exists()
+        return {"ok": True, "catalogData": data, "timings": {"engineSeconds": 1.0}}
+
+    monkeypatch.setattr(precompile, "_run_warmup", fake_warmup)
+    monkeypatch.setenv("VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS", "1")
+    assert cli.main(["precompile", str(tmp_path)]) == 0
+    assert seen["VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS"] == "0"
+    cache_dir = Path(env["TORCH_SENDNN_CACHE_DIR"])
+    (catalog_entry,) = read_catalog(cache_dir)
+    assert catalog_entry["data"] == data
+    assert "vllm_spyre_version" in catalog_entry
+    ready = json.loads((cache_dir / READY_NAME).read_text())
+    assert ready["cacheKey"] == env["SPYRE_SERVING_CACHE_KEY"]
+    assert ready["config"] == CONFIG
+    assert set(ready["versions"]) == {"spyre_runtime", "vllm", "vllm_spyre", "torch"}
+    assert ready["timings"]["engineSeconds"] == 1.0
+    assert summary(env) == {
+        "ok": True,
+        "cacheKey": env["SPYRE_SERVING_CACHE_KEY"],
+        "seconds": ready["timings"]["totalSeconds"],
+        "versions": ready["versions"],
+    }
+
+
+def test_a_failed_warmup_leaves_no_ready(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def oom(*_: Any) -> dict[str, Any]:
+        return {"ok": False, "reason": "OutOfMemory", "message": "killed"}
+
+    monkeypatch.setattr(precompile, "_run_warmup", oom)
+    assert cli.main(["precompile", str(tmp_path)]) == 1
+    assert summary(env)["reason"] == "OutOfMemory"
+    cache_dir = Path(env["TORCH_SENDNN_CACHE_DIR"])
+    assert not (cache_dir / READY_NAME).exists() and read_catalog(cache_dir) == []
+
+
+def test_containerfile_keeps_the_base_images_torch() -> None:
+    lines = (REPO / "image" / "Containerfile").read_text().splitlines()
+    code = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert code[0].startswith("ARG BASE_IMAGE=") and "FROM ${BASE_IMAGE}:${BASE_TAG}" in code
+    assert [c for c in code if c.startswith("USER")][-1] == "USER 2000"
+    assert code[-2] == 'ENTRYPOINT ["/usr/local/bin/spyre-entrypoint"]'
+    installs = [c for c in code if "pip install" in c]
+    assert installs and all("--no-deps" in c and "torch" not in c for c in installs)
+    entrypoint = (REPO / "image" / "entrypoint").read_text()
+    assert "source /etc/profile.d/ibm-aiu-setup.sh" in entrypoint
+    assert entrypoint.rstrip().endswith('exec spyre-runtime "$@"')
