@@ -1,15 +1,132 @@
-"""Subcommands `crd`, `render` and `validate` (filled in by the API work)."""
+"""Subcommands `crd`, `render` and `validate`.
+
+Problems go to stderr as `FILE: NAME: spec.path: message`, the same messages the operator
+reports; invalid input exits 2, without a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from spyre_operator.api.crd import CRD_FILES, build_crd
+from spyre_operator.api.known_configs import known_config_warning
+from spyre_operator.api.problem import InvalidSpec
+from spyre_operator.api.validation import SpyreModel, parse
+from spyre_operator.render.children import build_children
+from spyre_operator.render.yamlio import dump_documents, load_documents
+
+INVALID = 2
+CRD_HEADER = (
+    "# Generated from the pydantic models in spyre_operator.api by "
+    "`spyre-operator crd --write`; do not edit.\n"
+)
 
 
 def register(sub: Any) -> None:
     """Add this module's subcommands to the `spyre-operator` parser."""
-    del sub
+    crd = sub.add_parser("crd", help="print the SpyreModel CRD, or --write the committed copies")
+    crd.add_argument("--write", action="store_true", help="regenerate " + " and ".join(CRD_FILES))
+    crd.add_argument("--root", type=Path, default=Path(), help="repository root (default: .)")
+    crd.set_defaults(func=_crd)
+
+    render = sub.add_parser("render", help="print the objects the operator creates for FILEs")
+    render.add_argument("files", nargs="+", metavar="FILE", help="SpyreModel YAML ('-': stdin)")
+    render.add_argument("--uid", help="SpyreModel uid for ownerReferences (default: none)")
+    render.add_argument("--namespace", default="default", help="when metadata has none")
+    render.set_defaults(func=_render)
+
+    validate = sub.add_parser("validate", help="check SpyreModel FILEs, print every problem")
+    validate.add_argument("files", nargs="+", metavar="FILE", help="SpyreModel YAML ('-': stdin)")
+    validate.set_defaults(func=_validate, namespace="default")
 
 
-def _unused(args: argparse.Namespace) -> int:
+def crd_yaml() -> str:
+    return dump_documents([build_crd()], header=CRD_HEADER)
+
+
+def write_crds(root: Path) -> list[Path]:
+    text = crd_yaml()
+    written = []
+    for name in CRD_FILES:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+@dataclass
+class Loaded:
+    models: list[tuple[str, SpyreModel]] = field(default_factory=list)  # (label, model)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _read(file: str) -> str:
+    return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+
+
+def load(files: list[str], namespace: str) -> Loaded:
+    out = Loaded()
+    for file in files:
+        try:
+            docs = load_documents(_read(file))
+        except (OSError, UnicodeDecodeError) as err:
+            out.errors.append(f"{file}: cannot read: {err}")
+            continue
+        except yaml.YAMLError as err:
+            out.errors.append(f"{file}: invalid YAML: {' '.join(str(err).split())}")
+            continue
+        if not docs:
+            out.errors.append(f"{file}: no YAML documents")
+        for index, doc in enumerate(docs, 1):
+            meta = doc.get("metadata") if isinstance(doc, dict) else None
+            name = meta.get("name") if isinstance(meta, dict) else None
+            label = f"{file}: {name or f'document {index}'}"
+            try:
+                model = parse(doc, namespace)
+            except InvalidSpec as invalid:
+                out.errors += [f"{label}: {problem}" for problem in invalid.problems]
+                continue
+            out.models.append((label, model))
+            warning = known_config_warning(model.spec)
+            if warning:
+                out.warnings.append(f"{label}: warning: {warning}")
+    return out
+
+
+def _report(loaded: Loaded) -> int:
+    for line in loaded.errors + loaded.warnings:
+        print(line, file=sys.stderr)
+    return INVALID if loaded.errors else 0
+
+
+def _crd(args: argparse.Namespace) -> int:
+    if args.write:
+        for path in write_crds(args.root):
+            print(f"wrote {path}")
+    else:
+        sys.stdout.write(crd_yaml())
     return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    loaded = load(args.files, args.namespace)
+    status = _report(loaded)
+    if status == 0:
+        docs = [obj for _, model in loaded.models for obj in build_children(model, args.uid)]
+        sys.stdout.write(dump_documents(docs))
+    return status
+
+
+def _validate(args: argparse.Namespace) -> int:
+    loaded = load(args.files, args.namespace)
+    for label, _ in loaded.models:
+        print(f"{label}: valid")
+    return _report(loaded)

@@ -1,0 +1,69 @@
+"""Shared pydantic configuration and Kubernetes-shaped field types."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+
+class ApiModel(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown fields are errors (typos)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
+
+    def to_k8s(self) -> dict[str, Any]:
+        """The object as the Kubernetes API spells it (camelCase, unset fields left out)."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# Kubernetes resource.Quantity: "8", "7500m", "64Gi" or a plain integer.
+_QUANTITY = re.compile(
+    r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"
+)
+
+
+def _quantity(value: object) -> int | str:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and _QUANTITY.match(value):
+        return value
+    raise PydanticCustomError(
+        "quantity",
+        "must be a Kubernetes quantity such as 8, 7500m or 64Gi, got {input}",
+        {"input": repr(value)},
+    )
+
+
+Quantity = Annotated[
+    int | str,
+    PlainValidator(_quantity),
+    WithJsonSchema({"x-kubernetes-int-or-string": True}),
+]
+
+
+def cpu_cores(quantity: int | str) -> int:
+    """Whole cores in a CPU quantity, at least 1 ("7500m" -> 7); ValueError if not a CPU amount."""
+    text = str(quantity)
+    cores = int(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    return max(1, math.floor(cores))
+
+
+# A free-form Kubernetes object (e.g. core/v1 Affinity), passed through unchanged.
+FreeForm = Annotated[
+    dict[str, Any],
+    WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+]
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+Name = Annotated[str, Field(min_length=1, max_length=253)]
+LabelMap = dict[str, str]

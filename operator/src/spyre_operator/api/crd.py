@@ -1,0 +1,157 @@
+"""The SpyreModel CustomResourceDefinition, generated from the pydantic models.
+
+pydantic's JSON schema is turned into a structural schema (Kubernetes 1.20+, no CEL):
+$refs are inlined, `X | None` becomes an optional X (not nullable: the API server prunes
+nulls), `additionalProperties: false` is dropped (Python forbids unknown fields) and
+defaults move into the descriptions. The operator applies the defaults when it parses the
+spec, so a changed default reaches existing objects and stored objects stay as written.
+Anything the schema cannot express raises, so a new field type is never silently lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from spyre_operator.api import names
+from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.api.status import CACHE_READY, SpyreModelStatus
+
+# Where the generated YAML is committed (relative to the repository root).
+CRD_FILES = (
+    f"crds/{names.GROUP}_{names.PLURAL}.yaml",
+    f"charts/spyre-operator/crds/{names.GROUP}_{names.PLURAL}.yaml",
+)
+
+_KEPT = {
+    "type",
+    "description",
+    "required",
+    "enum",
+    "minimum",
+    "maximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "format",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+}
+_DROPPED = {"title", "default"}
+# Key order in the YAML: what a node is first, its children last.
+_RANK = {"type": 0, "description": 1, "required": 8, "properties": 9, "items": 9}
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Inline a $ref and collapse `X | None` to X; the field's own keys win."""
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        return _resolve({**target, **rest}, defs)
+    if "anyOf" in node:
+        branches = [b for b in node["anyOf"] if b.get("type") != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"a CRD schema cannot express this union: {node['anyOf']}")
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        return _resolve({**branches[0], **rest}, defs)
+    return node
+
+
+def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    node = _resolve(node, defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties":
+            out[key] = {name: _structural(sub, defs) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties"):
+            if value is not False:
+                out[key] = _structural(value, defs)
+        elif key == "description":
+            out[key] = " ".join(value.split())
+        elif key in _KEPT:
+            out[key] = value
+        elif key not in _DROPPED:
+            raise ValueError(f"a CRD schema cannot express {key!r} (in {node})")
+    default = node.get("default")
+    if isinstance(default, str | int | float):  # bool is an int
+        shown = str(default).lower() if isinstance(default, bool) else default
+        out["description"] = f"{out.get('description', '')} Default: {shown}.".strip()
+    return dict(sorted(out.items(), key=lambda kv: (_RANK.get(kv[0], 5), kv[0])))
+
+
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The structural OpenAPI v3 schema of a pydantic model."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    return _structural(raw, raw.pop("$defs", {}))
+
+
+_PRINTER_COLUMNS = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {
+        "name": "Cache",
+        "type": "string",
+        "jsonPath": f'.status.conditions[?(@.type=="{CACHE_READY}")].reason',
+    },
+    {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+    {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+    {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
+    {"name": "Model", "type": "string", "jsonPath": ".spec.model.id", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def build_crd() -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "description": "A model served with vLLM on IBM Spyre, from a shared compiled-graph cache.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": model_schema(SpyreModelSpec),
+            "status": model_schema(SpyreModelStatus),
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": names.CRD_NAME,
+            "labels": {"app.kubernetes.io/part-of": "spyre-serving"},
+        },
+        "spec": {
+            "group": names.GROUP,
+            "names": {
+                "kind": names.KIND,
+                "listKind": f"{names.KIND}List",
+                "plural": names.PLURAL,
+                "singular": names.SINGULAR,
+                "shortNames": list(names.SHORT_NAMES),
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": names.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
+                    "additionalPrinterColumns": _PRINTER_COLUMNS,
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }

@@ -1,0 +1,303 @@
+"""Rules across fields of a parsed spec (what a CRD schema cannot express).
+
+Each rule yields Problems whose message says the rule and the fix. The facts behind them
+are in docs/api.md ("Rules").
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterator
+
+from spyre_operator.api import runtimes
+from spyre_operator.api.base import cpu_cores
+from spyre_operator.api.problem import Problem, join_path
+from spyre_operator.api.spec import SPYRE_BLOCK, Resources, SpyreModelSpec
+
+Rule = Callable[[SpyreModelSpec], Iterator[Problem]]
+
+CB = "spec.batching.continuous"
+STATIC = "spec.batching.static"
+ACCELERATOR_RESOURCE = re.compile(r"^ibm\.com/(spyre|aiu)_")
+# Mount points the operator uses itself.
+RESERVED_MOUNTS = (runtimes.CACHE_ROOT, "/dev/shm", "/tmp", runtimes.HOME_DIR)
+
+# vLLM flags the operator renders, and the field to set instead (extraArgs may not repeat
+# them: two values would be ambiguous and several change the graphs but not the cache key).
+RENDERED_FLAGS = {
+    "--model": "spec.model.id or spec.model.path",
+    "--revision": "spec.model.revision",
+    "--quantization": "spec.model.quantization",
+    "-q": "spec.model.quantization",
+    "--served-model-name": "spec.model.servedName",
+    "--tensor-parallel-size": "spec.tensorParallelSize",
+    "-tp": "spec.tensorParallelSize",
+    "--max-model-len": f"{CB}.maxModelLen",
+    "--max-num-seqs": f"{CB}.maxNumSeqs",
+    "--max-num-batched-tokens": f"{CB}.maxNumBatchedTokens",
+    "--enable-chunked-prefill": f"{CB}.chunkedPrefill",
+    "--no-enable-chunked-prefill": f"{CB}.chunkedPrefill",
+    "--enable-prefix-caching": f"{CB}.prefixCaching",
+    "--no-enable-prefix-caching": f"{CB}.prefixCaching",
+    "--num-gpu-blocks-override": f"{CB}.numGpuBlocksOverride",
+    "--runner": "spec.task",
+    "--port": "spec.service.port (the container always listens on 8000)",
+    "--dtype": "nothing: vLLM-Spyre picks the dtype (fp16 on Spyre, fp32 on CPU)",
+}
+
+
+def _ceil_block(n: int) -> int:
+    return -(-n // SPYRE_BLOCK) * SPYRE_BLOCK
+
+
+def model_identity(s: SpyreModelSpec) -> Iterator[Problem]:
+    if not s.model.id and not s.model.path:
+        yield Problem(
+            "spec.model",
+            "set id (a Hugging Face model id) or path (a model directory on a pvc or "
+            "hostPath source)",
+        )
+
+
+def model_source(s: SpyreModelSpec) -> Iterator[Problem]:
+    m, src = s.model, s.model.source
+    chosen = [n for n, v in (("pvc", src.pvc), ("hostPath", src.host_path), ("hub", src.hub)) if v]
+    if len(chosen) != 1:
+        got = ", ".join(chosen) or "none"
+        yield Problem("spec.model.source", f"set exactly one of pvc, hostPath, hub (got {got})")
+        return
+    mount = src.mount
+    if mount is None:
+        if m.path:
+            yield Problem(
+                "spec.model.path",
+                "a hub model is downloaded by id: remove path, or read the model from a "
+                "pvc or hostPath source",
+            )
+        return
+    where = mount.mount_path.rstrip("/") or "/"
+    if not m.path:
+        yield Problem(
+            "spec.model.path",
+            f"required with a {chosen[0]} source: the model directory, e.g. {where}/<model>",
+        )
+    elif not posixpath.normpath(m.path).startswith(where + "/"):
+        yield Problem(
+            "spec.model.path",
+            f"must be inside the source's mountPath {where}, got {m.path}",
+        )
+    if m.revision:
+        yield Problem(
+            "spec.model.revision",
+            f"only applies to hub downloads; the files on the {chosen[0]} are used as they "
+            "are: remove revision",
+        )
+    for reserved in RESERVED_MOUNTS:
+        if where == "/" or where == reserved or where.startswith(reserved + "/"):
+            yield Problem(
+                f"spec.model.source.{chosen[0]}.mountPath",
+                f"{where} is used by the operator ({', '.join(RESERVED_MOUNTS)} and /): "
+                "choose another directory such as /models",
+            )
+            break
+
+
+def batching_mode(s: SpyreModelSpec) -> Iterator[Problem]:
+    b = s.batching
+    if (b.continuous is None) == (b.static is None):
+        yield Problem("spec.batching", "set exactly one of continuous or static")
+    elif s.is_pooling and b.continuous:
+        yield Problem(
+            CB,
+            f"pooling models (task {s.task}) run on static warmup shapes, where maxModelLen, "
+            "maxNumSeqs and prefix caching do not apply: replace continuous with static "
+            "(promptLens, batchSizes)",
+        )
+    elif not s.is_pooling and b.static and not s.flavour.static_decoders:
+        yield Problem(
+            STATIC,
+            f"{s.flavour.name} has no static batching for decoders (task generate): use "
+            "batching.continuous, or runtime.flavour vllm-spyre",
+        )
+
+
+def static_shapes(s: SpyreModelSpec) -> Iterator[Problem]:
+    st = s.batching.static
+    if st is None:
+        return
+    lengths = {"promptLens": len(st.prompt_lens), "batchSizes": len(st.batch_sizes)}
+    if st.new_tokens is None:
+        if not s.is_pooling:
+            yield Problem(
+                f"{STATIC}.newTokens",
+                "required for static decoder batching: the most output tokens of each shape "
+                "(at least 2)",
+            )
+    elif s.is_pooling:
+        yield Problem(f"{STATIC}.newTokens", "pooling models generate no tokens: remove newTokens")
+    else:
+        lengths["newTokens"] = len(st.new_tokens)
+    if len(set(lengths.values())) > 1:
+        got = ", ".join(f"{k} has {n}" for k, n in lengths.items())
+        yield Problem(
+            STATIC,
+            f"the warmup lists must have the same length (one entry per shape): {got}",
+        )
+
+
+def continuous_batching(s: SpyreModelSpec) -> Iterator[Problem]:
+    cb, f = s.batching.continuous, s.flavour
+    if cb is None:
+        return
+    if not cb.chunked_prefill:
+        if not f.reads(runtimes.USE_CHUNKED_PREFILL):
+            yield Problem(
+                f"{CB}.chunkedPrefill",
+                f"{f.name} always prefills in chunks: remove chunkedPrefill or set it to true",
+            )
+        else:
+            if cb.max_num_batched_tokens < cb.max_model_len:
+                yield Problem(
+                    f"{CB}.maxNumBatchedTokens",
+                    "without chunked prefill a prompt is prefilled in one step, so "
+                    f"maxNumBatchedTokens ({cb.max_num_batched_tokens}) must be at least "
+                    f"maxModelLen ({cb.max_model_len}): set it to "
+                    f"{_ceil_block(cb.max_model_len)}, or set chunkedPrefill: true",
+                )
+            if cb.prefix_caching:
+                yield Problem(
+                    f"{CB}.prefixCaching",
+                    f"prefix caching needs chunked prefill in {f.name}: set chunkedPrefill: "
+                    "true or prefixCaching: false",
+                )
+    if s.model.is_fp8 and cb.max_num_seqs == 1:
+        yield Problem(
+            f"{CB}.maxNumSeqs",
+            "FP8 models do not support batch size 1 with continuous batching: use 2 or more",
+        )
+
+
+def accelerators(s: SpyreModelSpec) -> Iterator[Problem]:
+    count, tp = s.accelerator_count, s.tensor_parallel_size
+    if s.backend == "sendnn" and count != tp:
+        yield Problem(
+            "spec.accelerator.count",
+            f"must equal tensorParallelSize ({tp}), one Spyre card per tensor-parallel rank: "
+            f"set {tp} or leave it unset",
+        )
+    elif s.backend == "eager" and count not in (0, tp):
+        yield Problem(
+            "spec.accelerator.count",
+            f"the eager backend runs on CPU: set 0 (the default) or {tp}",
+        )
+
+
+def compile_step(s: SpyreModelSpec) -> Iterator[Problem]:
+    backend, f = s.cache.compile.backend, s.flavour
+    path = "spec.cache.compile.backend"
+    if backend is None:
+        return
+    if s.backend == "eager":
+        yield Problem(path, "the eager backend compiles nothing: remove cache.compile.backend")
+    elif backend == "sendnn_compile_only" and not f.compile_only_backend:
+        yield Problem(
+            path,
+            f"{f.name} has no sendnn_compile_only backend (sendnn-inference has): use sendnn "
+            "to compile on Spyre cards, or runtime.flavour sendnn-inference",
+        )
+    elif backend == "sendnn_compile_only" and s.model.is_fp8:
+        yield Problem(
+            path,
+            "sendnn_compile_only cannot compile FP8 models: use sendnn to compile on Spyre cards",
+        )
+
+
+def precompiled_pooling(s: SpyreModelSpec) -> Iterator[Problem]:
+    if s.is_pooling and s.cache.require_precompiled:
+        yield Problem(
+            "spec.cache.requirePrecompiled",
+            "only decoders can require precompiled graphs (vLLM-Spyre does not apply it to "
+            "pooling models): remove it or set false",
+        )
+
+
+def runtime_version(s: SpyreModelSpec) -> Iterator[Problem]:
+    version, f = s.runtime.version, s.flavour
+    if version and int(version.split(".")[0]) != f.major_version:
+        yield Problem(
+            "spec.runtime.version",
+            f"{f.name} versions are {f.major_version}.x, got {version}: use e.g. "
+            f"{f.default_version}, or pick the flavour that matches the version",
+        )
+
+
+def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for i, e in enumerate(s.env):
+        path = f"spec.env[{i}]"
+        if e.name in seen:
+            yield Problem(f"{path}.name", f"{e.name} is set twice: keep one")
+        seen.add(e.name)
+        if runtimes.is_reserved_env(e.name):
+            yield Problem(
+                f"{path}.name",
+                f"{e.name} is set by the operator or by vLLM-Spyre from spec fields and may "
+                "change the compiled graphs (docs/api.md lists them): set the field instead",
+            )
+        if e.value is not None and e.value_from is not None:
+            yield Problem(path, "set value or valueFrom, not both")
+        if e.value_from and len(e.value_from.to_k8s()) != 1:
+            yield Problem(
+                f"{path}.valueFrom", "set exactly one of secretKeyRef, configMapKeyRef, fieldRef"
+            )
+
+
+def extra_args(s: SpyreModelSpec) -> Iterator[Problem]:
+    for i, arg in enumerate(s.extra_args):
+        flag = arg.split("=", 1)[0]
+        if flag in RENDERED_FLAGS:
+            yield Problem(
+                f"spec.extraArgs[{i}]",
+                f"{flag} is rendered by the operator: set {RENDERED_FLAGS[flag]} instead",
+            )
+
+
+def _resource_problems(path: str, res: Resources | None) -> Iterator[Problem]:
+    if res is None:
+        return
+    for kind, amounts in (("limits", res.limits), ("requests", res.requests)):
+        for name, amount in amounts.items():
+            where = join_path(path, kind, name)
+            if ACCELERATOR_RESOURCE.match(name):
+                yield Problem(where, "Spyre cards are requested with spec.accelerator: remove it")
+            elif name == "cpu":
+                try:
+                    cpu_cores(amount)
+                except ValueError:
+                    yield Problem(where, f"use cores (8) or millicores (7500m), got {amount}")
+
+
+def resources(s: SpyreModelSpec) -> Iterator[Problem]:
+    yield from _resource_problems("spec.resources", s.resources)
+    yield from _resource_problems("spec.cache.compile.resources", s.cache.compile.resources)
+
+
+RULES: tuple[Rule, ...] = (
+    model_identity,
+    model_source,
+    runtime_version,
+    batching_mode,
+    static_shapes,
+    continuous_batching,
+    accelerators,
+    compile_step,
+    precompiled_pooling,
+    extra_env,
+    extra_args,
+    resources,
+)
+
+
+def check(spec: SpyreModelSpec) -> list[Problem]:
+    return [problem for rule in RULES for problem in rule(spec)]

@@ -1,0 +1,150 @@
+"""The runtime flavours and every environment variable name the operator renders.
+
+This is the one place where env var names are spelled (render/env.py builds the values,
+api/rules.py keeps users from overriding them). A flavour is data: the plugin knobs it
+reads decide what gets rendered, so the builders never branch on the flavour's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from spyre_operator import __version__
+
+FlavourName = Literal["vllm-spyre", "sendnn-inference"]
+VLLM_SPYRE: Final = "vllm-spyre"
+SENDNN_INFERENCE: Final = "sendnn-inference"
+
+# Plugin knobs: the flavour's prefix (VLLM_SPYRE_ / SENDNN_INFERENCE_) is prepended.
+DYNAMO_BACKEND = "DYNAMO_BACKEND"
+USE_CB = "USE_CB"
+USE_CHUNKED_PREFILL = "USE_CHUNKED_PREFILL"
+WARMUP_PROMPT_LENS = "WARMUP_PROMPT_LENS"
+WARMUP_NEW_TOKENS = "WARMUP_NEW_TOKENS"
+WARMUP_BATCH_SIZES = "WARMUP_BATCH_SIZES"
+REQUIRE_PRECOMPILED_DECODERS = "REQUIRE_PRECOMPILED_DECODERS"
+NUM_CPUS = "NUM_CPUS"
+
+_COMMON_KNOBS = frozenset(
+    {
+        DYNAMO_BACKEND,
+        WARMUP_PROMPT_LENS,
+        WARMUP_BATCH_SIZES,
+        REQUIRE_PRECOMPILED_DECODERS,
+        NUM_CPUS,
+    }
+)
+
+# The operator <-> image contract (docs/contract.md).
+SPYRE_SERVING_FLAVOUR = "SPYRE_SERVING_FLAVOUR"
+SPYRE_SERVING_CACHE_KEY = "SPYRE_SERVING_CACHE_KEY"
+SPYRE_SERVING_CACHE_ROOT = "SPYRE_SERVING_CACHE_ROOT"
+SPYRE_SERVING_COMPILE_CONFIG = "SPYRE_SERVING_COMPILE_CONFIG"
+SPYRE_SERVING_TERMINATION_LOG = "SPYRE_SERVING_TERMINATION_LOG"
+
+# Read by torch_sendnn, vLLM and the Spyre stack (never renamed between flavours).
+TORCH_SENDNN_CACHE_ENABLE = "TORCH_SENDNN_CACHE_ENABLE"
+TORCH_SENDNN_CACHE_DIR = "TORCH_SENDNN_CACHE_DIR"
+TORCH_SENDNN_LOG = "TORCH_SENDNN_LOG"
+VLLM_PLUGINS = "VLLM_PLUGINS"
+VLLM_DT_MAX_BATCH_TKV_LIMIT = "VLLM_DT_MAX_BATCH_TKV_LIMIT"
+MASTER_ADDR = "MASTER_ADDR"
+MASTER_PORT = "MASTER_PORT"
+FLEX_COMPUTE = "FLEX_COMPUTE"
+FLEX_DEVICE = "FLEX_DEVICE"
+DTLOG_LEVEL = "DTLOG_LEVEL"
+DT_DEEPRT_VERBOSE = "DT_DEEPRT_VERBOSE"
+DISTRIBUTED_STRATEGY_IGNORE_MODULES = "DISTRIBUTED_STRATEGY_IGNORE_MODULES"
+TOKENIZERS_PARALLELISM = "TOKENIZERS_PARALLELISM"
+HF_TOKEN = "HF_TOKEN"
+HOME = "HOME"
+
+# Names users may not set in spec.env: the operator renders them, and several of them
+# change the compiled graphs without changing the cache key.
+RESERVED_ENV = frozenset(
+    {
+        SPYRE_SERVING_FLAVOUR,
+        SPYRE_SERVING_CACHE_KEY,
+        SPYRE_SERVING_CACHE_ROOT,
+        SPYRE_SERVING_COMPILE_CONFIG,
+        TORCH_SENDNN_CACHE_ENABLE,
+        TORCH_SENDNN_CACHE_DIR,
+        VLLM_PLUGINS,
+        MASTER_ADDR,
+        MASTER_PORT,
+        FLEX_DEVICE,
+        HF_TOKEN,
+        HOME,
+    }
+)
+# Graph-shaping settings of torch_sendnn that have spec fields or are set by the plugin.
+RESERVED_ENV_PREFIXES = ("VLLM_DT_",)
+
+CACHE_ROOT = "/var/cache/spyre"
+HOME_DIR = "/home/spyre"
+MASTER_PORT_VALUE = "12355"
+SERVING_PORT = 8000
+
+IMAGE_REPOSITORY = "quay.io/spyre-serving/runtime"
+
+
+@dataclass(frozen=True)
+class Flavour:
+    name: str
+    default_version: str
+    major_version: int
+    plugin: str
+    env_prefix: str
+    catalog_version_field: str
+    knobs: frozenset[str]
+    compile_only_backend: bool
+
+    def env(self, knob: str) -> str:
+        return self.env_prefix + knob
+
+    def reads(self, knob: str) -> bool:
+        return knob in self.knobs
+
+    @property
+    def static_decoders(self) -> bool:
+        """Static batching of decoders exists only where USE_CB switches it off."""
+        return self.reads(USE_CB)
+
+
+FLAVOURS: dict[str, Flavour] = {
+    VLLM_SPYRE: Flavour(
+        name=VLLM_SPYRE,
+        default_version="1.10.0",
+        major_version=1,
+        plugin="spyre",
+        env_prefix="VLLM_SPYRE_",
+        catalog_version_field="vllm_spyre_version",
+        knobs=_COMMON_KNOBS | {USE_CB, USE_CHUNKED_PREFILL, WARMUP_NEW_TOKENS},
+        compile_only_backend=False,
+    ),
+    SENDNN_INFERENCE: Flavour(
+        name=SENDNN_INFERENCE,
+        default_version="2.6.3",
+        major_version=2,
+        plugin="sendnn_inference",
+        env_prefix="SENDNN_INFERENCE_",
+        catalog_version_field="sendnn_inference_version",
+        knobs=_COMMON_KNOBS,
+        compile_only_backend=True,
+    ),
+}
+
+
+def default_image(flavour: str, version: str) -> str:
+    """The serving image for a flavour and plugin version; the image build tags it so."""
+    return f"{IMAGE_REPOSITORY}:{__version__}-{flavour}-{version}"
+
+
+def is_reserved_env(name: str) -> bool:
+    if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
+        return True
+    return any(
+        name.startswith(f.env_prefix) and name[len(f.env_prefix) :] in f.knobs
+        for f in FLAVOURS.values()
+    )

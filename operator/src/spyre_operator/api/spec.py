@@ -1,0 +1,296 @@
+"""The SpyreModel spec: fields, defaults and per-field bounds (the one source of truth).
+
+Bounds that a CRD schema can express live here (they become minimum/maximum/multipleOf/
+enum in the CRD, so the API server enforces them too); rules across fields live in
+api/rules.py.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from spyre_operator.api import runtimes
+from spyre_operator.api.base import ApiModel, FreeForm, LabelMap, Name, Quantity
+from spyre_operator.api.runtimes import Flavour, FlavourName
+
+# Spyre's KV-cache block size: chunk sizes and static prompt lengths are multiples of it.
+SPYRE_BLOCK = 64
+# Continuous batching on Spyre supports at most a 32K context (prompt + output tokens).
+MAX_CONTEXT = 32768
+TP_SIZES = (1, 2, 4)
+
+Task = Literal["generate", "embed", "score", "rerank"]
+POOLING_TASKS = ("embed", "score", "rerank")
+Backend = Literal["sendnn", "eager"]
+CompileBackend = Literal["sendnn", "sendnn_compile_only"]
+
+BlockMultiple = Annotated[int, Field(ge=SPYRE_BLOCK, le=MAX_CONTEXT, multiple_of=SPYRE_BLOCK)]
+NewTokens = Annotated[int, Field(ge=2, le=MAX_CONTEXT)]
+BatchSize = Annotated[int, Field(ge=1, le=256)]
+EnvName = Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
+AbsolutePath = Annotated[str, Field(pattern=r"^/", max_length=4096)]
+
+
+class SecretKeyRef(ApiModel):
+    name: Name
+    """Name of the Secret."""
+    key: Name = "token"
+    """Key in the Secret."""
+
+
+class PvcSource(ApiModel):
+    claim_name: Name
+    """PersistentVolumeClaim holding the model files."""
+    sub_path: str | None = None
+    """Directory inside the claim to mount instead of its root."""
+    mount_path: AbsolutePath = "/models"
+    """Where the claim is mounted (read-only) in the container."""
+
+
+class HostPathSource(ApiModel):
+    path: AbsolutePath
+    """Directory on the node holding the model files."""
+    mount_path: AbsolutePath = "/models"
+    """Where the directory is mounted (read-only) in the container."""
+
+
+class HubSource(ApiModel):
+    token_secret: SecretKeyRef | None = None
+    """Secret key with a Hugging Face token, passed as HF_TOKEN (gated or private models)."""
+
+
+class ModelSource(ApiModel):
+    """Where the weights come from: exactly one of pvc, hostPath, hub."""
+
+    pvc: PvcSource | None = None
+    host_path: HostPathSource | None = None
+    hub: HubSource | None = None
+
+    @property
+    def mount(self) -> PvcSource | HostPathSource | None:
+        return self.pvc or self.host_path
+
+
+class ModelSpec(ApiModel):
+    id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    """Hugging Face model id (e.g. ibm-granite/granite-3.3-8b-instruct); also names the
+    model for the known-config registry."""
+    path: AbsolutePath | None = None
+    """Model directory in the container, under the pvc/hostPath mountPath."""
+    revision: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    """Model revision (branch, tag or commit) to download from the hub."""
+    served_name: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    """Name clients use in requests (--served-model-name); defaults to the id."""
+    quantization: Literal["fp8", "gptq", "compressed-tensors"] | None = None
+    """Quantization of the weights (--quantization); unset lets vLLM read the model config."""
+    source: ModelSource = Field(default_factory=lambda: ModelSource(hub=HubSource()))
+    """Where the weights come from; defaults to the Hugging Face hub."""
+
+    @property
+    def argument(self) -> str:
+        """The model argument of `vllm serve`: the local path if any, else the hub id."""
+        return self.path or self.id or ""
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.quantization == "fp8" or "fp8" in (self.id or self.path or "").lower()
+
+
+class RuntimeSpec(ApiModel):
+    flavour: FlavourName = runtimes.SENDNN_INFERENCE
+    """vllm-spyre (vLLM-Spyre 1.x) or sendnn-inference (2.x, the renamed successor)."""
+    version: (
+        Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+([.-]?[0-9A-Za-z.]+)?$")] | None
+    ) = None
+    """Plugin version; defaults to 1.10.0 (vllm-spyre) or 2.6.3 (sendnn-inference)."""
+
+
+class ContinuousBatching(ApiModel):
+    max_model_len: Annotated[int, Field(ge=SPYRE_BLOCK, le=MAX_CONTEXT)]
+    """Longest prompt + output in tokens (--max-model-len)."""
+    max_num_seqs: BatchSize
+    """Most sequences decoded together (--max-num-seqs)."""
+    max_num_batched_tokens: BlockMultiple = 1024
+    """Prefill chunk size (--max-num-batched-tokens)."""
+    chunked_prefill: bool = True
+    """Prefill long prompts in chunks; always on in sendnn-inference."""
+    prefix_caching: bool = False
+    """Reuse KV blocks of shared prompt prefixes (--enable-prefix-caching)."""
+    max_batch_tkv_limit: Annotated[int, Field(ge=SPYRE_BLOCK, le=MAX_CONTEXT * 256)] | None = None
+    """Override of VLLM_DT_MAX_BATCH_TKV_LIMIT; unset uses the registry or
+    maxModelLen * maxNumSeqs."""
+    num_gpu_blocks_override: Annotated[int, Field(ge=1, le=1_048_576)] | None = None
+    """Override of the Spyre KV-cache block count (--num-gpu-blocks-override)."""
+
+
+class StaticBatching(ApiModel):
+    """Warmup shapes: shape i is (promptLens[i], newTokens[i], batchSizes[i])."""
+
+    prompt_lens: Annotated[list[BlockMultiple], Field(min_length=1, max_length=16)]
+    """Padded prompt length of each shape."""
+    batch_sizes: Annotated[list[BatchSize], Field(min_length=1, max_length=16)]
+    """Batch size of each shape."""
+    new_tokens: Annotated[list[NewTokens], Field(min_length=1, max_length=16)] | None = None
+    """Most output tokens of each shape (vllm-spyre decoders only)."""
+
+
+class Batching(ApiModel):
+    """Exactly one of continuous or static."""
+
+    continuous: ContinuousBatching | None = None
+    static: StaticBatching | None = None
+
+
+class Toleration(ApiModel):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: Annotated[int, Field(ge=0)] | None = None
+
+
+class Resources(ApiModel):
+    limits: dict[str, Quantity] = Field(default_factory=dict)
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+
+
+class CacheVolume(ApiModel):
+    claim_name: Name = "spyre-graph-cache"
+    """PersistentVolumeClaim shared by all SpyreModels of the namespace."""
+    create: bool = True
+    """Create the claim if it does not exist (false: use an existing claim)."""
+    size: Quantity = "100Gi"
+    """Requested size when the operator creates the claim."""
+    storage_class_name: Name | None = None
+    """StorageClass when the operator creates the claim; unset uses the default class."""
+    access_mode: Literal["ReadWriteMany", "ReadWriteOnce"] = "ReadWriteMany"
+    """ReadWriteOnce only works when the compile Job and all replicas share one node."""
+
+
+class CompileSpec(ApiModel):
+    """The compile Job; unset scheduling fields are taken from the serving pod."""
+
+    backend: CompileBackend | None = None
+    """Backend of the compile step; sendnn_compile_only compiles on CPU nodes
+    (sendnn-inference only, not for FP8 models). Defaults to spec.backend."""
+    resources: Resources | None = None
+    node_selector: LabelMap | None = None
+    tolerations: list[Toleration] | None = None
+    active_deadline_seconds: Annotated[int, Field(ge=60, le=7 * 24 * 3600)] = 3 * 3600
+    """How long a compile may run before it is failed."""
+    backoff_limit: Annotated[int, Field(ge=0, le=10)] = 1
+    """Retries of a failed compile."""
+
+
+class CacheSpec(ApiModel):
+    volume: CacheVolume = Field(default_factory=CacheVolume)
+    require_precompiled: bool | None = None
+    """Serving pods of decoders refuse to compile (REQUIRE_PRECOMPILED_DECODERS=1).
+    Defaults to true for generate, must stay unset or false for pooling models."""
+    compile: CompileSpec = Field(default_factory=CompileSpec)
+
+
+class Accelerator(ApiModel):
+    resource_name: Annotated[str, Field(pattern=r"^ibm\.com/(spyre|aiu)_(pf|vf)(_tier[0-2])?$")] = (
+        "ibm.com/spyre_pf"
+    )
+    """Extended resource of the Spyre device plugin (ibm.com/aiu_pf on older clusters)."""
+    count: Annotated[int, Field(ge=0, le=4)] | None = None
+    """Cards per replica; must equal tensorParallelSize (default), 0 for eager on CPU."""
+
+
+class ServiceSpec(ApiModel):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    port: Annotated[int, Field(ge=1, le=65535)] = 8000
+
+
+class EnvKeyRef(ApiModel):
+    name: Name
+    key: Name
+    optional: bool | None = None
+
+
+class EnvFieldRef(ApiModel):
+    field_path: Annotated[str, Field(min_length=1)]
+    api_version: str | None = None
+
+
+class EnvVarSource(ApiModel):
+    secret_key_ref: EnvKeyRef | None = None
+    config_map_key_ref: EnvKeyRef | None = None
+    field_ref: EnvFieldRef | None = None
+
+
+class EnvVar(ApiModel):
+    name: EnvName
+    value: str | None = None
+    value_from: EnvVarSource | None = None
+
+
+class SpyreModelSpec(ApiModel):
+    model: ModelSpec
+    """The model to serve."""
+    task: Task = "generate"
+    """generate (decoders) or a pooling task: embed, score, rerank."""
+    backend: Backend = "sendnn"
+    """sendnn (Spyre cards) or eager (CPU, for tests)."""
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    tensor_parallel_size: Literal[1, 2, 4] = 1
+    """Cards one replica spans (--tensor-parallel-size)."""
+    batching: Batching
+    cache: CacheSpec = Field(default_factory=CacheSpec)
+    replicas: Annotated[int, Field(ge=0, le=1000)] = 1
+    image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    """Serving image; defaults to quay.io/spyre-serving/runtime:<operator>-<flavour>-<version>."""
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    accelerator: Accelerator = Field(default_factory=Accelerator)
+    resources: Resources = Field(default_factory=Resources)
+    """CPU/memory of a serving pod; Spyre cards come from spec.accelerator."""
+    node_selector: LabelMap = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    affinity: FreeForm | None = None
+    scheduler_name: Name | None = None
+    """Pod scheduler, e.g. spyre-scheduler."""
+    env: list[EnvVar] = Field(default_factory=list)
+    """Extra environment of the serving and compile containers."""
+    extra_args: list[str] = Field(default_factory=list)
+    """Extra `vllm serve` arguments, appended last."""
+    service: ServiceSpec = Field(default_factory=ServiceSpec)
+
+    @property
+    def flavour(self) -> Flavour:
+        return runtimes.FLAVOURS[self.runtime.flavour]
+
+    @property
+    def runtime_version(self) -> str:
+        return self.runtime.version or self.flavour.default_version
+
+    @property
+    def image_ref(self) -> str:
+        return self.image or runtimes.default_image(self.runtime.flavour, self.runtime_version)
+
+    @property
+    def is_pooling(self) -> bool:
+        return self.task in POOLING_TASKS
+
+    @property
+    def accelerator_count(self) -> int:
+        if self.accelerator.count is not None:
+            return self.accelerator.count
+        return 0 if self.backend == "eager" else self.tensor_parallel_size
+
+    @property
+    def require_precompiled(self) -> bool:
+        if self.cache.require_precompiled is None:
+            return not self.is_pooling
+        return self.cache.require_precompiled
+
+    @property
+    def compile_resources(self) -> Resources:
+        return self.cache.compile.resources or self.resources
+
+    @property
+    def compile_backend(self) -> str:
+        return self.cache.compile.backend or self.backend

@@ -1,0 +1,71 @@
+"""The SpyreModel status (Kubernetes API conventions: conditions + observedGeneration)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field
+
+from spyre_operator.api.base import ApiModel
+
+CACHE_READY = "CacheReady"
+AVAILABLE = "Available"
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
+CONDITION_TYPES = (CACHE_READY, AVAILABLE, PROGRESSING, DEGRADED)
+
+Phase = Literal["Pending", "Compiling", "Starting", "Ready", "Degraded", "Failed", "Invalid"]
+
+
+class StatusModel(ApiModel):
+    # Read back from live objects: never fail on fields a newer operator added.
+    model_config = ConfigDict(extra="ignore")
+
+
+class Condition(StatusModel):
+    """metav1.Condition."""
+
+    type: Literal["CacheReady", "Available", "Progressing", "Degraded"]
+    status: Literal["True", "False", "Unknown"]
+    reason: Annotated[
+        str,
+        Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", min_length=1, max_length=1024),
+    ]
+    """One CamelCase word, e.g. Compiling, CompileFailed, InvalidSpec."""
+    message: Annotated[str, Field(max_length=32768)] = ""
+    last_transition_time: Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+    """When status last changed (RFC 3339)."""
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+
+
+class CompileSummary(StatusModel):
+    """The compile Job's outcome (its termination message, see docs/contract.md)."""
+
+    job_name: str | None = None
+    cache_key: str | None = None
+    ok: bool | None = None
+    reason: str | None = None
+    message: str | None = None
+    seconds: float | None = None
+    versions: dict[str, str] | None = None
+
+
+class SpyreModelStatus(StatusModel):
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    phase: Phase | None = None
+    """Summary for printer columns; conditions are the API."""
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    active_cache_key: str | None = None
+    """Cache key of the running Deployment."""
+    target_cache_key: str | None = None
+    """Cache key of the current spec (differs from activeCacheKey while compiling)."""
+    cache: CompileSummary | None = None
+    replicas: Annotated[int, Field(ge=0)] | None = None
+    ready_replicas: Annotated[int, Field(ge=0)] | None = None
+    selector: str | None = None
+    """Label selector of the serving pods (scale subresource)."""
+    endpoint: str | None = None
+    """OpenAI-compatible base URL inside the cluster."""

@@ -1,0 +1,39 @@
+"""spec -> container args: [subcommand, <vllm serve args>] (docs/contract.md)."""
+
+from __future__ import annotations
+
+from spyre_operator.api.runtimes import SERVING_PORT
+from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.render.env import Role
+
+
+def vllm_args(spec: SpyreModelSpec, role: Role) -> list[str]:
+    """The same for both roles except the serving-only flags (they do not shape graphs)."""
+    model, cb = spec.model, spec.batching.continuous
+    args = [model.argument]
+    if model.revision:
+        args += ["--revision", model.revision]
+    if model.quantization:
+        args += ["--quantization", model.quantization]
+    if spec.is_pooling:
+        args += ["--runner", "pooling"]
+    args += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
+    if cb is not None:
+        args += [
+            "--max-model-len", str(cb.max_model_len),
+            "--max-num-seqs", str(cb.max_num_seqs),
+            "--max-num-batched-tokens", str(cb.max_num_batched_tokens),
+            "--enable-prefix-caching" if cb.prefix_caching else "--no-enable-prefix-caching",
+        ]  # fmt: skip
+        if cb.num_gpu_blocks_override is not None:
+            args += ["--num-gpu-blocks-override", str(cb.num_gpu_blocks_override)]
+    if role == "serve":
+        served = model.served_name or (model.id if model.path else None)
+        if served:
+            args += ["--served-model-name", served]
+        args += ["--port", str(SERVING_PORT)]
+    return args + spec.extra_args
+
+
+def container_args(spec: SpyreModelSpec, role: Role) -> list[str]:
+    return [role, *vllm_args(spec, role)]

@@ -1,0 +1,122 @@
+"""The child objects of a SpyreModel as plain dicts (no API calls, no owner references:
+the operator adds those, see meta.owner_reference)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.api.validation import SpyreModel
+from spyre_operator.render import meta
+from spyre_operator.render.cachekey import cache_key, short_key
+from spyre_operator.render.pod import pod_spec, startup_seconds
+
+# Time for a rollout beyond the startup budget (image pull, scheduling).
+ROLLOUT_MARGIN_SECONDS = 600
+
+
+def _metadata(
+    name: str, namespace: str, labels: dict[str, str], key: str | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    if key is not None:
+        out["annotations"] = {meta.CACHE_KEY_ANNOTATION: key}
+    return out
+
+
+def build_cache_pvc(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
+    """The shared graph cache claim. Not owned by any SpyreModel: it outlives them."""
+    volume = spec.cache.volume
+    pvc_spec: dict[str, Any] = {
+        "accessModes": [volume.access_mode],
+        "resources": {"requests": {"storage": volume.size}},
+    }
+    if volume.storage_class_name:
+        pvc_spec["storageClassName"] = volume.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(
+            volume.claim_name, namespace, meta.labels(meta.GRAPH_CACHE, volume.claim_name)
+        ),
+        "spec": pvc_spec,
+    }
+
+
+def build_compile_job(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
+    """The compile Job of the spec's cache key, shared by every SpyreModel with that key."""
+    key = cache_key(spec)
+    name = meta.compile_job_name(key)
+    labels = meta.labels(meta.COMPILE, name) | {meta.CACHE_KEY_LABEL: short_key(key)}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, namespace, labels, key),
+        "spec": {
+            "backoffLimit": spec.cache.compile.backoff_limit,
+            "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
+            "template": {
+                "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
+                "spec": pod_spec(spec, "precompile"),
+            },
+        },
+    }
+
+
+def build_deployment(model: SpyreModel) -> dict[str, Any]:
+    spec, key = model.spec, cache_key(model.spec)
+    labels = (
+        meta.labels(meta.SERVER, model.name)
+        | meta.server_selector(model.name)
+        | {meta.CACHE_KEY_LABEL: short_key(key)}
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(model.name, model.namespace, labels, key),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": meta.server_selector(model.name)},
+            "progressDeadlineSeconds": startup_seconds(spec) + ROLLOUT_MARGIN_SECONDS,
+            "template": {
+                "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
+                "spec": pod_spec(spec, "serve"),
+            },
+        },
+    }
+
+
+def build_service(model: SpyreModel) -> dict[str, Any]:
+    service = model.spec.service
+    labels = meta.labels(meta.SERVER, model.name) | {meta.MODEL_LABEL: model.name}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(model.name, model.namespace, labels),
+        "spec": {
+            "type": service.type,
+            "selector": meta.server_selector(model.name),
+            "ports": [
+                {"name": "http", "port": service.port, "targetPort": "http", "protocol": "TCP"}
+            ],
+        },
+    }
+
+
+def endpoint_url(model: SpyreModel) -> str:
+    """The OpenAI-compatible base URL inside the cluster (status.endpoint)."""
+    return f"http://{model.name}.{model.namespace}.svc:{model.spec.service.port}/v1"
+
+
+def build_children(model: SpyreModel, uid: str | None = None) -> list[dict[str, Any]]:
+    """Everything the operator may create for a SpyreModel, in creation order. With a uid,
+    the owned objects get ownerReferences (the shared compile Job as a non-controller)."""
+    spec = model.spec
+    job = build_compile_job(spec, model.namespace)
+    owned = [(job, False), (build_deployment(model), True), (build_service(model), True)]
+    if uid is not None:
+        for obj, controller in owned:
+            ref = meta.owner_reference(model.name, uid, controller=controller)
+            obj["metadata"]["ownerReferences"] = [ref]
+    pvc = [build_cache_pvc(spec, model.namespace)] if spec.cache.volume.create else []
+    return pvc + [obj for obj, _ in owned]

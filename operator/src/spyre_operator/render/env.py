@@ -1,0 +1,100 @@
+"""spec -> container env, for the serving pod (`serve`) and the compile Job (`precompile`).
+
+The flavour differences are data (api/runtimes.py: prefix, plugin, the knobs each flavour
+reads); this module renders values only. See docs/contract.md for who reads what.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from spyre_operator.api import runtimes as rt
+from spyre_operator.api.base import cpu_cores
+from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.render.cachekey import cache_key, canonical_json, compile_config
+
+Role = Literal["serve", "precompile"]
+
+
+def _flag(on: bool) -> str:
+    return "1" if on else "0"
+
+
+def _csv(values: list[int] | None) -> str | None:
+    return None if values is None else ",".join(str(v) for v in values)
+
+
+def backend_for(spec: SpyreModelSpec, role: Role) -> str:
+    return spec.backend if role == "serve" else spec.compile_backend
+
+
+def _stack_env(spec: SpyreModelSpec, backend: str) -> dict[str, str]:
+    """The Spyre runtime stack (torch_sendnn, deeptools); nothing reads it on CPU."""
+    if backend == "eager":
+        return {}
+    if backend == "sendnn_compile_only":
+        device = "COMPILE"  # what the plugin sets itself for this backend
+    else:
+        device = "VF" if "_vf" in spec.accelerator.resource_name else "PF"
+    return {
+        rt.FLEX_COMPUTE: "SENTIENT",
+        rt.FLEX_DEVICE: device,
+        rt.DTLOG_LEVEL: "error",
+        rt.DT_DEEPRT_VERBOSE: "-1",
+        rt.TORCH_SENDNN_LOG: "WARNING",
+    }
+
+
+def _plugin_env(spec: SpyreModelSpec, role: Role, backend: str) -> dict[str, str]:
+    cb, st = spec.batching.continuous, spec.batching.static
+    resources = spec.resources if role == "serve" else spec.compile_resources
+    cpu = resources.limits.get("cpu")
+    knobs = {
+        rt.DYNAMO_BACKEND: backend,
+        rt.USE_CB: _flag(cb is not None),
+        rt.USE_CHUNKED_PREFILL: _flag(cb.chunked_prefill) if cb else None,
+        rt.WARMUP_PROMPT_LENS: _csv(st.prompt_lens) if st else None,
+        rt.WARMUP_NEW_TOKENS: _csv(st.new_tokens) if st else None,
+        rt.WARMUP_BATCH_SIZES: _csv(st.batch_sizes) if st else None,
+        # Serving pods of decoders never compile; the compile Job must.
+        rt.REQUIRE_PRECOMPILED_DECODERS: (
+            None if spec.is_pooling else _flag(role == "serve" and spec.require_precompiled)
+        ),
+        # Thread pools sized to the CPU limit instead of the node's cores.
+        rt.NUM_CPUS: None if cpu is None else str(cpu_cores(cpu)),
+    }
+    flavour = spec.flavour
+    return {flavour.env(k): v for k, v in knobs.items() if v is not None and flavour.reads(k)}
+
+
+def container_env(spec: SpyreModelSpec, role: Role) -> list[dict[str, Any]]:
+    config = compile_config(spec)
+    key = cache_key(spec)
+    backend = backend_for(spec, role)
+    cb = spec.batching.continuous
+    values = {
+        rt.SPYRE_SERVING_FLAVOUR: spec.flavour.name,
+        rt.SPYRE_SERVING_CACHE_KEY: key,
+        rt.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,
+        rt.SPYRE_SERVING_COMPILE_CONFIG: canonical_json(config),
+        rt.TORCH_SENDNN_CACHE_ENABLE: "1",
+        rt.TORCH_SENDNN_CACHE_DIR: f"{rt.CACHE_ROOT}/{key}",
+        rt.VLLM_PLUGINS: spec.flavour.plugin,
+        rt.MASTER_ADDR: "localhost",
+        rt.MASTER_PORT: rt.MASTER_PORT_VALUE,
+        rt.DISTRIBUTED_STRATEGY_IGNORE_MODULES: "WordEmbedding,Embedding",
+        rt.TOKENIZERS_PARALLELISM: "false",
+        rt.HOME: rt.HOME_DIR,
+        **_stack_env(spec, backend),
+        **_plugin_env(spec, role, backend),
+    }
+    if cb is not None and cb.max_batch_tkv_limit is not None:
+        values[rt.VLLM_DT_MAX_BATCH_TKV_LIMIT] = str(cb.max_batch_tkv_limit)
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
+    hub = spec.model.source.hub
+    if hub is not None and hub.token_secret is not None:
+        ref = hub.token_secret
+        env.append(
+            {"name": rt.HF_TOKEN, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        )
+    return env + [e.to_k8s() for e in spec.env]

@@ -1,0 +1,53 @@
+"""Names, labels and owner references of the child objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spyre_operator.api.names import API_VERSION, GROUP, KIND
+from spyre_operator.render.cachekey import short_key
+
+MODEL_LABEL = f"{GROUP}/model"
+CACHE_KEY_LABEL = f"{GROUP}/cache-key"  # the short key (label values are at most 63 chars)
+CACHE_KEY_ANNOTATION = f"{GROUP}/cache-key"  # the full key
+
+SERVER = "server"
+COMPILE = "compile"
+GRAPH_CACHE = "graph-cache"
+
+
+def labels(component: str, instance: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "spyre-model",
+        "app.kubernetes.io/instance": instance,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": "spyre-serving",
+        "app.kubernetes.io/managed-by": "spyre-operator",
+    }
+
+
+def server_selector(name: str) -> dict[str, str]:
+    """Selects the serving pods of one SpyreModel (stable across cache keys)."""
+    return {MODEL_LABEL: name, "app.kubernetes.io/component": SERVER}
+
+
+def selector_string(name: str) -> str:
+    """status.selector for the scale subresource."""
+    return ",".join(f"{k}={v}" for k, v in server_selector(name).items())
+
+
+def compile_job_name(key: str) -> str:
+    """Deterministic, so retries and a second operator never make two Jobs for one key."""
+    return f"spyre-compile-{short_key(key)}"
+
+
+def owner_reference(name: str, uid: str, *, controller: bool = True) -> dict[str, Any]:
+    """An ownerReference to a SpyreModel (the compile Job is shared: controller=False)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": name,
+        "uid": uid,
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }

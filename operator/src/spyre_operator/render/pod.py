@@ -1,0 +1,162 @@
+"""The pod shared by the compile Job (`precompile`) and the serving Deployment (`serve`)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from spyre_operator.api import runtimes as rt
+from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.render.args import container_args
+from spyre_operator.render.env import Role, backend_for, container_env
+
+# Budgets of the serving startupProbe: loading precompiled graphs takes minutes, a cold
+# compile of an 8B TP4 32K model 20-60 minutes.
+STARTUP_MINUTES_PRECOMPILED = 10
+STARTUP_MINUTES_COMPILING = 90
+# /dev/shm per tensor-parallel rank: the ranks exchange tensors through shared memory.
+SHM_GI_PER_RANK = 2
+# The image's user (uid 2000 in the Spyre base images) reads the cache through this group.
+FS_GROUP = 2000
+
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "fsGroup": FS_GROUP,
+    # The cache volume is large and shared: do not chown it on every mount.
+    "fsGroupChangePolicy": "OnRootMismatch",
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def startup_seconds(spec: SpyreModelSpec) -> int:
+    minutes = STARTUP_MINUTES_PRECOMPILED if spec.require_precompiled else STARTUP_MINUTES_COMPILING
+    return minutes * 60
+
+
+def cards(spec: SpyreModelSpec, role: Role) -> int:
+    """Spyre cards of a pod: none when the step runs on CPU (eager, sendnn_compile_only)."""
+    return 0 if backend_for(spec, role) != "sendnn" else spec.accelerator_count
+
+
+def _resources(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
+    base = spec.resources if role == "serve" else spec.compile_resources
+    out = {kind: dict(amounts) for kind, amounts in base.to_k8s().items() if amounts}
+    count = cards(spec, role)
+    if count:
+        for kind in ("limits", "requests"):
+            out.setdefault(kind, {})[spec.accelerator.resource_name] = count
+    return out
+
+
+def _volumes(spec: SpyreModelSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts): cache, model, shared memory and the writable /tmp and HOME
+    (the root filesystem is read-only)."""
+    shm = f"{SHM_GI_PER_RANK * spec.tensor_parallel_size}Gi"
+    volumes: list[dict[str, Any]] = [
+        {
+            "name": "graph-cache",
+            "persistentVolumeClaim": {"claimName": spec.cache.volume.claim_name},
+        },
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}},
+        {"name": "tmp", "emptyDir": {}},
+        {"name": "home", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "graph-cache", "mountPath": rt.CACHE_ROOT},
+        {"name": "shm", "mountPath": "/dev/shm"},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "home", "mountPath": rt.HOME_DIR},
+    ]
+    src = spec.model.source
+    if src.pvc is not None:
+        claim = {"claimName": src.pvc.claim_name, "readOnly": True}
+        volumes.append({"name": "model", "persistentVolumeClaim": claim})
+        mount = {"name": "model", "mountPath": src.pvc.mount_path, "readOnly": True}
+        mounts.append(mount | ({"subPath": src.pvc.sub_path} if src.pvc.sub_path else {}))
+    elif src.host_path is not None:
+        host = {"path": src.host_path.path, "type": "Directory"}
+        volumes.append({"name": "model", "hostPath": host})
+        mounts.append({"name": "model", "mountPath": src.host_path.mount_path, "readOnly": True})
+    return volumes, mounts
+
+
+def _probes(spec: SpyreModelSpec) -> dict[str, Any]:
+    health = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5}
+    return {
+        "startupProbe": {**health, "periodSeconds": 10,
+                         "failureThreshold": startup_seconds(spec) // 10},
+        "readinessProbe": {**health, "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {**health, "periodSeconds": 10, "failureThreshold": 6},
+    }  # fmt: skip
+
+
+def _container(spec: SpyreModelSpec, role: Role, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "vllm" if role == "serve" else "precompile",
+        "image": spec.image_ref,
+        "args": container_args(spec, role),
+        "env": container_env(spec, role),
+        "resources": _resources(spec, role),
+        "volumeMounts": mounts,
+        "securityContext": CONTAINER_SECURITY,
+        # An OOM-killed compile writes no summary: fall back to the log tail.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if spec.image_pull_policy:
+        container["imagePullPolicy"] = spec.image_pull_policy
+    if role == "serve":
+        container["ports"] = [{"name": "http", "containerPort": rt.SERVING_PORT, "protocol": "TCP"}]
+        container |= _probes(spec)
+    return container
+
+
+def _scheduling(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
+    """Node placement. The compile Job takes cache.compile's fields when set; card-free
+    compile pods skip the serving pod's scheduler and affinity (they target Spyre nodes)."""
+    compile_spec = spec.cache.compile
+    node_selector, tolerations = spec.node_selector, spec.tolerations
+    if role == "precompile":
+        if compile_spec.node_selector is not None:
+            node_selector = compile_spec.node_selector
+        if compile_spec.tolerations is not None:
+            tolerations = compile_spec.tolerations
+    count = cards(spec, role)
+    out: dict[str, Any] = {}
+    if node_selector:
+        out["nodeSelector"] = dict(node_selector)
+    tolerating = [t.to_k8s() for t in tolerations]
+    resource = spec.accelerator.resource_name
+    if count and not any(t.get("key") == resource for t in tolerating):
+        # Spyre nodes are usually tainted with the device resource name.
+        tolerating.append({"key": resource, "operator": "Exists", "effect": "NoSchedule"})
+    if tolerating:
+        out["tolerations"] = tolerating
+    if count or role == "serve":
+        if spec.affinity:
+            out["affinity"] = spec.affinity
+        if spec.scheduler_name:
+            out["schedulerName"] = spec.scheduler_name
+    return out
+
+
+def pod_spec(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
+    volumes, mounts = _volumes(spec)
+    pod: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        # Service links would inject e.g. VLLM_PORT for a Service named "vllm", which vLLM
+        # reads as its own setting.
+        "enableServiceLinks": False,
+        "securityContext": POD_SECURITY,
+        "containers": [_container(spec, role, mounts)],
+        "volumes": volumes,
+        **_scheduling(spec, role),
+    }
+    if role == "precompile":
+        pod["restartPolicy"] = "Never"
+    return copy.deepcopy(pod)  # callers may edit it; never share the module's dicts
