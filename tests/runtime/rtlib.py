@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 PREFIX = {"vllm-spyre": "VLLM_SPYRE_", "sendnn-inference": "SENDNN_INFERENCE_"}
 PLUGIN = {"vllm-spyre": "spyre", "sendnn-inference": "sendnn_inference"}
@@ -37,3 +47,159 @@ def contract_env(
         f"{prefix}REQUIRE_PRECOMPILED_DECODERS": "1" if require_precompiled else "0",
         "VLLM_PLUGINS": PLUGIN[flavour],
     }
+
+
+REPO = Path(__file__).resolve().parents[2]
+BACKEND_ENV = {
+    # eager: the plugin's CPU path; USE_CB=1: 1.x decoders use continuous batching, which is
+    # what 2.x always does, so both flavours warm up the same kind of graphs.
+    "vllm-spyre": {"VLLM_SPYRE_DYNAMO_BACKEND": "eager", "VLLM_SPYRE_USE_CB": "1"},
+    "sendnn-inference": {"SENDNN_INFERENCE_DYNAMO_BACKEND": "eager"},
+}
+# Pooling models warm up static shapes in every version (1.x: static batching, USE_CB=0).
+POOLING_ENV = {
+    "vllm-spyre": {"VLLM_SPYRE_USE_CB": "0"},
+    "sendnn-inference": {},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Runtime:
+    """One flavour's venv and tiny models, and how the tests launch spyre-runtime in it."""
+
+    flavour: str
+    venv: Path
+    models: Path
+    logs: Path
+
+    @property
+    def prefix(self) -> str:
+        return PREFIX[self.flavour]
+
+    def env(
+        self,
+        root: Path,
+        config: dict[str, Any],
+        require_precompiled: bool = False,
+        key: str | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> dict[str, str]:
+        """A pod's env: the contract, the CPU backend, a free gloo port, no hub access."""
+        base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+        return {
+            **base,
+            **contract_env(
+                self.flavour,
+                root,
+                config,
+                root / f"termination-{uuid.uuid4().hex[:8]}",
+                require_precompiled,
+                key,
+            ),
+            **BACKEND_ENV[self.flavour],
+            **(extra or {}),
+            "MASTER_ADDR": "localhost",
+            "MASTER_PORT": str(free_port()),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+
+    def start(
+        self, name: str, args: list[str], env: dict[str, str], program: str = "spyre-runtime"
+    ) -> subprocess.Popen[str]:
+        """Start `<venv>/bin/<program> <args>` in its own session, output to logs/<name>.log."""
+        log = open(self.logs / f"{name}.log", "w")  # noqa: SIM115 - the child owns it
+        return subprocess.Popen(
+            [str(self.venv / "bin" / program), *args],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
+    def run(self, name: str, args: list[str], env: dict[str, str], timeout: float) -> Result:
+        proc = self.start(name, args, env)
+        try:
+            proc.wait(timeout=timeout)
+        finally:
+            stop(proc)
+        return Result(proc.returncode, self.log(name), termination(env))
+
+    def log(self, name: str) -> str:
+        return (self.logs / f"{name}.log").read_text(errors="replace")
+
+    def python(self, script: Path, *args: str, env: dict[str, str], timeout: float) -> str:
+        done = subprocess.run(
+            [str(self.venv / "bin" / "python"), str(script), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert done.returncode == 0, f"{script.name} failed:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+
+@dataclass
+class Result:
+    returncode: int
+    log: str
+    summary: dict[str, Any] | None
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log.splitlines()[-lines:])
+
+
+def termination(env: dict[str, str]) -> dict[str, Any] | None:
+    path = Path(env["SPYRE_SERVING_TERMINATION_LOG"])
+    if not path.exists():
+        return None
+    summary: dict[str, Any] = json.loads(path.read_text())
+    return summary
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """End a process group started by Runtime.start: TERM, then KILL."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    # the group may still hold children (vLLM's engine core) after its leader exited
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def wait_for_server(
+    proc: subprocess.Popen[str], port: int, log: Path, timeout: float, interval: float = 1.0
+) -> None:
+    """Poll /v1/models until it answers; fail with the log's tail if the server dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode}:\n{_tail(log)}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(interval)
+    raise AssertionError(f"server not up after {timeout}s:\n{_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-60:])

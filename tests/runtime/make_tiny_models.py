@@ -1,0 +1,114 @@
+"""Builds the runtime tests' tiny models, run with a flavour venv's python (transformers).
+
+    python make_tiny_models.py <out-dir>
+
+writes <out-dir>/granite (a GraniteForCausalLM decoder) and <out-dir>/roberta (a RobertaModel
+for embeddings): random weights, byte-level BPE tokenizers trained here on a few sentences,
+nothing downloaded. Seeded, so every run gives the same models.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Spyre accelerators run large language models in the data centre.",
+    "A small model with random weights still produces tokens.",
+    "Kubernetes operators reconcile the desired state with the observed state.",
+    "Hello world, this is a tiny test model for vLLM on the CPU.",
+] * 20
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def train_tokenizer(vocab_size: int, specials: list[str]) -> object:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(SENTENCES, trainer)
+    return tok
+
+
+def make_granite(out: Path) -> None:
+    import torch
+    from transformers import GraniteConfig, GraniteForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<|pad|>", "<|bos|>", "<|eos|>"]
+    tok = train_tokenizer(512, specials)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<|pad|>", bos_token="<|bos|>", eos_token="<|eos|>"
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    config = GraniteConfig(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=512,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    GraniteForCausalLM(config).save_pretrained(out)
+    fast.save_pretrained(out)
+
+
+def make_roberta(out: Path) -> None:
+    import torch
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaModel
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    tok = train_tokenizer(400, specials)
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))  # type: ignore[attr-defined]
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        pad_token="<pad>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+        cls_token="<s>",
+        sep_token="</s>",
+    )
+    config = RobertaConfig(
+        vocab_size=400,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=258,  # RoBERTa offsets positions by pad_token_id + 1
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    )
+    torch.manual_seed(0)
+    RobertaModel(config, add_pooling_layer=False).save_pretrained(out)
+    fast.save_pretrained(out)
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    make_granite(out / "granite")
+    make_roberta(out / "roberta")
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
