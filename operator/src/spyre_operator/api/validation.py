@@ -133,7 +133,7 @@ def _translate(err: ErrorDetails) -> Problem:
     elif kind == "quantity":
         message = err["msg"]
     else:
-        message = f"{err['msg'][0].lower()}{err['msg'][1:]}, got {value!r}"
+        message = f"{err['msg'].replace('Input should be', 'must be')}, got {value!r}"
     hint = HINTS.get(re.sub(r"\[[^]]*\]", "", path))
     return Problem(path, f"{message} ({hint})" if hint else message)
 

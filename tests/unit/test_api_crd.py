@@ -1,0 +1,109 @@
+"""The CRD: generated from the models, committed in sync, structural, Kubernetes 1.20-safe."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from apilib import ROOT
+
+from spyre_operator.api.crd import CRD_FILES, build_crd
+from spyre_operator.render.commands import crd_yaml
+
+pytestmark = pytest.mark.unit
+
+FIX = "regenerate with `spyre-operator crd --write` and commit the result"
+
+
+@pytest.mark.parametrize("name", CRD_FILES)
+def test_committed_crd_matches_the_models(name: str) -> None:
+    path = ROOT / name
+    assert path.exists(), f"{name} is missing: {FIX}"
+    assert path.read_text() == crd_yaml(), f"{name} is out of date: {FIX}"
+
+
+def _schema() -> dict[str, Any]:
+    version = build_crd()["spec"]["versions"][0]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _nodes(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, node
+    for name, sub in node.get("properties", {}).items():
+        yield from _nodes(sub, f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            yield from _nodes(node[key], f"{path}[{key}]")
+
+
+def test_schema_is_structural_without_features_kubernetes_1_20_lacks() -> None:
+    forbidden = {"$ref", "$defs", "anyOf", "oneOf", "allOf", "nullable", "const", "title",
+                 "default", "x-kubernetes-validations"}  # fmt: skip
+    for path, node in _nodes(_schema()):
+        assert not forbidden & node.keys(), (path, node)
+        assert node.get("additionalProperties") is not False, path
+        typed = "type" in node or node.get("x-kubernetes-int-or-string")
+        assert typed or node.get("x-kubernetes-preserve-unknown-fields"), path
+
+
+def _at(path: str) -> dict[str, Any]:
+    node = _schema()
+    for name in path.split("."):
+        node = node["items"] if name == "[]" else node["properties"][name]
+    return node
+
+
+def test_schema_carries_the_bounds_the_api_server_can_enforce() -> None:
+    chunk = _at("spec.batching.continuous.maxNumBatchedTokens")
+    assert (chunk["multipleOf"], chunk["minimum"], chunk["maximum"]) == (64, 64, 32768)
+    assert "Default: 1024." in chunk["description"]
+    assert _at("spec.batching.continuous.maxModelLen")["maximum"] == 32768
+    assert _at("spec.batching.static.promptLens.[]")["multipleOf"] == 64
+    assert _at("spec.batching.static.newTokens.[]")["minimum"] == 2
+    assert _at("spec.tensorParallelSize")["enum"] == [1, 2, 4]
+    assert _at("spec.runtime.flavour")["enum"] == ["vllm-spyre", "sendnn-inference"]
+    assert (_at("spec.service.port")["minimum"], _at("spec.service.port")["maximum"]) == (1, 65535)
+    assert _at("spec.replicas")["minimum"] == 0
+    assert _at("spec.resources.limits")["additionalProperties"] == {
+        "x-kubernetes-int-or-string": True
+    }
+    assert _at("spec.cache.volume.size") == {
+        "description": "Requested size when the operator creates the claim. Default: 100Gi.",
+        "x-kubernetes-int-or-string": True,
+    }
+    assert _at("spec.affinity")["x-kubernetes-preserve-unknown-fields"] is True
+    assert set(_schema()["required"]) == {"spec"}
+    assert set(_at("spec")["required"]) == {"model", "batching"}
+
+
+def test_conditions_are_a_map_keyed_by_type() -> None:
+    conditions = _at("status.conditions")
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert "type" in conditions["items"]["required"]
+    assert _at("status.conditions.[].lastTransitionTime")["format"] == "date-time"
+
+
+def test_names_subresources_and_printer_columns() -> None:
+    crd = build_crd()
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == "spyremodels.serving.spyre.dev"
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["shortNames"] == ["sm"]
+    version = spec["versions"][0]
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["Cache"] == '.status.conditions[?(@.type=="CacheReady")].reason'
+    assert columns["Ready"] == ".status.readyReplicas"
+    assert set(columns) >= {"Phase", "Cache", "Ready", "Endpoint", "Age"}
+
+
+def test_committed_yaml_parses_to_the_generated_crd() -> None:
+    assert yaml.safe_load((ROOT / CRD_FILES[0]).read_text()) == build_crd()
