@@ -1,0 +1,133 @@
+"""`spyre-operator crd | render | validate`: exit codes and messages, never a traceback."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+from apilib import BASE, EXAMPLES, ROOT, merge
+
+from spyre_operator.api.crd import CRD_FILES
+from spyre_operator.cli import main
+
+pytestmark = pytest.mark.unit
+
+GRANITE = str(ROOT / "examples" / "granite-3.3-8b-instruct.yaml")
+
+
+def _write(tmp_path: Path, text: str, name: str = "model.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_validate_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", *map(str, EXAMPLES)]) == 0
+    out, err = capsys.readouterr()
+    assert f"{GRANITE}: granite-8b-instruct: valid" in out.splitlines()
+    assert err == ""
+
+
+def test_validate_prints_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = merge(
+        BASE,
+        {
+            "spec": {
+                "tensorParallelSize": 3,
+                "batching": {"continuous": {"maxNumBatchedTokens": 1000}},
+            }
+        },
+    )
+    good = merge(BASE, {"metadata": {"name": "fine"}})
+    path = _write(tmp_path, yaml.safe_dump_all([bad, good]))
+    assert main(["validate", path]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"{path}: demo: spec.tensorParallelSize: must be one of 1, 2 or 4, got 3 "
+        "(vLLM-Spyre runs tensor parallel on 1, 2 or 4 cards)",
+        f"{path}: demo: spec.batching.continuous.maxNumBatchedTokens: must be a multiple of 64, "
+        "got 1000: use 960 or 1024 (the prefill chunk is a multiple of Spyre's KV block size "
+        "(64); 1024-4096 is recommended)",
+    ]
+    assert out == f"{path}: fine: valid\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: [1, 2\n", "invalid YAML: while parsing a flow sequence"),
+        ("", "no YAML documents"),
+        (
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {}\n",
+            "x: kind: expected apiVersion serving.spyre.dev/v1alpha1 kind SpyreModel, "
+            "got apps/v1/Deployment",
+        ),
+        ("- 1\n- 2\n", "document 1: expected a SpyreModel object (a mapping), got list"),
+        (b"\xff\xfe".decode("latin-1"), "cannot read"),
+    ],
+    ids=["bad yaml", "empty", "wrong kind", "not a mapping", "not utf-8"],
+)
+def test_bad_files_are_reported_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    path = tmp_path / "model.yaml"
+    path.write_bytes(text.encode("latin-1"))
+    for command in ("validate", "render"):
+        assert main([command, str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith(f"{path}: ") and message in err, err
+        assert "Traceback" not in err and out == ""
+
+
+def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "/nonexistent/model.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "/nonexistent/model.yaml: cannot read: [Errno 2] No such file or directory"
+    )
+
+
+def test_validate_warns_off_the_registry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, yaml.safe_dump(merge(BASE, {"spec": {"model": {"id": "acme/llm"}}})))
+    assert main(["validate", path]) == 0
+    assert capsys.readouterr().err.startswith(f"{path}: demo: warning: acme/llm is not in")
+
+
+def test_validate_reads_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(Path(GRANITE).read_text()))
+    assert main(["validate", "-"]) == 0
+    assert capsys.readouterr().out == "-: granite-8b-instruct: valid\n"
+
+
+def test_render_prints_the_children(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", GRANITE, "--uid", "u-1"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Job", "Deployment", "Service"]
+    assert docs[2]["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+
+
+def test_render_uses_the_namespace_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, yaml.safe_dump(merge(BASE, {"metadata": {"namespace": None}})))
+    assert main(["render", path, "--namespace", "team"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert {d["metadata"]["namespace"] for d in docs} == {"team"}
+
+
+def test_crd_prints_the_committed_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["crd"]) == 0
+    assert capsys.readouterr().out == (ROOT / CRD_FILES[0]).read_text()
+
+
+def test_crd_write_regenerates_both_copies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["crd", "--write", "--root", str(tmp_path)]) == 0
+    for name in CRD_FILES:
+        assert (tmp_path / name).read_text() == (ROOT / name).read_text()
+    assert capsys.readouterr().out.count("wrote ") == 2

@@ -1,0 +1,195 @@
+"""The child manifests: names, labels, pod security, cards, probes, ownership."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from apilib import example, merge, with_spec
+
+from spyre_operator.api.validation import SpyreModel, parse
+from spyre_operator.render import meta
+from spyre_operator.render.cachekey import cache_key
+from spyre_operator.render.children import (
+    build_cache_pvc,
+    build_children,
+    build_compile_job,
+    build_deployment,
+    build_service,
+    endpoint_url,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _model(obj: dict[str, Any]) -> SpyreModel:
+    return parse(obj)
+
+
+def _pod(obj: dict[str, Any]) -> dict[str, Any]:
+    pod: dict[str, Any] = obj["spec"]["template"]["spec"]
+    return pod
+
+
+GRANITE = _model(example("granite-3.3-8b-instruct"))
+
+
+def test_deployment_identity_and_labels() -> None:
+    deploy = build_deployment(GRANITE)
+    key = cache_key(GRANITE.spec)
+    assert (deploy["metadata"]["name"], deploy["metadata"]["namespace"]) == (
+        "granite-8b-instruct",
+        "ai",
+    )
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert labels[meta.MODEL_LABEL] == "granite-8b-instruct"
+    assert labels[meta.CACHE_KEY_LABEL] == key[:12]
+    assert labels["app.kubernetes.io/managed-by"] == "spyre-operator"
+    assert deploy["metadata"]["annotations"] == {meta.CACHE_KEY_ANNOTATION: key}
+    selector = deploy["spec"]["selector"]["matchLabels"]
+    assert meta.CACHE_KEY_LABEL not in selector  # selectors are immutable, keys are not
+    assert selector.items() <= labels.items()
+    assert meta.selector_string("granite-8b-instruct") == ",".join(
+        f"{k}={v}" for k, v in selector.items()
+    )
+
+
+def test_serving_pod_is_restricted() -> None:
+    pod = _pod(build_deployment(GRANITE))
+    container = pod["containers"][0]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["enableServiceLinks"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "fsGroup" in pod["securityContext"]
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts == {"/var/cache/spyre", "/dev/shm", "/tmp", "/home/spyre"}
+
+
+def test_cards_shm_and_scheduling_follow_tensor_parallelism() -> None:
+    pod = _pod(build_deployment(GRANITE))
+    resources = pod["containers"][0]["resources"]
+    assert resources["limits"]["ibm.com/spyre_pf"] == 4
+    assert resources["requests"]["ibm.com/spyre_pf"] == 4
+    shm = next(v for v in pod["volumes"] if v["name"] == "shm")
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+    assert pod["schedulerName"] == "spyre-scheduler"
+    assert {"key": "ibm.com/spyre_pf", "operator": "Exists", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
+
+
+def test_a_user_toleration_for_the_card_resource_is_kept_alone() -> None:
+    toleration = {"key": "ibm.com/spyre_pf", "operator": "Exists"}
+    pod = _pod(build_deployment(_model(with_spec({"tolerations": [toleration]}))))
+    assert pod["tolerations"] == [toleration]
+
+
+def test_probe_budget_depends_on_precompiled_graphs() -> None:
+    def budget(patch: dict[str, Any]) -> tuple[int, int]:
+        deploy = build_deployment(_model(with_spec(patch)))
+        startup = _pod(deploy)["containers"][0]["startupProbe"]
+        return startup["periodSeconds"] * startup["failureThreshold"], deploy["spec"][
+            "progressDeadlineSeconds"
+        ]
+
+    precompiled, compiling = budget({}), budget({"cache": {"requirePrecompiled": False}})
+    assert precompiled == (600, 1200)
+    assert compiling[0] >= 3600 and compiling[1] > compiling[0]
+
+
+def test_compile_job_is_shared_by_key_and_runs_on_cpu_when_asked() -> None:
+    job = build_compile_job(GRANITE.spec, "ai")
+    key = cache_key(GRANITE.spec)
+    assert job["metadata"]["name"] == f"spyre-compile-{key[:12]}"
+    assert meta.MODEL_LABEL not in job["metadata"]["labels"]  # shared by every model with the key
+    spec = job["spec"]
+    assert (spec["backoffLimit"], spec["activeDeadlineSeconds"]) == (1, 10800)
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    container = pod["containers"][0]
+    assert container["args"][0] == "precompile"
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert "ibm.com/spyre_pf" not in container["resources"]["limits"]  # sendnn_compile_only
+    assert "schedulerName" not in pod and "tolerations" not in pod
+    assert "startupProbe" not in container and "ports" not in container
+
+
+def test_compile_job_on_cards_uses_the_serving_placement() -> None:
+    obj = merge(
+        example("granite-3.3-8b-instruct"), {"spec": {"cache": {"compile": {"backend": "sendnn"}}}}
+    )
+    pod = _pod(build_compile_job(_model(obj).spec, "ai"))
+    assert pod["containers"][0]["resources"]["limits"]["ibm.com/spyre_pf"] == 4
+    assert pod["schedulerName"] == "spyre-scheduler"
+
+
+def test_compile_placement_overrides() -> None:
+    patch = {
+        "nodeSelector": {"spyre": "yes"},
+        "cache": {"compile": {"nodeSelector": {"cpu": "big"}}},
+    }
+    pod = _pod(build_compile_job(_model(with_spec(patch)).spec, "ns"))
+    assert pod["nodeSelector"] == {"cpu": "big"}
+
+
+def test_models_on_volumes_are_mounted_read_only() -> None:
+    pod = _pod(build_deployment(_model(example("granite-8b-static-vllm-spyre"))))
+    volume = next(v for v in pod["volumes"] if v["name"] == "model")
+    assert volume["persistentVolumeClaim"] == {"claimName": "models", "readOnly": True}
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "model")
+    assert mount == {"name": "model", "mountPath": "/models", "readOnly": True}
+    host = {"model": {"path": "/m/x", "source": {"hostPath": {"path": "/srv", "mountPath": "/m"}}}}
+    pod = _pod(build_deployment(_model(with_spec(host))))
+    assert {"name": "model", "hostPath": {"path": "/srv", "type": "Directory"}} in pod["volumes"]
+
+
+def test_service_and_endpoint() -> None:
+    service = build_service(GRANITE)
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}
+    ]
+    assert (
+        service["spec"]["selector"] == build_deployment(GRANITE)["spec"]["selector"]["matchLabels"]
+    )
+    assert endpoint_url(GRANITE) == "http://granite-8b-instruct.ai.svc:8000/v1"
+
+
+def test_cache_pvc_is_shared_and_unowned() -> None:
+    pvc = build_cache_pvc(GRANITE.spec, "ai")
+    assert pvc["metadata"]["name"] == "spyre-graph-cache"
+    assert pvc["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "500Gi"}},
+    }
+    children = build_children(GRANITE, uid="u-1")
+    assert "ownerReferences" not in children[0]["metadata"]
+    with_class = build_cache_pvc(
+        _model(with_spec({"cache": {"volume": {"storageClassName": "nfs"}}})).spec, "ns"
+    )
+    assert with_class["spec"]["storageClassName"] == "nfs"
+
+
+def test_children_and_owner_references() -> None:
+    kinds = [c["kind"] for c in build_children(GRANITE)]
+    assert kinds == ["PersistentVolumeClaim", "Job", "Deployment", "Service"]
+    existing_claim = _model(with_spec({"cache": {"volume": {"create": False}}}))
+    assert build_children(existing_claim)[0]["kind"] == "Job"
+    owned = {
+        c["kind"]: c["metadata"].get("ownerReferences") for c in build_children(GRANITE, uid="u-1")
+    }
+    assert owned["Deployment"] == [meta.owner_reference("granite-8b-instruct", "u-1")]
+    assert owned["Job"] is not None and owned["Job"][0]["controller"] is False
+    assert owned["Service"] is not None and owned["Service"][0]["uid"] == "u-1"
+    assert not any("ownerReferences" in c["metadata"] for c in build_children(GRANITE))
+
+
+def test_builders_return_independent_objects() -> None:
+    first = build_deployment(GRANITE)
+    _pod(first)["securityContext"]["runAsNonRoot"] = False
+    assert _pod(build_deployment(GRANITE))["securityContext"]["runAsNonRoot"] is True
