@@ -1,0 +1,46 @@
+{{/*
+What the kopf framework itself reads cluster-wide (kopf/_core/reactor/observation.py):
+CustomResourceDefinitions to notice the SpyreModel CRD being (re)installed, and, when it
+watches a list of namespaces, the namespaces (to notice them appear and go). Read-only.
+*/}}
+{{- define "spyre-operator.frameworkRules" -}}
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+{{- if eq .Values.rbac.mode "namespaced" }}
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end }}
+{{- end }}
+
+{{/*
+What the operator does in a watched namespace: exactly the calls of kopf and of
+spyre_operator.reconcile (tests/chart/test_rbac.py checks each one as this identity).
+*/}}
+{{- define "spyre-operator.operatorRules" -}}
+- apiGroups: [serving.spyre.dev]
+  resources: [spyremodels]
+  verbs: [get, list, watch, patch]
+- apiGroups: [serving.spyre.dev]
+  resources: [spyremodels/status]
+  verbs: [get, patch]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, create]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, create, patch]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end }}

@@ -1,0 +1,112 @@
+"""Helpers of the chart tests: the chart's paths, `helm` runs, the Lua health check."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spyre_operator.local.tools import tool
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "spyre-operator"
+CHART_CRDS = CHART / "crds"
+HEALTH_LUA = ROOT / "deploy" / "argocd" / "spyremodel-health.lua"
+ARGOCD_CM_PATCH = ROOT / "deploy" / "argocd" / "argocd-cm-patch.yaml"
+LUA = "lua5.1"  # Argo CD runs health scripts with gopher-lua (Lua 5.1)
+RELEASE = "spyre"
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [tool("helm"), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+    return result
+
+
+def set_args(values: dict[str, Any] | None) -> list[str]:
+    """Values as `--set-json` arguments (exact types, no --set string guessing)."""
+    out: list[str] = []
+    for key, value in (values or {}).items():
+        out += ["--set-json", f"{key}={json.dumps(value)}"]
+    return out
+
+
+def template(
+    namespace: str, values: dict[str, Any] | None = None, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        namespace,
+        *set_args(values),
+        *extra,
+        check=False,
+    )
+
+
+def render(namespace: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The chart's templates (not crds/) as a list of objects."""
+    result = template(namespace, values)
+    assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [
+        d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
+
+
+def lua_literal(value: Any) -> str:
+    """A Python JSON value as a Lua table constructor (what Argo CD hands the script)."""
+    if value is None:
+        return "nil"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"no Lua literal for {value}")
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # JSON string escapes are valid Lua escapes for this text
+    if isinstance(value, list):
+        return "{" + ", ".join(lua_literal(v) for v in value) + "}"
+    if isinstance(value, dict):
+        items = ", ".join(f"[{json.dumps(k)}] = {lua_literal(v)}" for k, v in value.items())
+        return "{" + items + "}"
+    raise TypeError(f"no Lua literal for {type(value).__name__}")
+
+
+def lua_interpreter() -> str:
+    found = shutil.which(LUA)
+    if found is None:
+        raise AssertionError(
+            f"{LUA} is not installed: the Argo CD health check needs a Lua interpreter "
+            "(Debian: `apt-get install lua5.1`)"
+        )
+    return found
+
+
+def run_health_check(obj: dict[str, Any]) -> dict[str, str]:
+    """Run the health script the way Argo CD does: `obj` global, the chunk returns hs."""
+    harness = (
+        f"obj = {lua_literal(obj)}\n"
+        f"local hs = assert(loadfile({json.dumps(str(HEALTH_LUA))}))()\n"
+        'io.write(hs.status, "\\n", hs.message or "")\n'
+    )
+    result = subprocess.run(
+        [lua_interpreter(), "-"], input=harness, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, f"the health script failed:\n{result.stderr}"
+    status, _, message = result.stdout.partition("\n")
+    return {"status": status, "message": message}
