@@ -1,7 +1,8 @@
 """Fixtures on a REAL control plane: etcd + kube-apiserver + controller manager.
 
-One control plane per test session (started by the product's own `ControlPlane`), a fresh
-namespace per test. Binaries come from KUBEBUILDER_ASSETS or the cache that
+Shared by tests/integration and tests/chart: one control plane per test session (started
+by the product's own `ControlPlane`, only when a test asks for it), a fresh namespace per
+test. Binaries come from KUBEBUILDER_ASSETS or the cache that
 `spyre-operator cluster install` fills (the README's test command runs it first).
 """
 
