@@ -196,7 +196,7 @@ def test_serve_refuses_a_cache_compiled_for_another_config(
     # The same key directory with another config, as with a stale key; then a key never built.
     for key, expected in (
         (decoder_cache.cache_dir.name, "maxModelLen: READY has 256, this pod has 512"),
-        (cache_key(other.config), "has no READY marker"),
+        (cache_key(other.config), "it was never precompiled"),
     ):
         env = other.env(runtime, decoder_cache.root, require_precompiled=True, key=key)
         done = runtime.run(f"refuse-{key[:8]}", ["serve", *other.args], env, timeout=120)

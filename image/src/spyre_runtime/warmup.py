@@ -136,6 +136,7 @@ def run(vllm_args: Sequence[str]) -> dict[str, Any]:
                 f"vllm serve rejected the arguments (exit {e.code}); see the log above",
             )
         timings["configSeconds"] = round(time.monotonic() - started, 3)
+        log.disabled = False  # vLLM's logging dictConfig disables loggers made before it
         phase, default = "loading the model and warming up", "CompileFailed"
         log.info("step=engine %s", phase)
         started = time.monotonic()
