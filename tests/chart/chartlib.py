@@ -6,6 +6,8 @@ import json
 import math
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,17 @@ HEALTH_LUA = ROOT / "deploy" / "argocd" / "spyremodel-health.lua"
 ARGOCD_CM_PATCH = ROOT / "deploy" / "argocd" / "argocd-cm-patch.yaml"
 LUA = "lua5.1"  # Argo CD runs health scripts with gopher-lua (Lua 5.1)
 RELEASE = "spyre"
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -40,23 +53,18 @@ def set_args(values: dict[str, Any] | None) -> list[str]:
 
 
 def template(
-    namespace: str, values: dict[str, Any] | None = None, *extra: str
+    namespace: str, values: dict[str, Any] | None = None, release: str = RELEASE
 ) -> subprocess.CompletedProcess[str]:
-    return helm(
-        "template",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        namespace,
-        *set_args(values),
-        *extra,
-        check=False,
-    )
+    """`helm template` of the chart (templates only, not crds/); never raises."""
+    args = ["template", release, str(CHART), "--namespace", namespace, *set_args(values)]
+    return helm(*args, check=False)
 
 
-def render(namespace: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def render(
+    namespace: str, values: dict[str, Any] | None = None, release: str = RELEASE
+) -> list[dict[str, Any]]:
     """The chart's templates (not crds/) as a list of objects."""
-    result = template(namespace, values)
+    result = template(namespace, values, release)
     assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 

@@ -1,0 +1,218 @@
+"""The chart renders what docs/install.md documents, and the real API server accepts it.
+
+Every documented values combination goes through `helm lint`, `helm template` and
+`kubectl apply --dry-run=server` on the real control plane (CRD installed first, watched
+namespaces created); wrong values fail at `helm template` with the field's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+from chartlib import CHART, RELEASE, Kubectl, find, helm, render, set_args, template
+
+from spyre_operator.api.validation import parse
+from spyre_operator.render.children import build_deployment, build_service
+from spyre_operator.render.yamlio import load_documents
+
+pytestmark = pytest.mark.chart
+
+FULLNAME = f"{RELEASE}-spyre-operator"
+
+# The documented combinations (docs/install.md), as functions of the watched namespaces.
+Combination = Callable[[list[str]], dict[str, Any]]
+COMBINATIONS: dict[str, Combination] = {
+    "defaults": lambda _: {},
+    "cluster-wide": lambda _: {"rbac.mode": "cluster", "serviceAccount.name": "spyre-op"},
+    "namespaced": lambda ns: {"rbac.mode": "namespaced", "watchNamespaces": ns},
+    "monitoring-podmonitor": lambda _: {
+        "monitoring.serving": {"enabled": True, "labels": {"release": "prometheus"}}
+    },
+    "monitoring-servicemonitor-namespaced": lambda ns: {
+        "rbac.mode": "namespaced",
+        "watchNamespaces": ns,
+        "monitoring.serving": {"enabled": True, "kind": "ServiceMonitor", "interval": "15s"},
+    },
+    "custom-images-resources": lambda _: {
+        "image": {"repository": "registry.example.com/spyre/operator", "tag": "0.1.0-rc1"},
+        "image.pullPolicy": "Always",
+        "imagePullSecrets": [{"name": "registry-creds"}],
+        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+        "operator.logLevel": "debug",
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
+        "priorityClassName": "system-cluster-critical",
+        "podAnnotations": {"example.com/team": "ml-platform"},
+    },
+    "openshift-security-context": lambda _: {
+        "podSecurityContext": {"runAsUser": None, "runAsGroup": None, "fsGroup": None}
+    },
+}
+
+
+def test_helm_lint_passes_for_every_combination() -> None:
+    for name, combination in COMBINATIONS.items():
+        result = helm("lint", "--strict", str(CHART), *set_args(combination(["a", "b"])))
+        assert result.returncode == 0, f"{name}: {result.stdout}\n{result.stderr}"
+
+
+@pytest.mark.parametrize("name", list(COMBINATIONS))
+def test_every_combination_passes_a_server_side_dry_run(
+    name: str,
+    namespace: str,
+    make_namespace: Callable[[], str],
+    kubectl: Kubectl,
+    spyremodel_crd: str,
+    monitoring_crds: None,
+) -> None:
+    watched = [make_namespace(), make_namespace()]
+    result = template(namespace, COMBINATIONS[name](watched))
+    assert result.returncode == 0, result.stderr
+    applied = kubectl("apply", "--dry-run=server", "-f", "-", input=result.stdout)
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    lines = applied.stdout.splitlines()
+    assert len(lines) == len(docs), applied.stdout
+    assert all(line.endswith("(server dry run)") for line in lines), applied.stdout
+    assert any(line.startswith(f"deployment.apps/{FULLNAME} ") for line in lines), lines
+
+
+def test_operator_deployment_is_one_restricted_replica() -> None:
+    docs = render("ops")
+    (deploy,) = find(docs, "Deployment")
+    spec = deploy["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    assert container["args"][0] == "run"
+    assert "--all-namespaces" in container["args"]
+    assert "--liveness=http://0.0.0.0:8080/healthz" in container["args"]
+    assert container["image"] == "quay.io/spyre-serving/operator:0.1.0"
+    assert pod["serviceAccountName"] == FULLNAME
+
+
+def test_namespaced_mode_watches_exactly_the_list() -> None:
+    docs = render("ops", {"rbac.mode": "namespaced", "watchNamespaces": ["llm-a", "llm-b"]})
+    (deploy,) = find(docs, "Deployment")
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--namespace")] == [
+        "--namespace=llm-a",
+        "--namespace=llm-b",
+    ]
+    assert "--all-namespaces" not in args
+    roles = find(docs, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["llm-a", "llm-b"]
+    assert sorted(b["metadata"]["namespace"] for b in find(docs, "RoleBinding")) == [
+        "llm-a",
+        "llm-b",
+    ]
+    (cluster_role,) = find(docs, "ClusterRole")
+    for rule in cluster_role["rules"]:
+        assert set(rule["verbs"]) <= {"list", "watch"}, rule
+        assert set(rule["resources"]) <= {"customresourcedefinitions", "namespaces"}, rule
+
+
+@pytest.mark.parametrize("mode", ["cluster", "namespaced"])
+def test_rbac_has_no_wildcards_no_secrets_and_no_pod_writes(mode: str) -> None:
+    values: dict[str, Any] = {"rbac.mode": mode}
+    if mode == "namespaced":
+        values["watchNamespaces"] = ["llm"]
+    docs = render("ops", values)
+    roles = find(docs, "ClusterRole") + find(docs, "Role")
+    assert roles
+    for role in roles:
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], (role["metadata"]["name"], rule)
+            assert "secrets" not in rule["resources"], rule
+            assert not rule.get("resourceNames"), rule
+            if "pods" in rule["resources"]:
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+
+
+def test_rbac_create_false_renders_no_roles() -> None:
+    values = {"rbac.create": False, "serviceAccount.create": False, "serviceAccount.name": "x"}
+    docs = render("ops", values)
+    kinds = {d["kind"] for d in docs}
+    assert kinds == {"Deployment"}
+    (deploy,) = docs
+    assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == "x"
+
+
+@pytest.mark.parametrize(
+    ("kind", "endpoints"), [("PodMonitor", "podMetricsEndpoints"), ("ServiceMonitor", "endpoints")]
+)
+def test_serving_monitor_selects_the_serving_pods(kind: str, endpoints: str) -> None:
+    docs = render("ops", {"monitoring.serving": {"enabled": True, "kind": kind}})
+    (monitor,) = find(docs, kind)
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    # The labels the operator puts on serving pods and Services (spyre_operator.render.meta).
+    assert monitor["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "spyre-model",
+        "app.kubernetes.io/component": "server",
+    }
+    (endpoint,) = monitor["spec"][endpoints]
+    assert endpoint["port"] == "http"
+    assert endpoint["path"] == "/metrics"
+
+
+def test_serving_monitor_labels_match_what_the_operator_renders() -> None:
+    examples = CHART.parents[1] / "examples"
+    model = parse(load_documents((examples / "micro-granite-cpu.yaml").read_text())[0])
+    docs = render("ops", {"monitoring.serving.enabled": True})
+    selector = find(docs, "PodMonitor")[0]["spec"]["selector"]["matchLabels"]
+    pod_labels = build_deployment(model)["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+    assert selector.items() <= build_service(model)["metadata"]["labels"].items()
+    assert "http" in {p["name"] for p in build_service(model)["spec"]["ports"]}
+
+
+BAD_VALUES: list[tuple[dict[str, Any], str]] = [
+    ({"replicaCount": "two"}, "additional properties 'replicaCount' not allowed"),
+    ({"rbac.mode": "everything"}, "/rbac/mode"),
+    ({"rbac.mode": "namespaced"}, "/watchNamespaces"),
+    ({"watchNamespaces": ["llm"]}, "/watchNamespaces"),
+    ({"rbac.mode": "namespaced", "watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
+    ({"image.pullPolicy": "Sometimes"}, "/image/pullPolicy"),
+    ({"operator.logLevel": "loud"}, "/operator/logLevel"),
+    ({"livenessProbe.port": "8080"}, "/livenessProbe/port"),
+    ({"livenessProbe.port": 80}, "/livenessProbe/port"),
+    ({"resources": {"limits": {"memory": "lots"}}}, "/resources/limits/memory"),
+    ({"resources": {"limit": {"memory": "1Gi"}}}, "additional properties 'limit' not allowed"),
+    ({"monitoring.serving.kind": "Probe"}, "/monitoring/serving/kind"),
+    ({"monitoring.serving.interval": "often"}, "/monitoring/serving/interval"),
+    ({"serviceAccount.create": "yes"}, "/serviceAccount/create"),
+]
+
+
+def _case_id(values: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in values.items())
+
+
+@pytest.mark.parametrize(("values", "field"), BAD_VALUES, ids=[_case_id(v) for v, _ in BAD_VALUES])
+def test_a_wrong_value_fails_with_the_fields_name(values: dict[str, Any], field: str) -> None:
+    result = template("ops", values)
+    assert result.returncode != 0, result.stdout
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert field in result.stderr, result.stderr
+
+
+def test_values_yaml_documents_every_schema_property() -> None:
+    """values.yaml is the documentation of the values: each schema key appears there."""
+    schema = yaml.safe_load((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(schema["properties"]) - {"global"} == set(values)
