@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from spyre_operator import __version__
 from spyre_operator.local import commands as local_commands
+from spyre_operator.reconcile import commands as operator_commands
 from spyre_operator.render import commands as render_commands
 
 
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     render_commands.register(sub)
     local_commands.register(sub)
+    operator_commands.register(sub)
     return parser
 
 

@@ -1,0 +1,218 @@
+"""`spyre-operator dev`: the operator on a local control plane, end to end, in one command.
+
+Brings up (or reuses) a control plane, installs the CRD, runs `spyre-operator run` as a
+subprocess, applies an example and prints `kubectl get spyremodels` whenever it changes.
+The control plane has no kubelet, so without --simulate the model stops at Compiling (the
+compile Job exists, its pod never runs); with --simulate this command plays the kubelet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spyre_operator.api.names import CRD_NAME
+from spyre_operator.local.binaries import cache_root
+from spyre_operator.local.controlplane import ControlPlane, ControlPlaneError
+from spyre_operator.local.tools import ToolMissing, tool
+from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile.kube import Kube, load_api_client
+from spyre_operator.render import meta
+from spyre_operator.render.commands import crd_yaml
+
+DEFAULT_EXAMPLE = "micro-granite-cpu.yaml"
+POLL = 0.5
+
+
+class DevError(RuntimeError):
+    pass
+
+
+def _example(path: Path | None) -> Path:
+    if path is not None:
+        return path
+    for root in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        candidate = root / "examples" / DEFAULT_EXAMPLE
+        if candidate.exists():
+            return candidate
+    raise DevError(f"cannot find examples/{DEFAULT_EXAMPLE}; pass --example FILE")
+
+
+def _kubectl_binary() -> str:
+    try:
+        return tool("kubectl")
+    except ToolMissing:
+        found = shutil.which("kubectl")
+        if found is None:
+            raise
+        return found
+
+
+class Session:
+    """The control plane, the operator subprocess and a kubectl bound to them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.plane = ControlPlane(directory)
+        self.started_plane = False
+        self.operator: subprocess.Popen[bytes] | None = None
+        self.kubectl_bin = _kubectl_binary()
+        self.operator_log = self.plane.dir / "operator.log"
+
+    def up(self) -> Kube:
+        if self.plane.running() is not None:
+            say(f"reusing the control plane in {self.plane.dir}")
+        else:
+            say(f"starting a local control plane in {self.plane.dir} (etcd + kube-apiserver)")
+            self.plane.up()
+            self.started_plane = True
+        return Kube(load_api_client(str(self.plane.kubeconfig)))
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
+        result = subprocess.run(
+            [self.kubectl_bin, "--kubeconfig", str(self.plane.kubeconfig), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise DevError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+        return result.stdout
+
+    def start_operator(self, namespace: str) -> None:
+        env = os.environ | {"KUBECONFIG": str(self.plane.kubeconfig)}
+        command = [sys.executable, "-m", "spyre_operator", "run", "--namespace", namespace]
+        say(
+            f"starting the operator: spyre-operator run --namespace {namespace} "
+            f"(log: {self.operator_log})"
+        )
+        with self.operator_log.open("ab") as log:
+            self.operator = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+
+    def stop(self, keep: bool) -> None:
+        if self.operator is not None and self.operator.poll() is None:
+            self.operator.terminate()
+            try:
+                self.operator.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.operator.kill()
+                self.operator.wait()
+            say("stopped the operator")
+        if keep or not self.started_plane:
+            say(f"control plane left running; kubeconfig: {self.plane.kubeconfig}")
+            say(f"  kubectl --kubeconfig {self.plane.kubeconfig} get spyremodels -A")
+            say(f"  stop it: spyre-operator cluster down --dir {self.plane.dir}")
+        else:
+            self.plane.down()
+            say("stopped the control plane")
+
+    def check_operator(self) -> None:
+        if self.operator is not None and self.operator.poll() is not None:
+            tail = self.operator_log.read_text(errors="replace").splitlines()[-15:]
+            raise DevError("the operator exited:\n  " + "\n  ".join(tail))
+
+
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def main(args: argparse.Namespace) -> int:
+    directory = args.dir or cache_root() / "dev"
+    try:
+        example = _example(args.example)
+        doc: dict[str, Any] = yaml.safe_load(example.read_text())
+        session = Session(directory)
+    except (DevError, ToolMissing, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    try:
+        run(session, doc, example, args)
+    except KeyboardInterrupt:
+        say("interrupted")
+    except (DevError, ControlPlaneError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        session.stop(args.keep)
+        return 1
+    session.stop(args.keep)
+    return 0
+
+
+def run(session: Session, doc: dict[str, Any], example: Path, args: argparse.Namespace) -> None:
+    kube = session.up()
+    name = doc["metadata"]["name"]
+    namespace = doc["metadata"].get("namespace") or "default"
+    say("installing the SpyreModel CRD")
+    session.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crd_yaml())
+    session.kubectl("wait", "--for", "condition=established", f"crd/{CRD_NAME}")
+    session.start_operator(namespace)
+    say(f"applying {example}")
+    session.kubectl("apply", "-n", namespace, "-f", str(example))
+    watch = Watch(session, namespace, name, args.timeout)
+    watch.until("the compile Job is created", lambda s: bool(s.get("targetCacheKey")))
+    job = meta.compile_job_name(watch.status["targetCacheKey"])
+    say(
+        f"compile Job {job} exists: "
+        + session.kubectl("get", "job", job, "-n", namespace, "--no-headers").strip()
+    )
+    say(
+        "NOTE: this local control plane has no kubelet and no Job/Deployment controllers: "
+        "pods never run, so the model stays Compiling here."
+    )
+    if not args.simulate:
+        say("re-run with --simulate to play the kubelet's part and see it become Ready")
+        return
+    say(f"simulating: the compile pod of {job} terminates with its summary, Job complete")
+    simulate.complete_job(kube, namespace, job)
+    watch.until("the serving Deployment exists", lambda s: s.get("phase") == "Starting")
+    say(f"simulating: Deployment {name} has all replicas ready")
+    simulate.make_deployment_available(kube, namespace, name)
+    watch.until("the model is Ready", lambda s: s.get("phase") == "Ready")
+    say(f"Ready. endpoint: {watch.status.get('endpoint')}")
+
+
+class Watch:
+    """Polls one SpyreModel, printing the `kubectl get` line whenever it changes."""
+
+    def __init__(self, session: Session, namespace: str, name: str, timeout: float) -> None:
+        self.session, self.namespace, self.name, self.timeout = session, namespace, name, timeout
+        self.status: dict[str, Any] = {}
+        self._last = ""
+        self._header = False
+
+    def poll(self) -> None:
+        self.session.check_operator()
+        table = self.session.kubectl("get", "spyremodels", self.name, "-n", self.namespace)
+        header, _, line = table.strip().partition("\n")
+        if not self._header:
+            print(f"           {header}", flush=True)
+            self._header = True
+        if line != self._last:
+            say(line)
+            self._last = line
+        got = self.session.kubectl(
+            "get", "spyremodels", self.name, "-n", self.namespace, "-o", "yaml"
+        )
+        self.status = (yaml.safe_load(got) or {}).get("status") or {}
+
+    def until(self, what: str, done: Callable[[dict[str, Any]], bool]) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            self.poll()
+            if done(self.status):
+                return
+            time.sleep(POLL)
+        raise DevError(
+            f"timed out after {self.timeout:.0f}s waiting until {what}; status: {self.status}"
+        )

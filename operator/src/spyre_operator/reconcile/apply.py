@@ -1,0 +1,44 @@
+"""Write the decided children: create (PVC, Job), server-side apply (Deployment,
+Service), owner merge (a shared Job) and replica patches. Every helper is idempotent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spyre_operator.reconcile.decide import Action
+from spyre_operator.reconcile.kube import STRATEGIC, ApiError, Kube
+
+
+def add_owner(kube: Kube, kind: str, namespace: str, name: str, ref: dict[str, Any]) -> None:
+    """Strategic merge on ownerReferences merges by uid: an owner already there stays one."""
+    kube.patch(
+        kind, namespace, name, {"metadata": {"ownerReferences": [ref]}}, content_type=STRATEGIC
+    )
+
+
+def execute(kube: Kube, action: Action) -> None:
+    obj, meta = action.obj, action.obj["metadata"]
+    if action.verb == "create":
+        try:
+            kube.create(obj)
+        except ApiError as err:
+            if not err.conflict:
+                raise
+            # Created meanwhile (another SpyreModel with the same key, or a restart):
+            # a shared Job gets this SpyreModel as one more owner; a PVC stays unowned.
+            for ref in meta.get("ownerReferences", []):
+                add_owner(kube, obj["kind"], meta["namespace"], meta["name"], ref)
+    elif action.verb == "apply":
+        kube.apply(obj)
+    elif action.verb == "add-owner":
+        add_owner(kube, obj["kind"], meta["namespace"], meta["name"], obj["ref"])
+    else:  # scale: follow spec.replicas on a Deployment that keeps its old cache
+        kube.patch(obj["kind"], meta["namespace"], meta["name"], {"spec": obj["spec"]})
+
+
+def write_status(kube: Kube, body: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """Merge-patch the status subresource, failing with 409 if the object changed since
+    it was read (so a decision made from a stale status is never written)."""
+    meta = body["metadata"]
+    guarded = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": patch}
+    return kube.patch("SpyreModel", meta["namespace"], meta["name"], guarded, sub="status")

@@ -1,0 +1,97 @@
+"""Subcommands `run` (the operator) and `dev` (try it on a local control plane)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from spyre_operator.reconcile import options
+
+
+def register(sub: Any) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run the operator (kopf) against the current kubeconfig or in-cluster config",
+        description="Reconcile SpyreModels: compile Job -> serving Deployment + Service.",
+    )
+    run.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch only this namespace (repeatable; default: all namespaces)",
+    )
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, $KUBECONFIG)")
+    run.add_argument(
+        "--liveness",
+        metavar="URL",
+        help="serve kopf's liveness endpoint, e.g. http://0.0.0.0:8080/healthz",
+    )
+    run.add_argument(
+        "--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port"
+    )
+    run.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=options.DEFAULT_RESYNC,
+        help="periodic level-based reconcile of every SpyreModel (default: %(default)s)",
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=options.DEFAULT_WORKERS,
+        help="threads for reconciles (default: %(default)s)",
+    )
+    run.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    run.set_defaults(func=_run)
+
+    dev = sub.add_parser(
+        "dev",
+        help="local control plane + CRD + operator + an example, shown moving through phases",
+        description="Bring up (or reuse) a local control plane in --dir, install the CRD, run "
+        "the operator, apply an example and print `kubectl get spyremodels` as it changes. "
+        "The local control plane has no kubelet: with --simulate this command plays its "
+        "part (compile pod terminates, Deployment becomes available).",
+    )
+    dev.add_argument("--dir", type=Path, help="control plane folder (default: a cache folder)")
+    dev.add_argument("--example", type=Path, help="SpyreModel YAML (default: the CPU example)")
+    dev.add_argument(
+        "--simulate", action="store_true", help="play the kubelet so the model gets Ready"
+    )
+    dev.add_argument(
+        "--keep", action="store_true", help="leave the control plane running at the end"
+    )
+    dev.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each step")
+    dev.set_defaults(func=_dev)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import kopf
+
+    os.environ[options.RESYNC_ENV] = str(args.resync_seconds)
+    os.environ[options.METRICS_ENV] = str(args.metrics_port)
+    os.environ[options.WORKERS_ENV] = str(args.workers)
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    kopf.configure(verbose=args.verbose, log_prefix=True)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    from spyre_operator import handlers  # registers the handlers (reads the env above)
+
+    del handlers
+    kopf.run(
+        clusterwide=not args.namespace,
+        namespaces=args.namespace,
+        liveness_endpoint=args.liveness,
+        standalone=True,
+    )
+    return 0
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from spyre_operator import dev
+
+    return dev.main(args)

@@ -1,0 +1,111 @@
+"""metav1.Conditions and the status patch (pure).
+
+lastTransitionTime moves only when a condition's status flips; reason and message follow
+the current state. The status is written only when it differs from what is stored.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+from spyre_operator.api.status import CONDITION_TYPES, DEGRADED
+
+MESSAGE_LIMIT = 4000  # well below metav1.Condition's 32768, readable in `kubectl describe`
+
+
+@dataclass(frozen=True)
+class Cond:
+    """One condition as decided: type, status, reason, message."""
+
+    type: str
+    status: str
+    reason: str
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def clip(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    return message if len(message) <= limit else message[: limit - 3] + "..."
+
+
+def render_conditions(
+    conds: list[Cond], old: list[dict[str, Any]], generation: int, now: str
+) -> list[dict[str, Any]]:
+    """The status.conditions list, in CONDITION_TYPES order."""
+    previous = {c.get("type"): c for c in old}
+    out = []
+    for cond in sorted(conds, key=lambda c: CONDITION_TYPES.index(c.type)):
+        before = previous.get(cond.type)
+        kept = before is not None and before.get("status") == cond.status
+        out.append(
+            {
+                "type": cond.type,
+                "status": cond.status,
+                "reason": cond.reason,
+                "message": clip(cond.message),
+                "lastTransitionTime": before.get("lastTransitionTime", now)
+                if kept and before
+                else now,
+                "observedGeneration": generation,
+            }
+        )
+    return out
+
+
+def find(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    return next((c for c in conditions if c.get("type") == kind), {})
+
+
+def transition_events(old: dict[str, Any], new: dict[str, Any]) -> list[Event]:
+    """One Event when the phase changes or the Degraded reason changes; none otherwise."""
+    old_degraded = find(old.get("conditions") or [], DEGRADED)
+    new_degraded = find(new.get("conditions") or [], DEGRADED)
+    degraded_now = new_degraded.get("status") == "True"
+    degraded_changed = degraded_now and (
+        old_degraded.get("status") != "True" or old_degraded.get("reason") != new_degraded["reason"]
+    )
+    phase = new.get("phase")
+    if degraded_changed:
+        return [Event("Warning", new_degraded["reason"], new_degraded.get("message", ""))]
+    if phase != old.get("phase") and phase:
+        warn = phase in ("Degraded", "Failed", "Invalid")
+        return [Event("Warning" if warn else "Normal", phase, phase_message(new))]
+    return []
+
+
+def phase_message(status: dict[str, Any]) -> str:
+    """The message of the condition that explains the phase best."""
+    conditions = status.get("conditions") or []
+    for kind in (DEGRADED, "Progressing", "Available", "CacheReady"):
+        cond = find(conditions, kind)
+        if cond and (kind != DEGRADED or cond.get("status") == "True") and cond.get("message"):
+            return str(cond["message"])
+    return str(status.get("phase", ""))
+
+
+def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """A JSON merge patch turning old into new (None deletes a field), or None when equal."""
+    if old == new:
+        return None
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if before == value:
+            continue
+        if isinstance(value, dict) and isinstance(before, dict):
+            patch[key] = status_patch(before, value)
+        else:
+            patch[key] = value
+    return patch

@@ -1,0 +1,470 @@
+"""The decision (pure): observed cluster state + parsed spec -> actions, status, events.
+
+The flow: cache PVC -> compile Job of the spec's cache key -> serving Deployment and
+Service once that key's cache is ready. A new key keeps the running Deployment on its
+old cache (activeCacheKey) until the new compile succeeds, then rolls it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from kubernetes.utils.quantity import parse_quantity
+
+from spyre_operator.api.known_configs import known_config_warning
+from spyre_operator.api.names import GROUP
+from spyre_operator.api.problem import Problem
+from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING
+from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile.conditions import (
+    Cond,
+    Event,
+    clip,
+    find,
+    render_conditions,
+    transition_events,
+)
+from spyre_operator.reconcile.observe import JobView, Observed
+from spyre_operator.render import meta
+from spyre_operator.render.cachekey import cache_key, short_key
+from spyre_operator.render.children import (
+    build_cache_pvc,
+    build_compile_job,
+    build_deployment,
+    build_service,
+    endpoint_url,
+)
+
+APPLIED_ANNOTATION = f"{GROUP}/applied"
+"""Hash of the manifest last applied: a changed desired object (incl. removed fields)."""
+TAIL_LINES = 5
+_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+Verb = Literal["create", "apply", "add-owner", "scale"]
+
+
+@dataclass(frozen=True)
+class Action:
+    verb: Verb
+    obj: dict[str, Any]  # manifest (create/apply) or the patch's target and body
+    reason: str  # Event reason, e.g. CreatedJob
+    message: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Children to write (each with its Event once it succeeded), the status, and the
+    Events of status transitions (none when nothing changed)."""
+
+    actions: list[Action]
+    status: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str
+    message: str
+
+
+# ----- child manifests ---------------------------------------------------------------
+def manifest_hash(obj: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def with_hash(obj: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with its own hash as an annotation (set before applying)."""
+    digest = manifest_hash(obj)
+    obj["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = digest
+    return obj
+
+
+def owned(obj: dict[str, Any], model: SpyreModel, uid: str, controller: bool) -> dict[str, Any]:
+    obj["metadata"]["ownerReferences"] = [
+        meta.owner_reference(model.name, uid, controller=controller)
+    ]
+    return obj
+
+
+def _same_scalar(want: Any, have: Any) -> bool:
+    if want == have:
+        return True
+    if isinstance(want, bool) or isinstance(have, bool):
+        return False
+    if isinstance(want, int | str) and isinstance(have, int | str):
+        try:  # quantities: "2000m" is stored as "2", 4 as "4"
+            return bool(parse_quantity(want) == parse_quantity(have))
+        except ValueError:
+            return False
+    return False
+
+
+def differs(want: Any, have: Any) -> bool:
+    """True when `have` lacks or changed something `want` sets (extra fields are fine:
+    the API server adds defaults and other managers may add their own)."""
+    if isinstance(want, dict):
+        return not isinstance(have, dict) or any(differs(v, have.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return (
+            not isinstance(have, list)
+            or len(want) != len(have)
+            or any(differs(w, h) for w, h in zip(want, have, strict=True))
+        )
+    return not _same_scalar(want, have)
+
+
+def needs_apply(desired: dict[str, Any], live: dict[str, Any] | None) -> bool:
+    if live is None:
+        return True
+    want_meta, have_meta = desired["metadata"], live.get("metadata", {})
+    have_owners = {o.get("uid") for o in have_meta.get("ownerReferences") or []}
+    return (
+        differs(want_meta.get("labels", {}), have_meta.get("labels") or {})
+        or differs(want_meta.get("annotations", {}), have_meta.get("annotations") or {})
+        or any(o["uid"] not in have_owners for o in want_meta.get("ownerReferences", []))
+        or differs(desired["spec"], live.get("spec"))
+    )
+
+
+# ----- compile outcome -----------------------------------------------------------------
+def tail(text: str, lines: int = TAIL_LINES) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
+def compile_failure(job: JobView) -> Failure:
+    """Why the compile Job failed, and what to do about it."""
+    retry = (
+        f" To retry the same configuration delete the Job (kubectl delete job {job.name}); "
+        "a spec change that changes the cache key starts a new compile."
+    )
+    done = job.terminated
+    summary = done.summary if done else None
+    if done is not None and done.reason == "OOMKilled":
+        return Failure(
+            "OOMKilled",
+            f"the compile pod {done.pod} ran out of memory (OOMKilled, exit code "
+            f"{done.exit_code}): raise spec.cache.compile.resources.limits.memory." + retry,
+        )
+    if job.failed_reason == "DeadlineExceeded":
+        return Failure(
+            "DeadlineExceeded",
+            f"Job {job.name} ran longer than its activeDeadlineSeconds "
+            f"({job.active_deadline_seconds}s): raise spec.cache.compile.activeDeadlineSeconds."
+            + retry,
+        )
+    if summary is not None and summary.get("ok") is False:
+        reason = str(summary.get("reason") or "CompileFailed")
+        reason = reason if _REASON.match(reason) else "CompileFailed"
+        return Failure(reason, f"{summary.get('message', '')}".strip() + "." + retry)
+    if done is not None:
+        lines = tail(done.message) or "(no termination message)"
+        return Failure(
+            "CompileFailed",
+            f"the compile pod {done.pod} exited with code {done.exit_code} ({done.reason}): "
+            f"{lines}." + retry,
+        )
+    detail = job.failed_message or job.failed_reason or "failed"
+    return Failure("CompileFailed", f"Job {job.name}: {detail}." + retry)
+
+
+def cache_summary(key: str, job: JobView | None, recorded: dict[str, Any]) -> dict[str, Any]:
+    """status.cache for the target key: the Job's termination summary once it finished."""
+    if job is None:
+        if recorded.get("cacheKey") == key and recorded.get("ok"):
+            return recorded  # compiled earlier; the Job was deleted since
+        return {"jobName": meta.compile_job_name(key), "cacheKey": key}
+    out: dict[str, Any] = {"jobName": job.name, "cacheKey": key}
+    if not (job.succeeded or job.failed):
+        return out
+    if recorded.get("jobName") == job.name and recorded.get("ok") is job.succeeded:
+        return recorded  # the pods may be gone by now; keep what was read from them
+    out["ok"] = job.succeeded
+    summary = (job.terminated.summary if job.terminated else None) or {}
+    if job.succeeded:
+        for name in ("seconds", "versions"):
+            if summary.get(name) is not None:
+                out[name] = summary[name]
+    else:
+        failure = compile_failure(job)
+        out["reason"], out["message"] = failure.reason, clip(failure.message, 2000)
+    return out
+
+
+# ----- the decision --------------------------------------------------------------------
+def _serving_failure(obs: Observed) -> Failure | None:
+    deploy = obs.deployment
+    if deploy is None:
+        return None
+    for issue in obs.pod_issues:
+        if issue.reason == "CacheNotReady":
+            return Failure(
+                "CacheRejected",
+                f"serving pod {issue.pod} refused the compiled cache: {issue.message}",
+            )
+    progressing = deploy.condition("Progressing")
+    if progressing[0] == "False" and progressing[1] == "ProgressDeadlineExceeded":
+        return Failure(
+            "ProgressDeadlineExceeded",
+            f"Deployment {deploy.live['metadata']['name']}: {progressing[2]}",
+        )
+    replica_failure = deploy.condition("ReplicaFailure")
+    if replica_failure[0] == "True":
+        return Failure("ReplicaFailure", replica_failure[2] or replica_failure[1])
+    if obs.pod_issues:
+        issue = obs.pod_issues[0]
+        message = f"serving pod {issue.pod}: {issue.reason}"
+        return Failure(issue.reason, message + (f": {issue.message}" if issue.message else ""))
+    return None
+
+
+def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
+    spec, uid, status = model.spec, obs.uid, obs.status
+    key = cache_key(spec)
+    actions: list[Action] = []
+
+    if spec.cache.volume.create and obs.pvc_exists is False:
+        pvc = build_cache_pvc(spec, model.namespace)
+        actions.append(
+            Action(
+                "create",
+                pvc,
+                "CreatedCacheVolume",
+                f"created PersistentVolumeClaim {spec.cache.volume.claim_name}",
+            )
+        )
+
+    job = obs.job
+    cache = cache_summary(key, job, status.get("cache") or {})
+    cache_ready = cache.get("ok") is True
+    failure = compile_failure(job) if job is not None and job.failed else None
+    if job is None and not cache_ready:
+        manifest = owned(build_compile_job(spec, model.namespace), model, uid, controller=False)
+        actions.append(
+            Action(
+                "create",
+                manifest,
+                "CreatedCompileJob",
+                f"compiling cache {short_key(key)} in Job {cache['jobName']}",
+            )
+        )
+    elif job is not None and uid not in job.owner_uids:
+        ref = meta.owner_reference(model.name, uid, controller=False)
+        target = {"kind": "Job", "metadata": {"name": job.name, "namespace": model.namespace}}
+        actions.append(
+            Action(
+                "add-owner",
+                target | {"ref": ref},
+                "SharedCompileJob",
+                f"uses Job {job.name} of another SpyreModel with the same cache key",
+            )
+        )
+
+    deploy = obs.deployment
+    rolling = False
+    active_key = deploy.cache_key if deploy is not None else None
+    if cache_ready:
+        desired = with_hash(owned(build_deployment(model), model, uid, controller=True))
+        if deploy is None or needs_apply(desired, deploy.live):
+            rolling = True
+            if deploy is None:
+                what = ("CreatedDeployment", f"serving from cache {short_key(key)}")
+            elif active_key != key:
+                what = (
+                    "RollingToNewCache",
+                    f"rolling Deployment {model.name} from cache "
+                    f"{short_key(active_key or '')} to {short_key(key)}",
+                )
+            else:
+                what = ("UpdatedDeployment", f"applied the spec to Deployment {model.name}")
+            actions.append(Action("apply", desired, *what))
+        active_key = key
+    elif deploy is not None and deploy.spec_replicas != spec.replicas:
+        target = {
+            "kind": "Deployment",
+            "metadata": {"name": model.name, "namespace": model.namespace},
+            "spec": {"replicas": spec.replicas},
+        }
+        actions.append(
+            Action(
+                "scale",
+                target,
+                "Scaled",
+                f"scaled Deployment {model.name} to {spec.replicas} replicas",
+            )
+        )
+
+    if active_key is not None:
+        service = with_hash(owned(build_service(model), model, uid, controller=True))
+        if needs_apply(service, obs.service):
+            word = "CreatedService" if obs.service is None else "UpdatedService"
+            actions.append(Action("apply", service, word, f"Service {model.name}"))
+
+    conds, phase = _conditions(obs, model, key, cache, cache_ready, failure, rolling)
+    generation = obs.generation
+    new_status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "phase": phase,
+        "conditions": render_conditions(conds, status.get("conditions") or [], generation, now),
+        "targetCacheKey": key,
+        "cache": cache,
+        "replicas": deploy.replicas if deploy else 0,
+        "readyReplicas": deploy.ready_replicas if deploy else 0,
+        "selector": meta.selector_string(model.name),
+    }
+    if active_key is not None:
+        new_status["activeCacheKey"] = active_key
+    if find(new_status["conditions"], AVAILABLE).get("status") == "True":
+        new_status["endpoint"] = endpoint_url(model)
+    return Plan(actions, new_status, transition_events(status, new_status))
+
+
+def _conditions(
+    obs: Observed,
+    model: SpyreModel,
+    key: str,
+    cache: dict[str, Any],
+    cache_ready: bool,
+    failure: Failure | None,
+    rolling: bool,
+) -> tuple[list[Cond], str]:
+    deploy, spec = obs.deployment, model.spec
+    serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
+    if cache_ready:
+        seconds = cache.get("seconds")
+        took = f" in {seconds:.0f}s" if isinstance(seconds, int | float) else ""
+        cache_cond = Cond(
+            CACHE_READY,
+            "True",
+            "Compiled",
+            f"cache {short_key(key)} compiled by Job {cache['jobName']}{took}",
+        )
+    elif failure is not None:
+        cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
+    else:
+        cache_cond = Cond(
+            CACHE_READY,
+            "False",
+            "Compiling",
+            f"Job {cache['jobName']} is compiling cache {short_key(key)}",
+        )
+
+    serving_failure = _serving_failure(obs)
+    if deploy is None:
+        available = Cond(
+            AVAILABLE,
+            "False",
+            "WaitingForCache",
+            "the serving Deployment is created once the cache is compiled",
+        )
+    elif spec.replicas == 0:
+        available = Cond(AVAILABLE, "False", "ScaledToZero", "spec.replicas is 0")
+    elif deploy.condition("Available")[0] == "True" and deploy.ready_replicas > 0:
+        available = Cond(
+            AVAILABLE,
+            "True",
+            "MinimumReplicasAvailable",
+            f"{deploy.ready_replicas}/{spec.replicas} replicas ready",
+        )
+    elif serving_failure is not None:
+        available = Cond(AVAILABLE, "False", serving_failure.reason, serving_failure.message)
+    else:
+        available = Cond(
+            AVAILABLE,
+            "False",
+            "Starting",
+            f"{deploy.ready_replicas}/{spec.replicas} replicas ready; serving pods "
+            "load the compiled graphs",
+        )
+
+    failed = failure if failure is not None else serving_failure
+    if failed is not None:
+        progressing = Cond(PROGRESSING, "False", failed.reason, failed.message)
+    elif not cache_ready:
+        reason = "CompilingNewCache" if serving_old else "Compiling"
+        where = (
+            f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"
+            if (serving_old and deploy)
+            else ""
+        )
+        progressing = Cond(PROGRESSING, "True", reason, cache_cond.message + where)
+    elif rolling or deploy is None or not deploy.rolled_out:
+        progressing = Cond(
+            PROGRESSING,
+            "True",
+            "RollingOut",
+            f"Deployment {model.name} is rolling out cache {short_key(key)}",
+        )
+    else:
+        progressing = Cond(PROGRESSING, "False", "Complete", "every replica runs the current spec")
+
+    warning = known_config_warning(spec)
+    if failed is not None:
+        degraded = Cond(DEGRADED, "True", failed.reason, failed.message)
+    elif warning:
+        degraded = Cond(DEGRADED, "False", "UnknownConfig", f"warning: {warning}")
+    else:
+        degraded = Cond(DEGRADED, "False", "AsExpected", "")
+
+    is_available = available.status == "True"
+    if failure is not None and not is_available:
+        phase = "Failed"
+    elif failed is not None:
+        phase = "Degraded"
+    elif not cache_ready:
+        phase = "Compiling"
+    elif not is_available and spec.replicas > 0:
+        phase = "Starting"
+    else:
+        phase = "Ready"
+    return [cache_cond, available, progressing, degraded], phase
+
+
+def decide_invalid(body: dict[str, Any], problems: list[Problem], now: str) -> Plan:
+    """An invalid spec: no children are touched, the problems are in the conditions."""
+    status: dict[str, Any] = dict(body.get("status") or {})
+    generation = int(body["metadata"].get("generation", 1))
+    message = "; ".join(str(p) for p in problems)
+    conds = [
+        Cond(CACHE_READY, "Unknown", "InvalidSpec", "the spec is invalid"),
+        Cond(
+            AVAILABLE,
+            find(status.get("conditions") or [], AVAILABLE).get("status", "Unknown"),
+            "InvalidSpec",
+            "the spec is invalid; a running Deployment is left as it is",
+        ),
+        Cond(PROGRESSING, "False", "InvalidSpec", message),
+        Cond(DEGRADED, "True", "InvalidSpec", message),
+    ]
+    new_status = status | {
+        "observedGeneration": generation,
+        "phase": "Invalid",
+        "conditions": render_conditions(conds, status.get("conditions") or [], generation, now),
+    }
+    return Plan([], new_status, transition_events(body.get("status") or {}, new_status))
+
+
+def with_apply_failure(
+    status: dict[str, Any], old: dict[str, Any], message: str, now: str
+) -> dict[str, Any]:
+    """`status` (as decided) when the API server refused a child, e.g. an invalid manifest.
+    `old` is the stored status, for lastTransitionTime."""
+    kept = [
+        Cond(c["type"], c["status"], c["reason"], c.get("message", ""))
+        for c in status["conditions"]
+        if c["type"] not in (DEGRADED, PROGRESSING)
+    ]
+    conds = [
+        *kept,
+        Cond(PROGRESSING, "False", "ApplyFailed", message),
+        Cond(DEGRADED, "True", "ApplyFailed", message),
+    ]
+    generation = int(status["observedGeneration"])
+    previous = old.get("conditions") or []
+    return status | {
+        "phase": "Degraded",
+        "conditions": render_conditions(conds, previous, generation, now),
+    }

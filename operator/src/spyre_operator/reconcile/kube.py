@@ -1,0 +1,169 @@
+"""One synchronous Kubernetes client for the whole operator, built once at start-up.
+
+Requests go through the official client's connection pool but skip its typed models:
+objects are plain dicts (JSON in, JSON out), which is what the pure builders produce and
+what `decide` compares. Every write is counted (metrics: writes per idle reconcile = 0).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from typing import Any
+
+from kubernetes import client, config
+
+FIELD_MANAGER = "spyre-operator"
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+REQUEST_TIMEOUT = 30.0
+
+
+class ApiError(Exception):
+    """A non-2xx answer of the API server."""
+
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None) -> None:
+        self.status, self.reason, self.body = status, reason, body or {}
+        super().__init__(f"{status} {reason}: {self.body.get('message', '')}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        """409: AlreadyExists on create, or a stale resourceVersion on update."""
+        return self.status == 409
+
+
+def load_api_client(kubeconfig: str | None = None, pool_size: int = 32) -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig."""
+    configuration = client.Configuration()
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration)
+
+
+# (group/version prefix, plural) of every kind the operator touches.
+KINDS = {
+    "PersistentVolumeClaim": ("api/v1", "persistentvolumeclaims"),
+    "Pod": ("api/v1", "pods"),
+    "Service": ("api/v1", "services"),
+    "Event": ("api/v1", "events"),
+    "Job": ("apis/batch/v1", "jobs"),
+    "Deployment": ("apis/apps/v1", "deployments"),
+    "SpyreModel": ("apis/serving.spyre.dev/v1alpha1", "spyremodels"),
+}
+
+
+def path(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
+    prefix, plural = KINDS[kind]
+    out = f"/{prefix}/namespaces/{namespace}/{plural}"
+    if name is not None:
+        out += f"/{name}"
+    if sub is not None:
+        out += f"/{sub}"
+    return out
+
+
+class Kube:
+    """Thread-safe: the thread pool of kopf's sync handlers shares one instance."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self._lock = threading.Lock()
+        self.writes: Counter[str] = Counter()  # "PATCH Deployment" -> count
+
+    def request(
+        self,
+        method: str,
+        url_path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        serialized = self.api.param_serialize(
+            method=method,
+            resource_path=url_path,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        _, url, headers, data, _ = serialized
+        response = self.api.call_api(
+            method, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT
+        )
+        raw = response.read()
+        parsed = json.loads(raw) if raw else {}
+        if response.status >= 400:
+            raise ApiError(response.status, response.reason or "", parsed)
+        return parsed if isinstance(parsed, dict) else {}
+
+    def _count(self, method: str, kind: str) -> None:
+        with self._lock:
+            self.writes[f"{method} {kind}"] += 1
+
+    # ----- reads -----------------------------------------------------------------
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", path(kind, namespace, name))
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+
+    def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        found = self.request("GET", path(kind, namespace), query={"labelSelector": selector})
+        items: list[dict[str, Any]] = found.get("items", [])
+        return items
+
+    # ----- writes ----------------------------------------------------------------
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        self._count("POST", obj["kind"])
+        return self.request("POST", path(obj["kind"], meta["namespace"]), obj)
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply as the operator's field manager, taking over conflicts."""
+        meta = obj["metadata"]
+        self._count("APPLY", obj["kind"])
+        return self.request(
+            "PATCH",
+            path(obj["kind"], meta["namespace"], meta["name"]),
+            obj,
+            content_type=APPLY,
+            query={"fieldManager": FIELD_MANAGER, "force": "true"},
+        )
+
+    def patch(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = MERGE,
+        sub: str | None = None,
+    ) -> dict[str, Any]:
+        self._count("PATCH", kind + (f"/{sub}" if sub else ""))
+        return self.request(
+            "PATCH",
+            path(kind, namespace, name, sub),
+            body,
+            content_type=content_type,
+            query={"fieldManager": FIELD_MANAGER},
+        )
+
+    def total_writes(self) -> int:
+        with self._lock:
+            return sum(self.writes.values())

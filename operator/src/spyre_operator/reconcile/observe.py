@@ -1,0 +1,253 @@
+"""Read the cluster state of one SpyreModel into plain, immutable views.
+
+`observe` makes the API calls (a handful of GETs, a pod list only when a Job finished
+without a recorded summary or serving pods are not all ready); the `*_view` functions
+turn raw objects into the facts `decide` works from and are pure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile.kube import Kube
+from spyre_operator.render import meta
+from spyre_operator.render.cachekey import cache_key
+
+COMPILE_CONTAINER = "precompile"
+SERVING_CONTAINER = "vllm"
+# Pod waiting reasons that need a person (the rest are transient: ContainerCreating, ...).
+STUCK_WAITING = (
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+)
+
+
+@dataclass(frozen=True)
+class Terminated:
+    """A container's last termination (what the kubelet records)."""
+
+    pod: str
+    reason: str  # Completed, Error, OOMKilled, ...
+    exit_code: int
+    message: str  # the termination message: JSON summary, or the log tail
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """The JSON summary of docs/contract.md, if the message is one."""
+        try:
+            parsed = json.loads(self.message.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return None
+        return parsed if isinstance(parsed, dict) else None
+
+
+@dataclass(frozen=True)
+class JobView:
+    name: str
+    cache_key: str | None
+    owner_uids: tuple[str, ...]
+    succeeded: bool
+    failed: bool
+    failed_reason: str = ""  # the Job's Failed condition: BackoffLimitExceeded, DeadlineExceeded
+    failed_message: str = ""
+    active_deadline_seconds: int | None = None
+    terminated: Terminated | None = None  # the newest terminated compile container
+
+
+@dataclass(frozen=True)
+class PodIssue:
+    pod: str
+    reason: str  # a waiting reason, or CacheNotReady from serve's termination message
+    message: str
+
+
+@dataclass(frozen=True)
+class DeploymentView:
+    live: dict[str, Any]
+    cache_key: str | None
+    generation: int
+    observed_generation: int
+    spec_replicas: int
+    replicas: int
+    ready_replicas: int
+    available_replicas: int
+    updated_replicas: int
+    conditions: dict[str, tuple[str, str, str]]  # type -> (status, reason, message)
+
+    def condition(self, kind: str) -> tuple[str, str, str]:
+        return self.conditions.get(kind, ("Unknown", "", ""))
+
+    @property
+    def rolled_out(self) -> bool:
+        """The controller saw the newest spec and every replica runs it (and only it)."""
+        return (
+            self.observed_generation >= self.generation
+            and self.updated_replicas >= self.spec_replicas
+            and self.replicas <= self.updated_replicas
+            and self.available_replicas >= self.spec_replicas
+        )
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything decide() needs about one SpyreModel and its children."""
+
+    body: dict[str, Any]
+    pvc_exists: bool | None = None  # None: not checked (the spec does not create one)
+    job: JobView | None = None  # the compile Job of the spec's cache key
+    deployment: DeploymentView | None = None
+    service: dict[str, Any] | None = None
+    pod_issues: tuple[PodIssue, ...] = field(default_factory=tuple)
+
+    @property
+    def uid(self) -> str:
+        uid: str = self.body["metadata"]["uid"]
+        return uid
+
+    @property
+    def generation(self) -> int:
+        return int(self.body["metadata"].get("generation", 1))
+
+    @property
+    def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = self.body.get("status") or {}
+        return status
+
+
+def _annotation(obj: dict[str, Any], key: str) -> str | None:
+    value = (obj.get("metadata", {}).get("annotations") or {}).get(key)
+    return value if isinstance(value, str) else None
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    found = obj.get("status", {}).get("conditions") or []
+    return {
+        c["type"]: (c.get("status", "Unknown"), c.get("reason", ""), c.get("message", ""))
+        for c in found
+    }
+
+
+def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
+    name = pod["metadata"]["name"]
+    out = []
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        if status.get("name") != container:
+            continue
+        for state in (status.get("state") or {}, status.get("lastState") or {}):
+            done = state.get("terminated")
+            if done:
+                out.append(
+                    Terminated(
+                        pod=name,
+                        reason=done.get("reason", ""),
+                        exit_code=int(done.get("exitCode", 0)),
+                        message=done.get("message", ""),
+                    )
+                )
+    return out
+
+
+def newest_termination(pods: list[dict[str, Any]], container: str) -> Terminated | None:
+    """The newest pod's termination (Job retries make several pods)."""
+    ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    found = [t for pod in ordered for t in _terminations(pod, container)[:1]]
+    return found[-1] if found else None
+
+
+def job_view(job: dict[str, Any], pods: list[dict[str, Any]]) -> JobView:
+    conditions = _conditions(job)
+    failed = conditions.get("Failed", ("False", "", ""))
+    complete = conditions.get("Complete", ("False", "", ""))
+    owners = job["metadata"].get("ownerReferences") or []
+    return JobView(
+        name=job["metadata"]["name"],
+        cache_key=_annotation(job, meta.CACHE_KEY_ANNOTATION),
+        owner_uids=tuple(o["uid"] for o in owners),
+        succeeded=complete[0] == "True",
+        failed=failed[0] == "True",
+        failed_reason=failed[1] if failed[0] == "True" else "",
+        failed_message=failed[2] if failed[0] == "True" else "",
+        active_deadline_seconds=job.get("spec", {}).get("activeDeadlineSeconds"),
+        terminated=newest_termination(pods, COMPILE_CONTAINER),
+    )
+
+
+def deployment_view(deploy: dict[str, Any]) -> DeploymentView:
+    status = deploy.get("status", {})
+    return DeploymentView(
+        live=deploy,
+        cache_key=_annotation(deploy, meta.CACHE_KEY_ANNOTATION),
+        generation=int(deploy["metadata"].get("generation", 1)),
+        observed_generation=int(status.get("observedGeneration", 0)),
+        spec_replicas=int(deploy.get("spec", {}).get("replicas", 1)),
+        replicas=int(status.get("replicas", 0)),
+        ready_replicas=int(status.get("readyReplicas", 0)),
+        available_replicas=int(status.get("availableReplicas", 0)),
+        updated_replicas=int(status.get("updatedReplicas", 0)),
+        conditions=_conditions(deploy),
+    )
+
+
+def pod_issues(pods: list[dict[str, Any]]) -> tuple[PodIssue, ...]:
+    """Why serving pods do not come up: a rejected cache first, then stuck containers."""
+    issues = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        name = pod["metadata"]["name"]
+        for done in _terminations(pod, SERVING_CONTAINER):
+            summary = done.summary
+            if summary and summary.get("ok") is False:
+                reason = str(summary.get("reason") or "ServeFailed")
+                issues.append(PodIssue(name, reason, str(summary.get("message", ""))))
+                break
+        for status in pod.get("status", {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in STUCK_WAITING:
+                issues.append(PodIssue(name, waiting["reason"], waiting.get("message", "")))
+    return tuple(issues)
+
+
+def _needs_compile_pods(job: dict[str, Any], status: dict[str, Any]) -> bool:
+    """Read the Job's pods only when it finished and its outcome is not recorded yet."""
+    view = job_view(job, [])
+    if not (view.succeeded or view.failed):
+        return False
+    recorded = status.get("cache") or {}
+    return recorded.get("jobName") != view.name or recorded.get("ok") is not view.succeeded
+
+
+def observe(kube: Kube, body: dict[str, Any], model: SpyreModel) -> Observed:
+    ns, spec = model.namespace, model.spec
+    status = body.get("status") or {}
+    pvc_exists = None
+    if spec.cache.volume.create:
+        pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
+    job_name = meta.compile_job_name(cache_key(spec))
+    job = None
+    raw_job = kube.get("Job", ns, job_name)
+    if raw_job is not None:
+        pods = []
+        if _needs_compile_pods(raw_job, status):
+            pods = kube.list("Pod", ns, f"job-name={job_name}")
+        job = job_view(raw_job, pods)
+    deployment = None
+    raw_deploy = kube.get("Deployment", ns, model.name)
+    issues: tuple[PodIssue, ...] = ()
+    if raw_deploy is not None:
+        deployment = deployment_view(raw_deploy)
+        if deployment.ready_replicas < deployment.spec_replicas:
+            issues = pod_issues(kube.list("Pod", ns, meta.selector_string(model.name)))
+    return Observed(
+        body=body,
+        pvc_exists=pvc_exists,
+        job=job,
+        deployment=deployment,
+        service=kube.get("Service", ns, model.name),
+        pod_issues=issues,
+    )

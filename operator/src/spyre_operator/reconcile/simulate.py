@@ -1,0 +1,219 @@
+"""Play the parts of the cluster that the local control plane lacks (kubelet, Job and
+Deployment controllers), through the API, the way they would: a compile pod that
+terminates with a termination message, the Job's conditions, a Deployment's status.
+
+Used by `spyre-operator dev --simulate` and by the integration tests.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from spyre_operator.reconcile.conditions import now_rfc3339
+from spyre_operator.reconcile.kube import ApiError, Kube
+from spyre_operator.reconcile.observe import COMPILE_CONTAINER, SERVING_CONTAINER
+from spyre_operator.render import meta
+
+
+def ensure_service_account(kube: Kube, namespace: str) -> None:
+    """Pods need the namespace's `default` ServiceAccount, which the (absent) service
+    account controller would have made."""
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": namespace},
+    }
+    try:
+        kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", account)
+    except ApiError as err:
+        if not err.conflict:
+            raise
+
+
+def _pod_from_template(
+    kube: Kube, owner: dict[str, Any], name: str, extra_labels: dict[str, str]
+) -> dict[str, Any]:
+    template = owner["spec"]["template"]
+    namespace = owner["metadata"]["namespace"]
+    ensure_service_account(kube, namespace)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(template["metadata"].get("labels") or {}) | extra_labels,
+        },
+        "spec": template["spec"],
+    }
+    return kube.create(pod)
+
+
+def _container_status(container: str, image: str, state: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": container,
+        "image": image,
+        "imageID": "",
+        "ready": False,
+        "restartCount": 0,
+        "state": state,
+    }
+
+
+def finish_job(
+    kube: Kube,
+    namespace: str,
+    job_name: str,
+    *,
+    exit_code: int,
+    message: str,
+    reason: str,
+    job_reason: str = "BackoffLimitExceeded",
+) -> None:
+    """A compile pod of the Job terminates, then the Job completes (exit code 0) or
+    fails with `job_reason` (BackoffLimitExceeded or DeadlineExceeded)."""
+    job = kube.get("Job", namespace, job_name)
+    if job is None:
+        raise LookupError(f"Job {namespace}/{job_name} does not exist")
+    attempt = len(kube.list("Pod", namespace, f"job-name={job_name}"))
+    labels = {"job-name": job_name, "controller-uid": job["metadata"]["uid"]}
+    pod = _pod_from_template(kube, job, f"{job_name}-{attempt}", labels)
+    now = now_rfc3339()
+    image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+    terminated = {
+        "exitCode": exit_code,
+        "reason": reason,
+        "message": message,
+        "startedAt": now,
+        "finishedAt": now,
+    }
+    pod_status = {
+        "phase": "Succeeded" if exit_code == 0 else "Failed",
+        "containerStatuses": [
+            _container_status(COMPILE_CONTAINER, image, {"terminated": terminated})
+        ],
+    }
+    kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": pod_status}, sub="status")
+    if exit_code == 0:
+        condition = {"type": "Complete", "status": "True"}
+        counts = {"succeeded": 1, "completionTime": now}
+    else:
+        condition = {
+            "type": "Failed",
+            "status": "True",
+            "reason": job_reason,
+            "message": f"Job failed: {job_reason}",
+        }
+        counts = {"failed": attempt + 1}
+    condition |= {"lastProbeTime": now, "lastTransitionTime": now}
+    job_status = {"conditions": [condition], "startTime": now, **counts}
+    kube.patch("Job", namespace, job_name, {"status": job_status}, sub="status")
+
+
+def complete_job(kube: Kube, namespace: str, job_name: str, seconds: float = 42.0) -> None:
+    """The compile succeeded; its pod wrote the summary of docs/contract.md."""
+    job = kube.get("Job", namespace, job_name)
+    key = (job or {}).get("metadata", {}).get("annotations", {}).get(meta.CACHE_KEY_ANNOTATION)
+    summary = {
+        "ok": True,
+        "cacheKey": key,
+        "seconds": seconds,
+        "versions": {"vllm": "0.17.1", "vllm_spyre": "1.10.0"},
+    }
+    finish_job(
+        kube, namespace, job_name, exit_code=0, message=json.dumps(summary), reason="Completed"
+    )
+
+
+def make_deployment_available(kube: Kube, namespace: str, name: str) -> None:
+    """Every replica of the current template is up and ready."""
+    deploy = kube.get("Deployment", namespace, name)
+    if deploy is None:
+        raise LookupError(f"Deployment {namespace}/{name} does not exist")
+    replicas = int(deploy["spec"].get("replicas", 1))
+    now = now_rfc3339()
+    status = {
+        "observedGeneration": deploy["metadata"]["generation"],
+        "replicas": replicas,
+        "updatedReplicas": replicas,
+        "readyReplicas": replicas,
+        "availableReplicas": replicas,
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "True",
+                "reason": "MinimumReplicasAvailable",
+                "message": "Deployment has minimum availability.",
+                "lastUpdateTime": now,
+                "lastTransitionTime": now,
+            },
+            {
+                "type": "Progressing",
+                "status": "True",
+                "reason": "NewReplicaSetAvailable",
+                "message": "ReplicaSet has successfully progressed.",
+                "lastUpdateTime": now,
+                "lastTransitionTime": now,
+            },
+        ],
+    }
+    kube.patch("Deployment", namespace, name, {"status": status}, sub="status")
+
+
+def fail_deployment_progress(kube: Kube, namespace: str, name: str) -> None:
+    """The rollout ran past progressDeadlineSeconds with no replica ready."""
+    deploy = kube.get("Deployment", namespace, name)
+    if deploy is None:
+        raise LookupError(f"Deployment {namespace}/{name} does not exist")
+    now = now_rfc3339()
+    status = {
+        "observedGeneration": deploy["metadata"]["generation"],
+        "replicas": int(deploy["spec"].get("replicas", 1)),
+        "unavailableReplicas": int(deploy["spec"].get("replicas", 1)),
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "False",
+                "reason": "MinimumReplicasUnavailable",
+                "message": "Deployment does not have minimum availability.",
+                "lastUpdateTime": now,
+                "lastTransitionTime": now,
+            },
+            {
+                "type": "Progressing",
+                "status": "False",
+                "reason": "ProgressDeadlineExceeded",
+                "message": f'ReplicaSet "{name}" has timed out progressing.',
+                "lastUpdateTime": now,
+                "lastTransitionTime": now,
+            },
+        ],
+    }
+    kube.patch("Deployment", namespace, name, {"status": status}, sub="status")
+
+
+def crash_serving_pod(kube: Kube, namespace: str, name: str, message: str, exit_code: int) -> None:
+    """A serving pod whose container exited (e.g. `serve` refusing the cache) and now
+    waits in CrashLoopBackOff; its termination message is in lastState."""
+    deploy = kube.get("Deployment", namespace, name)
+    if deploy is None:
+        raise LookupError(f"Deployment {namespace}/{name} does not exist")
+    pod = _pod_from_template(kube, deploy, f"{name}-crashing", {})
+    image = deploy["spec"]["template"]["spec"]["containers"][0]["image"]
+    now = now_rfc3339()
+    waiting = {
+        "reason": "CrashLoopBackOff",
+        "message": f"back-off restarting failed container {SERVING_CONTAINER}",
+    }
+    terminated = {
+        "exitCode": exit_code,
+        "reason": "Error",
+        "message": message,
+        "startedAt": now,
+        "finishedAt": now,
+    }
+    container = _container_status(SERVING_CONTAINER, image, {"waiting": waiting})
+    container |= {"lastState": {"terminated": terminated}, "restartCount": 3}
+    status = {"phase": "Running", "containerStatuses": [container]}
+    kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": status}, sub="status")
