@@ -92,6 +92,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from spyre_operator import dev
+    from spyre_operator.dev import main
 
-    return dev.main(args)
+    return main(args)

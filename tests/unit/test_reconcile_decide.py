@@ -1,0 +1,387 @@
+"""The operator's decision (pure): observed cluster state + spec -> actions, status, events."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from apilib import example, merge
+
+from spyre_operator.api.validation import parse, validate
+from spyre_operator.reconcile.conditions import find, status_patch
+from spyre_operator.reconcile.decide import Plan, decide, decide_invalid, differs, needs_apply
+from spyre_operator.reconcile.observe import Observed, deployment_view, job_view, pod_issues
+from spyre_operator.render import meta
+from spyre_operator.render.cachekey import cache_key
+
+pytestmark = pytest.mark.unit
+
+T0, T1 = "2030-01-01T00:00:00Z", "2030-01-01T00:05:00Z"
+UID = "uid-a"
+
+
+def body(spec_patch: dict[str, Any] | None = None, **status: Any) -> dict[str, Any]:
+    obj = merge(example("micro-granite-cpu"), {"spec": spec_patch or {}})
+    obj["metadata"] |= {"uid": UID, "generation": 1, "resourceVersion": "1"}
+    obj["status"] = status
+    return obj
+
+
+def job(obj: dict[str, Any], **state: Any) -> dict[str, Any]:
+    """The compile Job as the API server returns it, with optional status and owners."""
+    model = parse(obj)
+    plan = decide(Observed(body=obj, pvc_exists=True), model, T0)
+    manifest = next(a.obj for a in plan.actions if a.obj["kind"] == "Job")
+    live = copy.deepcopy(manifest)
+    live["metadata"]["ownerReferences"] = state.pop("owners", live["metadata"]["ownerReferences"])
+    live["status"] = state
+    return live
+
+
+def complete(name: str) -> dict[str, Any]:
+    return {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
+
+
+def failed(reason: str = "BackoffLimitExceeded") -> dict[str, Any]:
+    return {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": reason,
+                "message": f"Job has reached {reason}",
+            }
+        ]
+    }
+
+
+def pod(name: str, reason: str, exit_code: int, message: str, container: str) -> dict[str, Any]:
+    terminated = {"reason": reason, "exitCode": exit_code, "message": message}
+    return {
+        "metadata": {"name": name, "creationTimestamp": T0},
+        "status": {"containerStatuses": [{"name": container, "state": {"terminated": terminated}}]},
+    }
+
+
+def served(live: dict[str, Any], available: bool = True) -> dict[str, Any]:
+    """A Deployment as the API server stores it (defaults, string quantities) + status."""
+    out = copy.deepcopy(live)
+    out["metadata"]["generation"] = 1
+    out["spec"]["revisionHistoryLimit"] = 10
+    container = out["spec"]["template"]["spec"]["containers"][0]
+    container["terminationMessagePath"] = "/dev/termination-log"
+    limits = container["resources"]["limits"]
+    limits["cpu"] = str(limits["cpu"])
+    replicas = out["spec"]["replicas"]
+    ready = replicas if available else 0
+    out["status"] = {
+        "observedGeneration": 1,
+        "replicas": replicas,
+        "updatedReplicas": replicas,
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "True" if available else "False",
+                "reason": "MinimumReplicasAvailable",
+            }
+        ],
+    }
+    return out
+
+
+def step(obj: dict[str, Any], **observed: Any) -> Plan:
+    return decide(Observed(body=obj, **observed), parse(obj), T0)
+
+
+def applied(plan: Plan, kind: str) -> dict[str, Any]:
+    return next(a.obj for a in plan.actions if a.obj["kind"] == kind and a.verb == "apply")
+
+
+def cond(plan: Plan, kind: str) -> tuple[str, str]:
+    found = find(plan.status["conditions"], kind)
+    return found["status"], found["reason"]
+
+
+def ready_state() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(observed kwargs, stored status) of a Ready SpyreModel."""
+    obj = body()
+    summary = json.dumps({"ok": True, "seconds": 61.2, "versions": {"vllm": "0.17.1"}})
+    done = job(obj, **complete("x"))
+    pods = [pod("c-0", "Completed", 0, summary, "precompile")]
+    first = step(obj, pvc_exists=True, job=job_view(done, pods))
+    live = served(applied(first, "Deployment"))
+    service = copy.deepcopy(applied(first, "Service"))
+    service["spec"]["clusterIP"] = "10.0.0.7"
+    kwargs = {
+        "pvc_exists": True,
+        "job": job_view(done, []),
+        "service": service,
+        "deployment": deployment_view(live),
+    }
+    status = step(body(**first.status), **kwargs).status
+    return kwargs, status
+
+
+def test_create_makes_pvc_and_job_and_waits_for_the_cache() -> None:
+    obj = body()
+    plan = step(obj, pvc_exists=False)
+    kinds = [(a.verb, a.obj["kind"]) for a in plan.actions]
+    assert kinds == [("create", "PersistentVolumeClaim"), ("create", "Job")]
+    pvc, compile_job = (a.obj for a in plan.actions)
+    assert "ownerReferences" not in pvc["metadata"]  # the cache outlives every SpyreModel
+    (ref,) = compile_job["metadata"]["ownerReferences"]
+    assert (ref["uid"], ref["controller"]) == (UID, False)  # shared: not a controller
+    key = cache_key(parse(obj).spec)
+    assert compile_job["metadata"]["name"] == meta.compile_job_name(key)
+    status = plan.status
+    assert (status["phase"], status["targetCacheKey"]) == ("Compiling", key)
+    assert "activeCacheKey" not in status and "endpoint" not in status
+    assert cond(plan, "CacheReady") == ("False", "Compiling")
+    assert cond(plan, "Progressing") == ("True", "Compiling")
+    assert cond(plan, "Available") == ("False", "WaitingForCache")
+    assert [e.reason for e in plan.events] == ["Compiling"]
+
+
+def test_succeeded_job_records_summary_and_creates_deployment_and_service() -> None:
+    obj = body()
+    summary = json.dumps({"ok": True, "seconds": 61.2, "versions": {"vllm": "0.17.1"}})
+    pods = [pod("c-0", "Completed", 0, summary, "precompile")]
+    plan = step(obj, pvc_exists=True, job=job_view(job(obj, **complete("x")), pods))
+    assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [
+        ("apply", "Deployment"),
+        ("apply", "Service"),
+    ]
+    deploy = applied(plan, "Deployment")
+    env = {
+        e["name"]: e.get("value")
+        for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    key = cache_key(parse(obj).spec)
+    assert env["TORCH_SENDNN_CACHE_DIR"].endswith(key)
+    assert env["VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS"] == "1"
+    assert deploy["metadata"]["ownerReferences"][0]["controller"] is True
+    assert plan.status["cache"] == {
+        "jobName": meta.compile_job_name(key),
+        "cacheKey": key,
+        "ok": True,
+        "seconds": 61.2,
+        "versions": {"vllm": "0.17.1"},
+    }
+    assert plan.status["activeCacheKey"] == key
+    assert cond(plan, "CacheReady")[0] == "True"
+    assert plan.status["phase"] == "Starting"
+
+
+def test_available_deployment_is_ready_with_endpoint_and_idle_pass_changes_nothing() -> None:
+    kwargs, status = ready_state()
+    again = step(body(**status), **kwargs)
+    assert status["phase"] == "Ready"
+    assert status["endpoint"] == "http://micro-granite-cpu.default.svc:8000/v1"
+    assert (status["replicas"], status["readyReplicas"]) == (1, 1)
+    assert cond(again, "Available") == ("True", "MinimumReplicasAvailable")
+    assert cond(again, "Progressing") == ("False", "Complete")
+    # Level-based and idempotent: nothing to write, nothing to announce.
+    assert again.actions == []
+    assert status_patch(status, again.status) is None
+    assert again.events == []
+
+
+def test_condition_times_move_only_when_status_flips() -> None:
+    kwargs, status = ready_state()
+    later = decide(Observed(body=body(**status), **kwargs), parse(body()), T1)
+    assert later.status == status
+    scaled = body({"replicas": 3}, **status)
+    scaled["metadata"]["generation"] = 2
+    plan = decide(Observed(body=scaled, **kwargs), parse(scaled), T1)
+    available = find(plan.status["conditions"], "Available")
+    progressing = find(plan.status["conditions"], "Progressing")
+    assert available["lastTransitionTime"] == T0  # still True
+    assert progressing["lastTransitionTime"] == T1  # False -> True: rolling out
+    assert {c["observedGeneration"] for c in plan.status["conditions"]} == {2}
+
+
+def test_replicas_change_patches_the_deployment_in_place() -> None:
+    kwargs, status = ready_state()
+    plan = step(body({"replicas": 3}, **status), **kwargs)
+    assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [("apply", "Deployment")]
+    deploy = applied(plan, "Deployment")
+    assert deploy["spec"]["replicas"] == 3
+    assert plan.actions[0].reason == "UpdatedDeployment"
+    assert plan.status["activeCacheKey"] == status["activeCacheKey"]
+
+
+def test_new_cache_key_compiles_while_the_old_deployment_keeps_serving() -> None:
+    kwargs, status = ready_state()
+    changed = body({"batching": {"continuous": {"maxNumBatchedTokens": 2048}}}, **status)
+    new_key = cache_key(parse(changed).spec)
+    plan = step(changed, **(kwargs | {"job": None}))
+    assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [("create", "Job")]
+    assert plan.status["activeCacheKey"] == status["activeCacheKey"] != new_key
+    assert plan.status["targetCacheKey"] == new_key
+    assert cond(plan, "Progressing") == ("True", "CompilingNewCache")
+    assert cond(plan, "Available")[0] == "True"
+    assert plan.status["endpoint"] == status["endpoint"]
+    # The autoscaler moves spec.replicas meanwhile: the old Deployment follows it.
+    scaled = step(merge(changed, {"spec": {"replicas": 2}}), **(kwargs | {"job": None}))
+    scale = [a for a in scaled.actions if a.verb == "scale"]
+    assert [a.obj["spec"] for a in scale] == [{"replicas": 2}]
+    # Once the new Job succeeded the Deployment rolls to the new key.
+    done = job(changed, **complete("x"))
+    rolled = step(changed, **(kwargs | {"job": job_view(done, [])}))
+    deploy = applied(rolled, "Deployment")
+    assert deploy["metadata"]["annotations"][meta.CACHE_KEY_ANNOTATION] == new_key
+    assert rolled.actions[0].reason == "RollingToNewCache"
+    assert rolled.status["activeCacheKey"] == new_key
+
+
+@pytest.mark.parametrize(
+    ("terminated", "job_reason", "reason", "words"),
+    [
+        (("OOMKilled", 137, "Killed"), "BackoffLimitExceeded", "OOMKilled", "memory"),
+        (None, "DeadlineExceeded", "DeadlineExceeded", "activeDeadlineSeconds (10800s)"),
+        (
+            ("Error", 1, "loading\nTraceback\nRuntimeError: boom"),
+            "BackoffLimitExceeded",
+            "CompileFailed",
+            "exited with code 1 (Error): loading | Traceback | RuntimeError: boom",
+        ),
+        (
+            ("Error", 2, '{"ok": false, "reason": "ModelNotFound", "message": "no config.json"}'),
+            "BackoffLimitExceeded",
+            "ModelNotFound",
+            "no config.json",
+        ),
+    ],
+)
+def test_compile_failures_are_explained(
+    terminated: tuple[str, int, str] | None, job_reason: str, reason: str, words: str
+) -> None:
+    obj = body()
+    pods = [pod("c-0", *terminated, "precompile")] if terminated else []
+    plan = step(obj, pvc_exists=True, job=job_view(job(obj, **failed(job_reason)), pods))
+    assert plan.actions == []  # no retry storm: the Job's backoffLimit was the retry policy
+    assert plan.status["phase"] == "Failed"
+    assert cond(plan, "CacheReady") == ("False", reason)
+    assert cond(plan, "Degraded") == ("True", reason)
+    message = find(plan.status["conditions"], "Degraded")["message"]
+    assert words in message and "kubectl delete job" in message
+    assert plan.status["cache"]["ok"] is False and plan.status["cache"]["reason"] == reason
+    (event,) = plan.events
+    assert (event.type, event.reason) == ("Warning", reason)
+
+
+def test_failed_new_key_keeps_serving_old_cache_as_degraded() -> None:
+    kwargs, status = ready_state()
+    changed = body({"batching": {"continuous": {"maxNumBatchedTokens": 2048}}}, **status)
+    broken = job_view(job(changed, **failed()), [pod("c-0", "OOMKilled", 137, "", "precompile")])
+    plan = step(changed, **(kwargs | {"job": broken}))
+    assert plan.status["phase"] == "Degraded"
+    assert cond(plan, "Available")[0] == "True"
+    assert plan.status["activeCacheKey"] == status["activeCacheKey"]
+
+
+def test_invalid_spec_reports_every_problem_and_touches_nothing() -> None:
+    obj = body({"batching": {"continuous": {"maxNumBatchedTokens": 1000}}})
+    problems = validate(obj)
+    plan = decide_invalid(obj, [p for p in problems], T0)
+    assert plan.actions == []
+    assert plan.status["phase"] == "Invalid"
+    degraded = find(plan.status["conditions"], "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
+    assert (
+        "spec.batching.continuous.maxNumBatchedTokens: must be a multiple of 64"
+        in (degraded["message"])
+    )
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidSpec")]
+
+
+def test_second_spyremodel_with_the_same_key_joins_the_job() -> None:
+    obj = body()
+    other = [
+        {
+            "apiVersion": "serving.spyre.dev/v1alpha1",
+            "kind": "SpyreModel",
+            "name": "other",
+            "uid": "uid-b",
+            "controller": False,
+        }
+    ]
+    plan = step(obj, pvc_exists=True, job=job_view(job(obj, owners=other), []))
+    (action,) = plan.actions
+    assert action.verb == "add-owner"
+    assert action.obj["ref"]["uid"] == UID and action.obj["ref"]["controller"] is False
+
+
+def test_recorded_cache_survives_a_deleted_job() -> None:
+    kwargs, status = ready_state()
+    plan = step(body(**status), **(kwargs | {"job": None}))
+    assert plan.actions == [] and plan.status == status
+
+
+def test_drift_is_detected_and_server_defaults_are_not() -> None:
+    kwargs, _ = ready_state()
+    live = kwargs["deployment"].live
+    desired = copy.deepcopy(live)
+    del desired["status"], desired["spec"]["revisionHistoryLimit"]
+    assert not needs_apply(desired, live)
+    edited = copy.deepcopy(live)
+    edited["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:latest"
+    assert needs_apply(desired, edited)
+    assert not differs({"cpu": "2000m", "n": 4}, {"cpu": "2", "n": "4"})
+    assert differs({"cpu": "2"}, {"cpu": "3"})
+    assert differs([1, 2], [1])
+
+
+def test_serving_failures_are_surfaced() -> None:
+    kwargs, status = ready_state()
+    live = kwargs["deployment"].live
+    stuck = served(live, available=False)
+    stuck["status"]["conditions"] = [
+        {
+            "type": "Progressing",
+            "status": "False",
+            "reason": "ProgressDeadlineExceeded",
+            "message": 'ReplicaSet "x" has timed out progressing.',
+        },
+    ]
+    plan = step(body(**status), **(kwargs | {"deployment": deployment_view(stuck)}))
+    assert cond(plan, "Degraded") == ("True", "ProgressDeadlineExceeded")
+    assert plan.status["phase"] == "Degraded" and "endpoint" not in plan.status
+    refusal = json.dumps(
+        {
+            "ok": False,
+            "reason": "CacheNotReady",
+            "message": "maxModelLen: READY has 256, this pod has 512",
+        }
+    )
+    issues = pod_issues([pod("srv-0", "Error", 3, refusal, "vllm")])
+    plan = step(
+        body(**status),
+        **(kwargs | {"deployment": deployment_view(served(live, False)), "pod_issues": issues}),
+    )
+    assert cond(plan, "Degraded") == ("True", "CacheRejected")
+    assert "READY has 256" in find(plan.status["conditions"], "Degraded")["message"]
+
+
+def test_known_config_warning_is_a_condition_message() -> None:
+    obj = merge(example("granite-3.3-8b-instruct"), {"spec": {"replicas": 1}})
+    obj["metadata"] |= {"uid": UID, "generation": 1}
+    obj["spec"]["batching"]["continuous"]["maxNumSeqs"] = 3
+    plan = decide(Observed(body=obj, pvc_exists=True), parse(obj), T0)
+    degraded = find(plan.status["conditions"], "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("False", "UnknownConfig")
+    assert "known-config registry" in degraded["message"]
+
+
+def test_status_patch_nulls_removed_fields_deeply() -> None:
+    old = {"phase": "Ready", "endpoint": "x", "cache": {"ok": False, "reason": "OOMKilled"}}
+    new = {"phase": "Compiling", "cache": {"jobName": "j"}}
+    assert status_patch(old, new) == {
+        "endpoint": None,
+        "phase": "Compiling",
+        "cache": {"ok": None, "reason": None, "jobName": "j"},
+    }
