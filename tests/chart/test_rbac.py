@@ -1,0 +1,287 @@
+"""The chart's RBAC is exactly enough: every API call the operator makes is allowed for its
+ServiceAccount, and Secrets, pod writes, deletes and unwatched namespaces are refused.
+
+The chart's ServiceAccount and roles are applied to the real control plane
+(`helm template | kubectl apply`); each question is a SelfSubjectAccessReview asked *as*
+that ServiceAccount (an impersonating client: the API server adds the ServiceAccount's
+groups), i.e. the answer the authorizer gives the operator's own requests.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+import pytest
+import yaml
+from chartlib import Kubectl, find, template
+from kubernetes import client, config
+
+import spyre_operator.handlers  # noqa: F401  (its decorators fill kopf's default registry)
+from spyre_operator.api.names import GROUP, PLURAL
+from spyre_operator.reconcile import kube as operator_kube
+
+pytestmark = pytest.mark.chart
+
+
+@dataclass(frozen=True)
+class Call:
+    verb: str
+    resource: str
+    group: str = ""
+    subresource: str = ""
+    why: str = ""
+
+    def __str__(self) -> str:
+        sub = f"/{self.subresource}" if self.subresource else ""
+        return f"{self.verb} {self.resource}{sub}" + (f".{self.group}" if self.group else "")
+
+
+# Every request of the operator in a watched namespace, read off its code.
+OPERATOR_CALLS = (
+    Call("list", PLURAL, GROUP, why="kopf watches SpyreModels (handlers.py)"),
+    Call("watch", PLURAL, GROUP, why="kopf watches SpyreModels (handlers.py)"),
+    Call("patch", PLURAL, GROUP, why="kopf: progress/diff-base annotations and finalizer"),
+    Call("get", PLURAL, GROUP, why="reconcile/engine.py reads the latest copy"),
+    Call("patch", PLURAL, GROUP, "status", why="reconcile/apply.write_status"),
+    Call("get", "persistentvolumeclaims", why="reconcile/observe.observe"),
+    Call("create", "persistentvolumeclaims", why="decide: CreatedCacheVolume"),
+    Call("get", "jobs", "batch", why="reconcile/observe.observe"),
+    Call("create", "jobs", "batch", why="decide: CreatedCompileJob"),
+    Call("patch", "jobs", "batch", why="reconcile/apply.add_owner (shared compile Job)"),
+    Call("list", "jobs", "batch", why="kopf.on.event jobs (child_changed)"),
+    Call("watch", "jobs", "batch", why="kopf.on.event jobs (child_changed)"),
+    Call("get", "deployments", "apps", why="reconcile/observe.observe"),
+    Call("create", "deployments", "apps", why="server-side apply of a new Deployment"),
+    Call("patch", "deployments", "apps", why="server-side apply; the replicas patch"),
+    Call("list", "deployments", "apps", why="kopf.on.event deployments (child_changed)"),
+    Call("watch", "deployments", "apps", why="kopf.on.event deployments (child_changed)"),
+    Call("get", "services", why="reconcile/observe.observe"),
+    Call("create", "services", why="server-side apply of a new Service"),
+    Call("patch", "services", why="server-side apply"),
+    Call("list", "services", why="kopf.on.event services (child_changed)"),
+    Call("watch", "services", why="kopf.on.event services (child_changed)"),
+    Call("list", "pods", why="observe: compile pod summaries, stuck serving pods"),
+    Call("watch", "pods", why="kopf.on.event pods (pod_changed)"),
+    Call("create", "events", why="kopf.event from wiring.post_event"),
+)
+# What kopf itself asks cluster-wide (kopf/_core/reactor/observation.py).
+KOPF_CLUSTER_CALLS = (
+    Call("list", "customresourcedefinitions", "apiextensions.k8s.io"),
+    Call("watch", "customresourcedefinitions", "apiextensions.k8s.io"),
+)
+KOPF_NAMESPACE_SCAN = (Call("list", "namespaces"), Call("watch", "namespaces"))
+
+# Refused in every namespace, watched or not.
+REFUSED = (
+    *(Call(v, "secrets") for v in ("get", "list", "watch", "create", "update", "patch", "delete")),
+    *(Call(v, "pods") for v in ("create", "update", "patch", "delete", "deletecollection")),
+    Call("get", "pods"),
+    Call("create", "pods", subresource="exec"),
+    Call("get", "pods", subresource="log"),
+    Call("patch", "pods", subresource="status"),
+    Call("delete", "jobs", "batch"),
+    Call("delete", "deployments", "apps"),
+    Call("delete", "services"),
+    Call("delete", "persistentvolumeclaims"),
+    Call("patch", "persistentvolumeclaims"),
+    Call("update", "deployments", "apps"),
+    Call("patch", "deployments", "apps", "scale"),
+    Call("create", PLURAL, GROUP),
+    Call("delete", PLURAL, GROUP),
+    Call("update", PLURAL, GROUP, "status"),
+    Call("get", "configmaps"),
+    Call("create", "serviceaccounts", subresource="token"),
+    Call("create", "roles", "rbac.authorization.k8s.io"),
+    Call("create", "rolebindings", "rbac.authorization.k8s.io"),
+    Call("patch", "events"),
+    Call("create", "kopfpeerings", "kopf.dev"),
+)
+# Refused cluster-wide (namespace "" = across all namespaces, or cluster-scoped objects).
+REFUSED_CLUSTER = (
+    Call("list", "secrets"),
+    Call("watch", "secrets"),
+    Call("create", "pods"),
+    Call("delete", "pods"),
+    Call("get", "nodes"),
+    Call("create", "customresourcedefinitions", "apiextensions.k8s.io"),
+    Call("patch", "customresourcedefinitions", "apiextensions.k8s.io"),
+    Call("delete", "namespaces"),
+    Call("create", "clusterrolebindings", "rbac.authorization.k8s.io"),
+    Call("bind", "clusterroles", "rbac.authorization.k8s.io"),
+    Call("escalate", "clusterroles", "rbac.authorization.k8s.io"),
+    Call("create", "clusterkopfpeerings", "kopf.dev"),
+)
+
+
+def test_the_call_list_covers_every_resource_the_operator_touches() -> None:
+    """The table above follows the code: each kind of the operator's client and each
+    resource a kopf handler watches has its calls listed (and so checked below)."""
+    resources = {c.resource for c in OPERATOR_CALLS}
+    client_kinds = {plural for _, plural in operator_kube.KINDS.values()}
+    assert client_kinds <= resources, client_kinds - resources
+    registry = kopf.get_default_registry()
+    watched = set()
+    for sub in (registry._changing, registry._watching, registry._spawning):
+        # `@kopf.on.event("batch", "v1", "jobs")` keeps "jobs" as the selector's any_name.
+        watched |= {(s.group or "", str(s.plural or s.any_name)) for s in sub.get_all_selectors()}
+    for group, plural in watched:
+        for verb in ("list", "watch"):
+            assert Call(verb, plural, group) in {
+                Call(c.verb, c.resource, c.group) for c in OPERATOR_CALLS
+            }, f"kopf watches {plural}.{group}: list the calls"
+
+
+@dataclass
+class Installed:
+    namespace: str  # the release namespace (the operator's ServiceAccount lives there)
+    service_account: str
+    watched: list[str]  # empty: every namespace
+    docs: list[dict[str, Any]]
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+def install_rbac(kubectl: Kubectl, namespace: str, values: dict[str, Any]) -> Iterator[Installed]:
+    release = f"r{uuid.uuid4().hex[:8]}"
+    result = template(namespace, values, release=release)
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] in RBAC_KINDS]
+    manifest = yaml.safe_dump_all(docs)
+    kubectl("apply", "-f", "-", input=manifest)
+    (account,) = find(docs, "ServiceAccount")
+    try:
+        yield Installed(
+            namespace, account["metadata"]["name"], list(values.get("watchNamespaces", [])), docs
+        )
+    finally:
+        cluster_scoped = [d for d in docs if d["kind"].startswith("Cluster")]
+        kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(cluster_scoped))
+
+
+Ask = Callable[[Call, str], bool]
+
+
+def asker(kubeconfig: str, user: str) -> Ask:
+    """`ask(call, namespace)`: would the API server let `user` make this call?"""
+    api = config.new_client_from_config(config_file=kubeconfig)
+    api.set_default_header("Impersonate-User", user)
+    authz = client.AuthorizationV1Api(api)
+
+    def ask(call: Call, namespace: str) -> bool:
+        attributes = client.V1ResourceAttributes(
+            namespace=namespace or None,
+            verb=call.verb,
+            group=call.group,
+            resource=call.resource,
+            subresource=call.subresource or None,
+        )
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
+        )
+        status = authz.create_self_subject_access_review(review).status
+        assert status is not None
+        return bool(status.allowed)
+
+    return ask
+
+
+def verdicts(ask: Ask, calls: tuple[Call, ...], namespace: str) -> dict[str, bool]:
+    return {str(call): ask(call, namespace) for call in calls}
+
+
+@pytest.fixture
+def cluster_mode(kubectl: Kubectl, namespace: str) -> Iterator[Installed]:
+    yield from install_rbac(kubectl, namespace, {"rbac.mode": "cluster"})
+
+
+@pytest.fixture
+def namespaced_mode(
+    kubectl: Kubectl, namespace: str, make_namespace: Callable[[], str]
+) -> Iterator[Installed]:
+    values = {"rbac.mode": "namespaced", "watchNamespaces": [make_namespace(), make_namespace()]}
+    yield from install_rbac(kubectl, namespace, values)
+
+
+def test_cluster_mode_allows_every_operator_call_in_any_namespace(
+    cluster_mode: Installed, kubeconfig: Any, make_namespace: Callable[[], str]
+) -> None:
+    ask = asker(str(kubeconfig), cluster_mode.user)
+    for namespace in (make_namespace(), cluster_mode.namespace):
+        got = verdicts(ask, OPERATOR_CALLS, namespace)
+        assert all(got.values()), {c: ok for c, ok in got.items() if not ok}
+    # kopf with --all-namespaces watches across namespaces: the same calls with no namespace.
+    got = verdicts(ask, OPERATOR_CALLS + KOPF_CLUSTER_CALLS, "")
+    assert all(got.values()), {c: ok for c, ok in got.items() if not ok}
+
+
+def test_cluster_mode_refuses_secrets_pod_writes_deletes(
+    cluster_mode: Installed, kubeconfig: Any, make_namespace: Callable[[], str]
+) -> None:
+    ask = asker(str(kubeconfig), cluster_mode.user)
+    got = verdicts(ask, REFUSED, make_namespace())
+    assert not any(got.values()), {c: ok for c, ok in got.items() if ok}
+    got = verdicts(ask, REFUSED_CLUSTER + KOPF_NAMESPACE_SCAN, "")
+    assert not any(got.values()), {c: ok for c, ok in got.items() if ok}
+
+
+def test_namespaced_mode_allows_the_operator_calls_only_in_watched_namespaces(
+    namespaced_mode: Installed, kubeconfig: Any, make_namespace: Callable[[], str]
+) -> None:
+    ask = asker(str(kubeconfig), namespaced_mode.user)
+    for namespace in namespaced_mode.watched:
+        got = verdicts(ask, OPERATOR_CALLS, namespace)
+        assert all(got.values()), (namespace, {c: ok for c, ok in got.items() if not ok})
+    got = verdicts(ask, KOPF_CLUSTER_CALLS + KOPF_NAMESPACE_SCAN, "")
+    assert all(got.values()), {c: ok for c, ok in got.items() if not ok}
+    # Neither an unwatched namespace, nor its own, nor across all namespaces.
+    for namespace in (make_namespace(), namespaced_mode.namespace, ""):
+        got = verdicts(ask, OPERATOR_CALLS, namespace)
+        assert not any(got.values()), (namespace, {c: ok for c, ok in got.items() if ok})
+
+
+def test_namespaced_mode_refuses_secrets_pod_writes_deletes(
+    namespaced_mode: Installed, kubeconfig: Any
+) -> None:
+    ask = asker(str(kubeconfig), namespaced_mode.user)
+    for namespace in namespaced_mode.watched:
+        got = verdicts(ask, REFUSED, namespace)
+        assert not any(got.values()), (namespace, {c: ok for c, ok in got.items() if ok})
+    got = verdicts(ask, REFUSED_CLUSTER, "")
+    assert not any(got.values()), {c: ok for c, ok in got.items() if ok}
+
+
+def test_rendered_rules_grant_exactly_the_listed_calls() -> None:
+    """No verb in the chart that the operator does not use (the API server tests above
+    show the listed calls pass; this shows nothing else is in the roles)."""
+    result = template("ops", {"rbac.mode": "namespaced", "watchNamespaces": ["llm"]})
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (role,) = find(docs, "Role")
+    (framework,) = find(docs, "ClusterRole")
+
+    def granted(rules: list[dict[str, Any]]) -> set[Call]:
+        out = set()
+        for rule in rules:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    name, _, sub = resource.partition("/")
+                    out |= {Call(verb, name, group, sub) for verb in rule["verbs"]}
+        return out
+
+    def plain(calls: tuple[Call, ...]) -> set[Call]:
+        return {Call(c.verb, c.resource, c.group, c.subresource) for c in calls}
+
+    assert granted(role["rules"]) == plain(OPERATOR_CALLS)
+    assert granted(framework["rules"]) == plain(KOPF_CLUSTER_CALLS + KOPF_NAMESPACE_SCAN)
+    result = template("ops", {"rbac.mode": "cluster"})
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (cluster_role,) = find(docs, "ClusterRole")
+    assert granted(cluster_role["rules"]) == plain(OPERATOR_CALLS + KOPF_CLUSTER_CALLS)
