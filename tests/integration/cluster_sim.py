@@ -1,0 +1,268 @@
+"""Helpers of the operator integration tests: the CRD, the operator as a real subprocess
+(`spyre-operator run`), polling, and SpyreModel bodies. The cluster's part (kubelet, Job
+and Deployment controllers) is played by spyre_operator.reconcile.simulate, the same
+module `spyre-operator dev --simulate` uses."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from spyre_operator.api.crd import build_crd
+from spyre_operator.api.names import CRD_NAME
+from spyre_operator.api.validation import parse
+from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
+from spyre_operator.render import meta
+from spyre_operator.render.cachekey import cache_key
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 90.0  # seconds; generous: a loaded 2-core machine runs apiserver, etcd and us
+T = TypeVar("T")
+
+
+def kube_for(kubeconfig: Path) -> Kube:
+    return Kube(load_api_client(str(kubeconfig)))
+
+
+def install_crd(kube: Kube) -> None:
+    """Server-side apply of the generated CRD; waits until it is served."""
+    crd = build_crd()
+    url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
+    kube.request(
+        "PATCH",
+        url,
+        crd,
+        content_type="application/apply-patch+yaml",
+        query={"fieldManager": "tests", "force": "true"},
+    )
+
+    def established() -> bool:
+        conditions = kube.request("GET", url).get("status", {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    wait_for(established, "the CRD is established")
+
+
+def wait_for(probe: Callable[[], T | None], what: str, timeout: float = TIMEOUT) -> T:
+    """Poll until probe() returns something truthy; fail with what was last seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting until {what}; last: {last!r}")
+
+
+def example(stem: str = "micro-granite-cpu", **spec: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "examples" / f"{stem}.yaml").read_text())
+    doc["spec"] |= spec
+    return doc
+
+
+def model(namespace: str, name: str, doc: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(doc or example())
+    out["metadata"] = {"name": name, "namespace": namespace}
+    return out
+
+
+def job_name(doc: dict[str, Any]) -> str:
+    return meta.compile_job_name(cache_key(parse(doc).spec))
+
+
+def create(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
+    return kube.create(obj)
+
+
+def get(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    found = kube.get("SpyreModel", namespace, name)
+    assert found is not None, f"SpyreModel {namespace}/{name} is gone"
+    return found
+
+
+def status(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    return get(kube, namespace, name).get("status") or {}
+
+
+def condition(st: dict[str, Any], kind: str) -> tuple[str, str, str]:
+    for cond in st.get("conditions") or []:
+        if cond["type"] == kind:
+            return cond["status"], cond["reason"], cond.get("message", "")
+    return "", "", ""
+
+
+def wait_phase(kube: Kube, namespace: str, name: str, phase: str, **extra: Any) -> dict[str, Any]:
+    """The status once it has the phase (and the extra fields), for the current generation."""
+
+    def probe() -> dict[str, Any] | None:
+        obj = get(kube, namespace, name)
+        st = obj.get("status") or {}
+        fresh = st.get("observedGeneration") == obj["metadata"]["generation"]
+        matches = all(st.get(k) == v for k, v in extra.items())
+        return st if fresh and st.get("phase") == phase and matches else None
+
+    return wait_for(probe, f"{namespace}/{name} is {phase} with {extra}")
+
+
+def spec_patch(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    kube.patch("SpyreModel", namespace, name, {"spec": spec})
+
+
+def gone(kube: Kube, kind: str, namespace: str, name: str) -> bool:
+    return kube.get(kind, namespace, name) is None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Operator:
+    """`spyre-operator run --namespace NS` as a subprocess, with its metrics endpoint."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, log: Path, resync: float) -> None:
+        self.kubeconfig, self.namespace, self.log, self.resync = kubeconfig, namespace, log, resync
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "spyre_operator",
+            "run",
+            "--namespace",
+            self.namespace,
+            "--metrics-port",
+            str(self.port),
+            "--resync-seconds",
+            str(self.resync),
+        ]
+        env = os.environ | {"KUBECONFIG": str(self.kubeconfig)}
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        wait_for(self._metrics_or_none, "the operator serves its metrics")
+
+    def _metrics_or_none(self) -> dict[str, float] | None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the operator exited ({self.proc.returncode}):\n{self.tail()}")
+        try:
+            return self.metrics()
+        except OSError:
+            return None
+
+    def metrics(self) -> dict[str, float]:
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        out = {}
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+        return out
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up, as if the node died."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@contextmanager
+def running_operator(
+    kubeconfig: Path, namespace: str, log: Path, resync: float = 300.0
+) -> Iterator[Operator]:
+    """The operator for one test namespace; its log is printed when the test fails."""
+    kube = kube_for(kubeconfig)
+    install_crd(kube)
+    operator = Operator(kubeconfig, namespace, log, resync)
+    operator.start()
+    try:
+        yield operator
+    except BaseException:
+        print(f"--- operator log ({log}) ---\n{operator.tail(80)}")
+        raise
+    finally:
+        operator.stop()
+
+
+def ignore_missing(fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except ApiError as err:
+        if not err.not_found:
+            raise
+
+
+def to_ready(kube: Kube, doc: dict[str, Any]) -> dict[str, Any]:
+    """Create a SpyreModel and play the cluster until it is Ready; its status."""
+    namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+    create(kube, doc)
+    wait_phase(kube, namespace, name, "Compiling")
+    job = job_name(doc)
+    wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")
+    simulate.complete_job(kube, namespace, job)
+    wait_for(lambda: kube.get("Deployment", namespace, name), f"Deployment {name} exists")
+    simulate.make_deployment_available(kube, namespace, name)
+    return wait_phase(kube, namespace, name, "Ready")
+
+
+def deployment_key(kube: Kube, namespace: str, name: str) -> str | None:
+    deploy = kube.get("Deployment", namespace, name)
+    if deploy is None:
+        return None
+    key: str | None = deploy["metadata"].get("annotations", {}).get(meta.CACHE_KEY_ANNOTATION)
+    return key
+
+
+def events_for(kube: Kube, namespace: str, name: str) -> list[tuple[str, str]]:
+    """(type, reason) of the Events about one object, oldest first."""
+    items = kube.request("GET", f"/api/v1/namespaces/{namespace}/events").get("items", [])
+    mine = [e for e in items if e["involvedObject"].get("name") == name]
+    mine.sort(key=lambda e: (e.get("firstTimestamp") or "", e["metadata"]["name"]))
+    return [(e["type"], e["reason"]) for e in mine]
+
+
+# Fixtures shared by the test_operator_* modules (imported there by name).
+@pytest.fixture
+def kube(kubeconfig: Path) -> Kube:
+    return kube_for(kubeconfig)
+
+
+@pytest.fixture
+def operator(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Operator]:
+    with running_operator(kubeconfig, namespace, tmp_path / "operator.log") as running:
+        yield running

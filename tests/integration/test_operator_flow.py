@@ -1,0 +1,116 @@
+"""The operator on a real control plane: create -> compile Job -> Deployment + Service ->
+Ready, and spec changes (same cache key: in place; new key: compile, then roll)."""
+
+# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
+from __future__ import annotations
+
+import pytest
+from cluster_sim import (  # noqa: F401 (fixtures)
+    Operator,
+    condition,
+    create,
+    deployment_key,
+    events_for,
+    get,
+    job_name,
+    kube,
+    model,
+    operator,
+    spec_patch,
+    to_ready,
+    wait_for,
+    wait_phase,
+)
+
+from spyre_operator.api.validation import parse
+from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile.kube import Kube
+from spyre_operator.render.cachekey import cache_key
+from spyre_operator.render.children import build_compile_job
+
+pytestmark = pytest.mark.integration
+
+
+def _env(obj: dict[str, object]) -> dict[str, str]:
+    container = obj["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_create_compiles_then_serves(kube: Kube, namespace: str, operator: Operator) -> None:
+    doc = model(namespace, "m1")
+    spec = parse(doc).spec
+    key, job = cache_key(spec), job_name(doc)
+    create(kube, doc)
+
+    st = wait_phase(kube, namespace, "m1", "Compiling", targetCacheKey=key)
+    assert condition(st, "CacheReady")[:2] == ("False", "Compiling")
+    live_job = wait_for(lambda: kube.get("Job", namespace, job), "the compile Job exists")
+    want = build_compile_job(spec, namespace)["spec"]["template"]["spec"]["containers"][0]
+    got = live_job["spec"]["template"]["spec"]["containers"][0]
+    assert (got["args"], got["env"]) == (want["args"], want["env"])
+    (owner,) = live_job["metadata"]["ownerReferences"]
+    assert (owner["name"], owner["controller"]) == ("m1", False)
+    pvc = kube.get("PersistentVolumeClaim", namespace, spec.cache.volume.claim_name)
+    assert pvc is not None and "ownerReferences" not in pvc["metadata"]
+    assert kube.get("Deployment", namespace, "m1") is None
+
+    simulate.complete_job(kube, namespace, job)
+    st = wait_phase(kube, namespace, "m1", "Starting")
+    assert condition(st, "CacheReady")[:2] == ("True", "Compiled")
+    assert (st["cache"]["ok"], st["cache"]["seconds"], st["activeCacheKey"]) == (True, 42.0, key)
+    deploy = kube.get("Deployment", namespace, "m1")
+    assert deploy is not None
+    env = _env(deploy)
+    assert env["TORCH_SENDNN_CACHE_DIR"] == f"/var/cache/spyre/{key}"
+    assert env["VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS"] == "1"
+    assert kube.get("Service", namespace, "m1") is not None
+
+    simulate.make_deployment_available(kube, namespace, "m1")
+    st = wait_phase(kube, namespace, "m1", "Ready")
+    assert st["endpoint"] == f"http://m1.{namespace}.svc:8000/v1"
+    assert (st["replicas"], st["readyReplicas"]) == (1, 1)
+    assert condition(st, "Available")[:2] == ("True", "MinimumReplicasAvailable")
+    assert condition(st, "Degraded")[:2] == ("False", "AsExpected")
+
+    wanted = {"CreatedCompileJob", "Compiling", "CreatedDeployment", "Starting", "Ready"}
+    wait_for(
+        lambda: wanted <= {r for _, r in events_for(kube, namespace, "m1")}, f"Events {wanted}"
+    )
+
+
+def test_spec_changes_update_in_place_or_compile_then_roll(
+    kube: Kube, namespace: str, operator: Operator
+) -> None:
+    doc = model(namespace, "m2")
+    old = to_ready(kube, doc)
+    old_key = old["activeCacheKey"]
+
+    # Same key (replicas only): the Deployment is patched, no new Job.
+    spec_patch(kube, namespace, "m2", {"replicas": 2})
+    wait_for(
+        lambda: (kube.get("Deployment", namespace, "m2") or {})["spec"]["replicas"] == 2,
+        "the Deployment has 2 replicas",
+    )
+    assert deployment_key(kube, namespace, "m2") == old_key
+    assert len(kube.list("Job", namespace, "app.kubernetes.io/component=compile")) == 1
+    simulate.make_deployment_available(kube, namespace, "m2")
+    wait_phase(kube, namespace, "m2", "Ready", readyReplicas=2)
+
+    # New key (chunk size): a new Job; the Deployment stays on the old cache meanwhile.
+    chunk = {"batching": {"continuous": {"maxNumBatchedTokens": 2048}}}
+    spec_patch(kube, namespace, "m2", chunk)
+    changed = get(kube, namespace, "m2")
+    new_key, new_job = cache_key(parse(changed).spec), job_name(changed)
+    assert new_key != old_key
+    st = wait_phase(kube, namespace, "m2", "Compiling", targetCacheKey=new_key)
+    assert st["activeCacheKey"] == old_key
+    assert condition(st, "Progressing")[:2] == ("True", "CompilingNewCache")
+    assert condition(st, "Available")[0] == "True" and st["endpoint"]
+    wait_for(lambda: kube.get("Job", namespace, new_job), "the new compile Job exists")
+    assert deployment_key(kube, namespace, "m2") == old_key
+
+    simulate.complete_job(kube, namespace, new_job)
+    wait_for(lambda: deployment_key(kube, namespace, "m2") == new_key, "the Deployment rolls")
+    simulate.make_deployment_available(kube, namespace, "m2")
+    st = wait_phase(kube, namespace, "m2", "Ready", activeCacheKey=new_key)
+    assert st["targetCacheKey"] == new_key

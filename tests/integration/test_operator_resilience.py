@@ -1,0 +1,112 @@
+"""Drift and restarts: owned objects are restored, a killed operator continues from the
+cluster's state, and replicas follow the scale subresource without a fight."""
+
+# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cluster_sim import (  # noqa: F401 (fixtures)
+    Operator,
+    create,
+    get,
+    job_name,
+    kube,
+    model,
+    operator,
+    to_ready,
+    wait_for,
+    wait_phase,
+)
+
+from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile.kube import Kube
+
+pytestmark = pytest.mark.integration
+
+
+def _uid(kube: Kube, kind: str, namespace: str, name: str) -> str | None:
+    found = kube.get(kind, namespace, name)
+    return found["metadata"]["uid"] if found else None
+
+
+def test_deleted_or_edited_children_are_restored(
+    kube: Kube, namespace: str, operator: Operator
+) -> None:
+    to_ready(kube, model(namespace, "drift"))
+    old = _uid(kube, "Deployment", namespace, "drift")
+    kube.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/deployments/drift")
+    wait_for(
+        lambda: _uid(kube, "Deployment", namespace, "drift") not in (None, old),
+        "the Deployment is back",
+    )
+    kube.patch(
+        "Service",
+        namespace,
+        "drift",
+        {
+            "spec": {
+                "ports": [{"name": "http", "port": 9999, "targetPort": "http", "protocol": "TCP"}]
+            }
+        },
+    )
+    wait_for(
+        lambda: kube.get("Service", namespace, "drift")["spec"]["ports"][0]["port"] == 8000,
+        "the Service port is restored",
+    )
+
+
+def test_killed_operator_resumes_from_the_cluster(
+    kube: Kube, namespace: str, operator: Operator, kubeconfig: Path, tmp_path: Path
+) -> None:
+    doc = model(namespace, "crash")
+    create(kube, doc)
+    wait_phase(kube, namespace, "crash", "Compiling")
+    job = job_name(doc)
+    job_uid = wait_for(lambda: _uid(kube, "Job", namespace, job), "the Job exists")
+    operator.kill()
+    simulate.complete_job(kube, namespace, job)  # the compile finishes while it is down
+
+    successor = Operator(kubeconfig, namespace, tmp_path / "operator-2.log", resync=300.0)
+    successor.start()
+    try:
+        wait_phase(kube, namespace, "crash", "Starting")
+        simulate.make_deployment_available(kube, namespace, "crash")
+        st = wait_phase(kube, namespace, "crash", "Ready")
+    except BaseException:
+        print(successor.tail(80))
+        raise
+    finally:
+        successor.stop()
+    assert _uid(kube, "Job", namespace, job) == job_uid  # the same Job, never a second
+    jobs = kube.list("Job", namespace, "app.kubernetes.io/component=compile")
+    assert len(jobs) == 1
+    assert st["cache"]["ok"] is True
+
+
+def test_scale_subresource_drives_the_deployment(
+    kube: Kube, namespace: str, operator: Operator, kubectl: object
+) -> None:
+    to_ready(kube, model(namespace, "scaled"))
+    run = kubectl  # the session fixture: kubectl against the test control plane
+    run("scale", "-n", namespace, "spyremodel/scaled", "--replicas=3")  # type: ignore[operator]
+
+    def replicas() -> int:
+        return int((kube.get("Deployment", namespace, "scaled") or {})["spec"]["replicas"])
+
+    wait_for(lambda: replicas() == 3, "the Deployment follows the scale subresource")
+    simulate.make_deployment_available(kube, namespace, "scaled")
+    wait_phase(kube, namespace, "scaled", "Ready", readyReplicas=3, replicas=3)
+    scale = kube.request(
+        "GET", f"/apis/serving.spyre.dev/v1alpha1/namespaces/{namespace}/spyremodels/scaled/scale"
+    )
+    assert scale["spec"]["replicas"] == 3 and scale["status"]["replicas"] == 3
+    assert "serving.spyre.dev/model=scaled" in scale["status"]["selector"]
+    # Further reconciles (a spec-neutral label change triggers one) keep the HPA's number.
+    kube.patch("SpyreModel", namespace, "scaled", {"metadata": {"labels": {"touched": "1"}}})
+    before = operator.metrics()["spyre_operator_reconciles_total"]
+    wait_for(
+        lambda: operator.metrics()["spyre_operator_reconciles_total"] > before, "another reconcile"
+    )
+    assert replicas() == 3 and get(kube, namespace, "scaled")["spec"]["replicas"] == 3

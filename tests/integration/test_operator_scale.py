@@ -1,0 +1,106 @@
+"""Many SpyreModels at once reach Ready, and an idle resync writes nothing."""
+
+# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_sim import (  # noqa: F401 (fixtures)
+    create,
+    example,
+    job_name,
+    kube,
+    model,
+    running_operator,
+    wait_for,
+)
+
+from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile.kube import Kube
+
+pytestmark = pytest.mark.integration
+
+MODELS = 50
+KEYS = 5  # 10 SpyreModels share each compile Job
+
+
+def _phases(kube: Kube, namespace: str) -> dict[str, str]:
+    items = kube.request(
+        "GET", f"/apis/serving.spyre.dev/v1alpha1/namespaces/{namespace}/spyremodels"
+    )["items"]
+    return {i["metadata"]["name"]: (i.get("status") or {}).get("phase", "") for i in items}
+
+
+def _versions(kube: Kube, namespace: str) -> dict[str, str]:
+    """resourceVersion of every object the operator could write, and the Event count."""
+    out: dict[str, str] = {}
+    for prefix, plural in [
+        ("apis/serving.spyre.dev/v1alpha1", "spyremodels"),
+        ("apis/batch/v1", "jobs"),
+        ("apis/apps/v1", "deployments"),
+        ("api/v1", "services"),
+        ("api/v1", "persistentvolumeclaims"),
+    ]:
+        items = kube.request("GET", f"/{prefix}/namespaces/{namespace}/{plural}")["items"]
+        for item in items:
+            out[f"{plural}/{item['metadata']['name']}"] = item["metadata"]["resourceVersion"]
+    events = kube.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    out["events"] = str(len(events))
+    return out
+
+
+def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
+    kube: Kube, namespace: str, kubeconfig: Path, tmp_path: Path
+) -> None:
+    docs: list[dict[str, Any]] = []
+    for i in range(MODELS):
+        doc = example()
+        doc["spec"]["batching"]["continuous"]["maxNumSeqs"] = 1 + i % KEYS
+        docs.append(model(namespace, f"m{i:02d}", doc))
+    resync = 3.0
+    with running_operator(kubeconfig, namespace, tmp_path / "operator.log", resync) as operator:
+        for doc in docs:
+            create(kube, doc)
+        jobs = sorted({job_name(doc) for doc in docs})
+        assert len(jobs) == KEYS
+        for job in jobs:
+            wait_for(lambda j=job: kube.get("Job", namespace, j), f"Job {job}", timeout=180)
+        wait_for(
+            lambda: set(_phases(kube, namespace).values()) == {"Compiling"},
+            "all Compiling",
+            timeout=180,
+        )
+        for job in jobs:
+            owners = kube.get("Job", namespace, job)["metadata"]["ownerReferences"]  # type: ignore[index]
+            assert len(owners) == MODELS // KEYS
+            simulate.complete_job(kube, namespace, job)
+        for doc in docs:
+            name = doc["metadata"]["name"]
+            wait_for(
+                lambda n=name: kube.get("Deployment", namespace, n),
+                f"Deployment {name}",
+                timeout=180,
+            )
+            simulate.make_deployment_available(kube, namespace, name)
+        wait_for(
+            lambda: set(_phases(kube, namespace).values()) == {"Ready"}, "all Ready", timeout=180
+        )
+
+        # Idle: two full resync passes over every model without one write. Polled,
+        # because Events of the last transitions may still be in flight at first.
+        def idle_pass() -> bool:
+            versions, metrics = _versions(kube, namespace), operator.metrics()
+            reconciles = metrics["spyre_operator_reconciles_total"]
+            wait_for(
+                lambda: (
+                    operator.metrics()["spyre_operator_reconciles_total"] >= reconciles + 2 * MODELS
+                ),
+                "two resync passes",
+            )
+            after = operator.metrics()
+            writes = "spyre_operator_api_writes_total"
+            return after[writes] == metrics[writes] and _versions(kube, namespace) == versions
+
+        wait_for(idle_pass, "an idle resync pass that writes nothing", timeout=180)

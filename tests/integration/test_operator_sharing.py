@@ -1,0 +1,55 @@
+"""Two SpyreModels with the same compile config share one Job; deleting one leaves the
+other serving, and the Job with its remaining owner."""
+
+# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
+from __future__ import annotations
+
+import pytest
+from cluster_sim import (  # noqa: F401 (fixtures)
+    Operator,
+    create,
+    job_name,
+    kube,
+    model,
+    operator,
+    status,
+    wait_for,
+    wait_phase,
+)
+
+from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile.kube import Kube
+
+pytestmark = pytest.mark.integration
+
+
+def _owners(kube: Kube, namespace: str, job: str) -> set[str]:
+    found = kube.get("Job", namespace, job) or {"metadata": {}}
+    return {o["name"] for o in found["metadata"].get("ownerReferences") or []}
+
+
+def test_same_key_one_job_and_deleting_one_keeps_the_other(
+    kube: Kube, namespace: str, operator: Operator
+) -> None:
+    first, second = model(namespace, "a"), model(namespace, "b")
+    create(kube, first)
+    create(kube, second)
+    job = job_name(first)
+    assert job_name(second) == job
+    wait_for(lambda: _owners(kube, namespace, job) == {"a", "b"}, "both own the one Job")
+    jobs = kube.list("Job", namespace, "app.kubernetes.io/component=compile")
+    assert [j["metadata"]["name"] for j in jobs] == [job]
+
+    simulate.complete_job(kube, namespace, job)
+    for name in ("a", "b"):
+        wait_for(lambda n=name: kube.get("Deployment", namespace, n), f"Deployment {name}")
+        simulate.make_deployment_available(kube, namespace, name)
+        wait_phase(kube, namespace, name, "Ready")
+    before = status(kube, namespace, "b")
+
+    kube.request("DELETE", f"/apis/serving.spyre.dev/v1alpha1/namespaces/{namespace}/spyremodels/a")
+    wait_for(lambda: kube.get("SpyreModel", namespace, "a") is None, "a is deleted")
+    wait_for(lambda: kube.get("Deployment", namespace, "a") is None, "GC removes a's Deployment")
+    wait_for(lambda: _owners(kube, namespace, job) == {"b"}, "the Job keeps only b")
+    assert kube.get("Deployment", namespace, "b") is not None
+    assert status(kube, namespace, "b") == before
