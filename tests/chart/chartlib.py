@@ -7,7 +7,9 @@ import math
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +120,42 @@ def run_health_check(obj: dict[str, Any]) -> dict[str, str]:
     assert result.returncode == 0, f"the health script failed:\n{result.stderr}"
     status, _, message = result.stdout.partition("\n")
     return {"status": status, "message": message}
+
+
+@dataclass
+class Installed:
+    namespace: str  # the release namespace (the operator's ServiceAccount lives there)
+    service_account: str
+    watched: list[str]  # empty: every namespace
+    docs: list[dict[str, Any]]  # everything the chart rendered (only RBAC_KINDS applied)
+
+    @property
+    def operator_args(self) -> list[str]:
+        """The args of the chart's operator container (`run ...`)."""
+        (deploy,) = find(self.docs, "Deployment")
+        args: list[str] = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+        return args
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+def install_rbac(kubectl: Kubectl, namespace: str, values: dict[str, Any]) -> Iterator[Installed]:
+    """Apply the chart's ServiceAccount and RBAC (a fresh release name: the cluster-scoped
+    roles of different tests never collide); removes the cluster-scoped ones afterwards."""
+    release = f"r{uuid.uuid4().hex[:8]}"
+    docs = render(namespace, values, release=release)
+    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+    (account,) = find(docs, "ServiceAccount")
+    try:
+        yield Installed(
+            namespace, account["metadata"]["name"], list(values.get("watchNamespaces", [])), docs
+        )
+    finally:
+        cluster_scoped = [d for d in rbac if d["kind"].startswith("Cluster")]
+        kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(cluster_scoped))

@@ -9,7 +9,6 @@ groups), i.e. the answer the authorizer gives the operator's own requests.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from chartlib import Kubectl, find, template
+from chartlib import Installed, Kubectl, find, install_rbac, template
 from kubernetes import client, config
 
 import spyre_operator.handlers  # noqa: F401  (its decorators fill kopf's default registry)
@@ -133,38 +132,6 @@ def test_the_call_list_covers_every_resource_the_operator_touches() -> None:
             assert Call(verb, plural, group) in {
                 Call(c.verb, c.resource, c.group) for c in OPERATOR_CALLS
             }, f"kopf watches {plural}.{group}: list the calls"
-
-
-@dataclass
-class Installed:
-    namespace: str  # the release namespace (the operator's ServiceAccount lives there)
-    service_account: str
-    watched: list[str]  # empty: every namespace
-    docs: list[dict[str, Any]]
-
-    @property
-    def user(self) -> str:
-        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
-
-
-RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-
-
-def install_rbac(kubectl: Kubectl, namespace: str, values: dict[str, Any]) -> Iterator[Installed]:
-    release = f"r{uuid.uuid4().hex[:8]}"
-    result = template(namespace, values, release=release)
-    assert result.returncode == 0, result.stderr
-    docs = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] in RBAC_KINDS]
-    manifest = yaml.safe_dump_all(docs)
-    kubectl("apply", "-f", "-", input=manifest)
-    (account,) = find(docs, "ServiceAccount")
-    try:
-        yield Installed(
-            namespace, account["metadata"]["name"], list(values.get("watchNamespaces", [])), docs
-        )
-    finally:
-        cluster_scoped = [d for d in docs if d["kind"].startswith("Cluster")]
-        kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(cluster_scoped))
 
 
 Ask = Callable[[Call, str], bool]

@@ -1,0 +1,206 @@
+"""The real operator, run with exactly the chart's args and as the chart's ServiceAccount
+(a real ServiceAccount token from the TokenRequest API, not admin), takes a SpyreModel to
+Ready on the real control plane, and the Argo CD health check then says Healthy.
+
+The control plane has no kubelet and no Job/Deployment controllers: the test plays them
+with spyre_operator.reconcile.simulate (as admin, the way the cluster would).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from chartlib import ROOT, Installed, Kubectl, install_rbac, run_health_check, wait_for
+
+from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile.kube import Kube, load_api_client
+from spyre_operator.render import meta
+
+pytestmark = pytest.mark.chart
+
+EXAMPLE = ROOT / "examples" / "micro-granite-cpu.yaml"
+STEP_TIMEOUT = 180.0  # seconds per step; a loaded 2-core machine is slow, never flaky
+# What kopf or the operator log when the API server refuses them.
+REFUSALS = ("Forbidden", "forbidden", "Not enough permissions")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def service_account_kubeconfig(
+    kubectl: Kubectl, admin_kubeconfig: Path, installed: Installed, path: Path
+) -> Path:
+    """A kubeconfig whose only credential is a token of the chart's ServiceAccount."""
+    token = kubectl(
+        "create", "token", installed.service_account, "-n", installed.namespace,
+        "--duration=2h",
+    ).stdout.strip()  # fmt: skip
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    cluster = admin["clusters"][0]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "operator",
+        "clusters": [cluster],
+        "users": [{"name": "operator", "user": {"token": token}}],
+        "contexts": [
+            {"name": "operator", "context": {"cluster": cluster["name"], "user": "operator"}}
+        ],
+    }
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
+def local_args(chart_args: list[str], health: int, metrics: int) -> list[str]:
+    """The chart's args, with the pod's ports moved to free loopback ports."""
+    out = []
+    for arg in chart_args:
+        if arg.startswith("--liveness="):
+            arg = f"--liveness=http://127.0.0.1:{health}/healthz"
+        elif arg.startswith("--metrics-port="):
+            arg = f"--metrics-port={metrics}"
+        out.append(arg)
+    return out
+
+
+class Operator:
+    def __init__(self, args: list[str], kubeconfig: Path, log: Path) -> None:
+        self.log = log
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        self.command = [
+            sys.executable,
+            "-m",
+            "spyre_operator",
+            *args,
+            "--kubeconfig",
+            str(kubeconfig),
+        ]
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                self.command, env=env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the operator exited ({self.proc.returncode}):\n{self.output()}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except OSError:
+        return 0, ""
+
+
+@pytest.fixture(params=["namespaced", "cluster"])
+def installed(
+    request: pytest.FixtureRequest,
+    kubectl: Kubectl,
+    namespace: str,
+    make_namespace: Callable[[], str],
+    spyremodel_crd: str,
+) -> Iterator[Installed]:
+    """The chart's ServiceAccount + RBAC; namespaced mode watches one fresh namespace."""
+    values: dict[str, Any] = {"rbac.mode": request.param}
+    if request.param == "namespaced":
+        values["watchNamespaces"] = [make_namespace()]
+    yield from install_rbac(kubectl, namespace, values)
+
+
+def test_operator_reaches_ready_as_the_chart_service_account(
+    installed: Installed,
+    kubectl: Kubectl,
+    kubeconfig: Path,
+    make_namespace: Callable[[], str],
+    tmp_path: Path,
+) -> None:
+    models_ns = installed.watched[0] if installed.watched else make_namespace()
+    health, metrics = free_port(), free_port()
+    operator_kubeconfig = service_account_kubeconfig(
+        kubectl, kubeconfig, installed, tmp_path / "operator.kubeconfig"
+    )
+    whoami = Kube(load_api_client(str(operator_kubeconfig)))
+    with pytest.raises(Exception, match="403"):  # the token really is the ServiceAccount
+        whoami.request("GET", f"/api/v1/namespaces/{models_ns}/secrets")
+    operator = Operator(
+        local_args(installed.operator_args, health, metrics),
+        operator_kubeconfig,
+        tmp_path / "operator.log",
+    )
+    admin = Kube(load_api_client(str(kubeconfig)))
+    try:
+
+        def alive() -> bool:
+            operator.check_alive()
+            return http_get(f"http://127.0.0.1:{health}/healthz")[0] == 200
+
+        wait_for(alive, "the operator's liveness endpoint", STEP_TIMEOUT)
+        doc = yaml.safe_load(EXAMPLE.read_text())
+        doc["metadata"]["namespace"] = models_ns
+        name = doc["metadata"]["name"]
+        kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+
+        def status() -> dict[str, Any]:
+            operator.check_alive()
+            body = admin.get("SpyreModel", models_ns, name) or {}
+            found: dict[str, Any] = body.get("status") or {}
+            return found
+
+        wait_for(lambda: bool(status().get("targetCacheKey")), "the compile Job", STEP_TIMEOUT)
+        job = meta.compile_job_name(status()["targetCacheKey"])
+        assert admin.get("Job", models_ns, job) is not None
+        claim = doc["spec"].get("cache", {}).get("volume", {}).get("claimName", "spyre-graph-cache")
+        assert admin.get("PersistentVolumeClaim", models_ns, claim) is not None
+        simulate.complete_job(admin, models_ns, job)
+        wait_for(lambda: admin.get("Deployment", models_ns, name) is not None,
+                 "the serving Deployment", STEP_TIMEOUT)  # fmt: skip
+        simulate.make_deployment_available(admin, models_ns, name)
+        wait_for(lambda: status().get("phase") == "Ready", "phase Ready", STEP_TIMEOUT)
+
+        body = admin.get("SpyreModel", models_ns, name)
+        assert body is not None
+        assert body["status"]["observedGeneration"] == body["metadata"]["generation"]
+        assert admin.get("Service", models_ns, name) is not None
+        assert run_health_check(body)["status"] == "Healthy"
+        code, text = http_get(f"http://127.0.0.1:{metrics}/metrics")
+        assert code == 200 and "spyre_operator_reconciles_total" in text, text
+        events = admin.request("GET", f"/api/v1/namespaces/{models_ns}/events")["items"]
+        assert any(e["involvedObject"].get("name") == name for e in events), events
+
+        # Deleting works too: kopf (as the ServiceAccount) releases its finalizer.
+        kubectl("delete", "spyremodel", name, "-n", models_ns, "--timeout=180s")
+        assert admin.get("SpyreModel", models_ns, name) is None
+    finally:
+        operator.stop()
+    log = operator.output()
+    refused = [line for line in log.splitlines() if any(r in line for r in REFUSALS)]
+    assert not refused, "\n".join(refused)
