@@ -353,7 +353,7 @@ def _conditions(
         )
 
     serving_failure = _serving_failure(obs)
-    if deploy is None:
+    if deploy is None and not cache_ready:
         available = Cond(
             AVAILABLE,
             "False",
@@ -362,7 +362,7 @@ def _conditions(
         )
     elif spec.replicas == 0:
         available = Cond(AVAILABLE, "False", "ScaledToZero", "spec.replicas is 0")
-    elif deploy.condition("Available")[0] == "True" and deploy.ready_replicas > 0:
+    elif deploy and deploy.condition("Available")[0] == "True" and deploy.ready_replicas > 0:
         available = Cond(
             AVAILABLE,
             "True",
@@ -376,8 +376,8 @@ def _conditions(
             AVAILABLE,
             "False",
             "Starting",
-            f"{deploy.ready_replicas}/{spec.replicas} replicas ready; serving pods "
-            "load the compiled graphs",
+            f"{deploy.ready_replicas if deploy else 0}/{spec.replicas} replicas ready; "
+            "serving pods load the compiled graphs",
         )
 
     failed = failure if failure is not None else serving_failure

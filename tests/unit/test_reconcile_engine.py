@@ -1,0 +1,211 @@
+"""The reconcile loop against an in-memory API (idempotence, stale copies, refusals)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from apilib import example
+
+from spyre_operator.reconcile.conditions import Event
+from spyre_operator.reconcile.engine import Reconciler
+from spyre_operator.reconcile.kube import ApiError, Kube
+
+pytestmark = pytest.mark.unit
+
+
+def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class FakeKube(Kube):
+    """Just enough of the API server: versions, generations, 409s, label selectors."""
+
+    def __init__(self) -> None:
+        super().__init__(api=None)  # type: ignore[arg-type]
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.version = 0
+        self.refuse: set[str] = set()  # kinds whose writes answer 422
+
+    def _store(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        meta = obj["metadata"]
+        self.objects[(obj["kind"], meta["namespace"], meta["name"])] = obj
+        return copy.deepcopy(obj)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(found) if found else None
+
+    def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        wanted = dict(part.split("=") for part in selector.split(","))
+        return [
+            copy.deepcopy(o)
+            for (k, ns, _), o in self.objects.items()
+            if k == kind
+            and ns == namespace
+            and wanted.items() <= (o["metadata"].get("labels") or {}).items()
+        ]
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self._count("POST", obj["kind"])
+        meta = obj["metadata"]
+        if obj["kind"] in self.refuse:
+            raise ApiError(422, "Invalid", {"message": "spec.template: Invalid value"})
+        if (obj["kind"], meta["namespace"], meta["name"]) in self.objects:
+            raise ApiError(409, "AlreadyExists")
+        obj = copy.deepcopy(obj)
+        obj["metadata"] |= {"uid": f"uid-{meta['name']}", "generation": 1}
+        return self._store(obj)
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self._count("APPLY", obj["kind"])
+        if obj["kind"] in self.refuse:
+            raise ApiError(422, "Invalid", {"message": "spec.template: Invalid value"})
+        meta = obj["metadata"]
+        live = self.get(obj["kind"], meta["namespace"], meta["name"])
+        if live is None:
+            return self.create(obj)
+        changed = live["spec"] != obj["spec"]
+        live["spec"] = copy.deepcopy(obj["spec"])
+        live["metadata"] |= {k: v for k, v in meta.items() if k != "namespace"}
+        live["metadata"]["generation"] += int(changed)
+        return self._store(live)
+
+    def patch(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = "",
+        sub: str | None = None,
+    ) -> dict[str, Any]:
+        self._count("PATCH", kind)
+        live = self.get(kind, namespace, name)
+        if live is None:
+            raise ApiError(404, "NotFound")
+        expected = body.get("metadata", {}).get("resourceVersion")
+        if expected is not None and expected != live["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict")
+        if "ownerReferences" in body.get("metadata", {}):
+            refs = live["metadata"].setdefault("ownerReferences", [])
+            refs += [r for r in body["metadata"]["ownerReferences"] if r not in refs]
+        for part in ("status", "spec"):
+            if part in body:
+                live.setdefault(part, {})
+                merge_patch(live[part], body[part])
+        return self._store(live)
+
+
+NS = "default"
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    fake = FakeKube()
+    model = example("micro-granite-cpu")
+    model["metadata"] |= {"uid": "uid-m", "generation": 1, "namespace": NS}
+    fake._store(model)
+    return fake
+
+
+def reconciler(kube: FakeKube) -> tuple[Reconciler, list[Event]]:
+    events: list[Event] = []
+    rec = Reconciler(kube, lambda body, event: events.append(event), clock=lambda: "T")
+    return rec, events
+
+
+def finish_compile(kube: FakeKube) -> None:
+    (job,) = [o for (k, _, _), o in kube.objects.items() if k == "Job"]
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    summary = json.dumps({"ok": True, "seconds": 9})
+    kube._store(
+        {
+            "kind": "Pod",
+            "metadata": {
+                "name": "c-0",
+                "namespace": NS,
+                "creationTimestamp": "T",
+                "labels": {"job-name": job["metadata"]["name"]},
+            },
+            "status": {
+                "containerStatuses": [
+                    {
+                        "name": "precompile",
+                        "state": {
+                            "terminated": {"reason": "Completed", "exitCode": 0, "message": summary}
+                        },
+                    }
+                ]
+            },
+        }
+    )
+
+
+def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> None:
+    rec, events = reconciler(kube)
+    rec.reconcile(NS, "micro-granite-cpu")
+    assert dict(kube.writes) == {
+        "POST PersistentVolumeClaim": 1,
+        "POST Job": 1,
+        "PATCH SpyreModel": 1,
+    }
+    assert [e.reason for e in events] == ["CreatedCacheVolume", "CreatedCompileJob", "Compiling"]
+    writes, count = kube.total_writes(), len(events)
+    for _ in range(3):
+        rec.reconcile(NS, "micro-granite-cpu")
+    assert (kube.total_writes(), len(events)) == (writes, count)
+
+    finish_compile(kube)
+    rec.reconcile(NS, "micro-granite-cpu")
+    assert kube.writes["APPLY Deployment"] == kube.writes["APPLY Service"] == 1
+    status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
+    assert (status["phase"], status["cache"]["seconds"]) == ("Starting", 9)
+    writes = kube.total_writes()
+    rec.reconcile(NS, "micro-granite-cpu")
+    assert kube.total_writes() == writes
+
+
+def test_a_stale_copy_is_read_again_and_written_once(kube: FakeKube) -> None:
+    rec, events = reconciler(kube)
+    stale = kube.get("SpyreModel", NS, "micro-granite-cpu")
+    assert stale is not None
+    kube.patch("SpyreModel", NS, "micro-granite-cpu", {"metadata": {}, "spec": {"replicas": 2}})
+    rec.reconcile(NS, "micro-granite-cpu", stale)
+    assert rec.stats["conflicts"] == 1
+    # The spec change above, the refused status write (409), then the one that counts.
+    assert kube.writes["PATCH SpyreModel"] == 3
+    assert [e.reason for e in events].count("Compiling") == 1
+
+
+def test_a_refused_child_is_reported_not_retried_forever(kube: FakeKube) -> None:
+    rec, events = reconciler(kube)
+    rec.reconcile(NS, "micro-granite-cpu")
+    finish_compile(kube)
+    kube.refuse.add("Deployment")
+    rec.reconcile(NS, "micro-granite-cpu")
+    status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert (status["phase"], degraded["reason"]) == ("Degraded", "ApplyFailed")
+    assert "spec.template: Invalid value" in degraded["message"]
+    assert events[-1] == Event("Warning", "ApplyFailed", degraded["message"])
+    writes = kube.writes["PATCH SpyreModel"]
+    rec.reconcile(NS, "micro-granite-cpu")
+    assert kube.writes["PATCH SpyreModel"] == writes  # same failure, same status
+
+
+def test_deleted_models_are_left_alone(kube: FakeKube) -> None:
+    rec, _ = reconciler(kube)
+    rec.reconcile(NS, "gone")
+    assert kube.total_writes() == 0
