@@ -54,13 +54,7 @@ def ms(values: list[float]) -> str:
 
 
 def wait(probe: Any, what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise RuntimeError(f"timed out waiting for {what}")
+    return simulate.poll_until(probe, what, timeout)
 
 
 class Seen(threading.Thread):

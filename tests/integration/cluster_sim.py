@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,15 +57,7 @@ def install_crd(kube: Kube) -> None:
 
 
 def wait_for(probe: Callable[[], T | None], what: str, timeout: float = TIMEOUT) -> T:
-    """Poll until probe() returns something truthy; fail with what was last seen."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting until {what}; last: {last!r}")
+    return simulate.poll_until(probe, what, timeout)
 
 
 def example(stem: str = "micro-granite-cpu", **spec: Any) -> dict[str, Any]:

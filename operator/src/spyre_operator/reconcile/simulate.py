@@ -8,12 +8,32 @@ Used by `spyre-operator dev --simulate` and by the integration tests.
 from __future__ import annotations
 
 import json
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from spyre_operator.reconcile.conditions import now_rfc3339
 from spyre_operator.reconcile.kube import ApiError, Kube
 from spyre_operator.reconcile.observe import COMPILE_CONTAINER, SERVING_CONTAINER
 from spyre_operator.render import meta
+
+T = TypeVar("T")
+
+
+class Timeout(AssertionError):
+    """A polled condition did not come true in time."""
+
+
+def poll_until(probe: Callable[[], T | None], what: str, timeout: float) -> T:
+    """Poll until probe() returns something truthy; fail with what was last seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise Timeout(f"timed out after {timeout:.0f}s waiting until {what}; last: {last!r}")
 
 
 def ensure_service_account(kube: Kube, namespace: str) -> None:
