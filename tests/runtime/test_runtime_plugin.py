@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,3 +266,19 @@ def test_an_embedding_model_precompiles_and_serves(
     assert response.status_code == 200, response.text
     vectors = [item["embedding"] for item in response.json()["data"]]
     assert [len(v) for v in vectors] == [64, 64]
+
+
+def test_the_serve_checks_import_neither_vllm_nor_torch(
+    runtime: Runtime, decoder_cache: Precompiled
+) -> None:
+    # describe runs serve's checks (contract, READY, env, command) without the exec.
+    env = decoder_cache.workload.env(runtime, decoder_cache.root, require_precompiled=True)
+    done = subprocess.run(
+        [str(runtime.venv / "bin" / "python"), "-X", "importtime", "-m", "spyre_runtime.cli",
+         "describe", *decoder_cache.workload.args],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "cache: READY" in done.stdout
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines()}
+    assert not imported & {"vllm", "torch", runtime.flavour.replace("-", "_")}
