@@ -4,7 +4,8 @@
 -- status.observedGeneration (or a condition's observedGeneration) is behind
 -- metadata.generation the model is Progressing, whatever the old conditions say.
 -- Then: Degraded=True -> Degraded; Progressing=True -> Progressing;
--- Available=True -> Healthy; anything else -> Progressing (waiting to become available).
+-- Available=True -> Healthy; Available=False with reason ScaledToZero (spec.replicas 0)
+-- -> Suspended; anything else -> Progressing (waiting to become available).
 -- Written for Argo CD's Lua (gopher-lua, Lua 5.1); tested with lua5.1.
 local hs = {}
 
@@ -75,6 +76,12 @@ local available = conditions["Available"]
 if available ~= nil and available.status == "True" then
   hs.status = "Healthy"
   hs.message = describe(available, "Available")
+  return hs
+end
+
+if available ~= nil and available.reason == "ScaledToZero" then
+  hs.status = "Suspended"
+  hs.message = describe(available, "ScaledToZero")
   return hs
 end
 

@@ -6,7 +6,6 @@ import json
 import math
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,15 +25,6 @@ LUA = "lua5.1"  # Argo CD runs health scripts with gopher-lua (Lua 5.1)
 RELEASE = "spyre"
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

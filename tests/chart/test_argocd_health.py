@@ -158,6 +158,37 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "ReplicasStarting: 0/1 replicas ready",
     ),
     (
+        "scaled to zero",
+        model(
+            status={
+                "observedGeneration": 3,
+                "phase": "Ready",
+                "conditions": [
+                    condition("CacheReady", "True", "Compiled"),
+                    condition("Available", "False", "ScaledToZero", "spec.replicas is 0"),
+                    condition("Progressing", "False", "Complete"),
+                    condition("Degraded", "False", "AsExpected"),
+                ],
+            }
+        ),
+        "Suspended",
+        "ScaledToZero: spec.replicas is 0",
+    ),
+    (
+        "an unknown config is a warning, not degraded",
+        model(
+            status={
+                "observedGeneration": 3,
+                "conditions": [
+                    condition("Available", "True", "MinimumReplicasAvailable"),
+                    condition("Degraded", "False", "UnknownConfig", "not in the registry"),
+                ],
+            }
+        ),
+        "Healthy",
+        "MinimumReplicasAvailable",
+    ),
+    (
         "conditions without observedGeneration",
         model(
             status={

@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import ROOT, Installed, Kubectl, install_rbac, run_health_check, wait_for
+from chartlib import ROOT, Installed, Kubectl, install_rbac, run_health_check
 
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube, load_api_client
+from spyre_operator.reconcile.simulate import poll_until
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.chart
@@ -163,7 +164,7 @@ def test_operator_reaches_ready_as_the_chart_service_account(
             operator.check_alive()
             return http_get(f"http://127.0.0.1:{health}/healthz")[0] == 200
 
-        wait_for(alive, "the operator's liveness endpoint", STEP_TIMEOUT)
+        poll_until(alive, "the operator's liveness endpoint", STEP_TIMEOUT)
         doc = yaml.safe_load(EXAMPLE.read_text())
         doc["metadata"]["namespace"] = models_ns
         name = doc["metadata"]["name"]
@@ -175,16 +176,16 @@ def test_operator_reaches_ready_as_the_chart_service_account(
             found: dict[str, Any] = body.get("status") or {}
             return found
 
-        wait_for(lambda: bool(status().get("targetCacheKey")), "the compile Job", STEP_TIMEOUT)
+        poll_until(lambda: bool(status().get("targetCacheKey")), "the compile Job", STEP_TIMEOUT)
         job = meta.compile_job_name(status()["targetCacheKey"])
         assert admin.get("Job", models_ns, job) is not None
         claim = doc["spec"].get("cache", {}).get("volume", {}).get("claimName", "spyre-graph-cache")
         assert admin.get("PersistentVolumeClaim", models_ns, claim) is not None
         simulate.complete_job(admin, models_ns, job)
-        wait_for(lambda: admin.get("Deployment", models_ns, name) is not None,
+        poll_until(lambda: admin.get("Deployment", models_ns, name) is not None,
                  "the serving Deployment", STEP_TIMEOUT)  # fmt: skip
         simulate.make_deployment_available(admin, models_ns, name)
-        wait_for(lambda: status().get("phase") == "Ready", "phase Ready", STEP_TIMEOUT)
+        poll_until(lambda: status().get("phase") == "Ready", "phase Ready", STEP_TIMEOUT)
 
         body = admin.get("SpyreModel", models_ns, name)
         assert body is not None
