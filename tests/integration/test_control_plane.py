@@ -111,7 +111,9 @@ def _served(create: Callable[[int], object], tokens: int) -> bool:
     return True
 
 
-def test_owned_deployment_is_garbage_collected(api_client: client.ApiClient, namespace: str) -> None:
+def test_owned_deployment_is_garbage_collected(
+    api_client: client.ApiClient, namespace: str
+) -> None:
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     owner = core.create_namespaced_config_map(
         namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner"))

@@ -4,7 +4,7 @@
 that started them; `down` stops exactly those pids. Everything lives in one folder:
 
     DIR/state.json      pids, ports and binaries of the running processes
-    DIR/kubeconfig      admin identity (token, TLS verification off: loopback only)
+    DIR/kubeconfig      admin identity (token) and the API server's generated CA
     DIR/run/            etcd data, certificates, keys, token file, logs
 
 The controller manager runs only the garbage-collector and namespace controllers: with
@@ -266,18 +266,18 @@ class ControlPlane:
                 "--authorization-mode=RBAC",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
-                *self._version_flags(bins),
+                *self._insecure_port_off(bins.apiserver, "--insecure-port"),
             ],
         )
         self._wait(proc, "kube-apiserver", f"{state.server}/readyz", token=state.token)
 
     @staticmethod
-    def _version_flags(bins: Binaries) -> list[str]:
-        """`--insecure-port=0` exists up to 1.23 and is refused after: ask the binary."""
+    def _insecure_port_off(binary: Path, flag: str) -> list[str]:
+        """Turn off the insecure port on versions that have one (up to 1.23; refused after)."""
         out = subprocess.run(
-            [str(bins.apiserver), "--help"], capture_output=True, text=True, check=False
+            [str(binary), "--help"], capture_output=True, text=True, check=False
         ).stdout
-        return ["--insecure-port=0"] if "--insecure-port" in out else []
+        return [f"{flag}=0"] if f"{flag} int" in out else []
 
     def _start_controller_manager(self, state: State, bins: Binaries) -> None:
         assert bins.controller_manager is not None
@@ -291,6 +291,7 @@ class ControlPlane:
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--use-service-account-credentials=false",
+                *self._insecure_port_off(bins.controller_manager, "--port"),
             ],
         )
         # It has no health port here (secure port off); a short wait catches a bad start.
@@ -310,7 +311,11 @@ class ControlPlane:
             "clusters": [
                 {
                     "name": "spyre-local",
-                    "cluster": {"server": state.server, "insecure-skip-tls-verify": True},
+                    # the API server's self-generated certificate file carries its CA too
+                    "cluster": {
+                        "server": state.server,
+                        "certificate-authority": str(self.run / "certs" / "apiserver.crt"),
+                    },
                 }
             ],
             "users": [{"name": "admin", "user": {"token": state.token}}],
