@@ -43,7 +43,8 @@ def clip(message: str, limit: int = MESSAGE_LIMIT) -> str:
 def render_conditions(
     conds: list[Cond], old: list[dict[str, Any]], generation: int, now: str
 ) -> list[dict[str, Any]]:
-    """The status.conditions list, in CONDITION_TYPES order."""
+    """The status.conditions list, in CONDITION_TYPES order. Messages are never empty:
+    the API server (1.20) stores an empty string as null, which the schema refuses."""
     previous = {c.get("type"): c for c in old}
     out = []
     for cond in sorted(conds, key=lambda c: CONDITION_TYPES.index(c.type)):
@@ -54,7 +55,7 @@ def render_conditions(
                 "type": cond.type,
                 "status": cond.status,
                 "reason": cond.reason,
-                "message": clip(cond.message),
+                "message": clip(cond.message) or cond.reason,
                 "lastTransitionTime": before.get("lastTransitionTime", now)
                 if kept and before
                 else now,

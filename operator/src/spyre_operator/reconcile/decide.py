@@ -407,7 +407,7 @@ def _conditions(
     elif warning:
         degraded = Cond(DEGRADED, "False", "UnknownConfig", f"warning: {warning}")
     else:
-        degraded = Cond(DEGRADED, "False", "AsExpected", "")
+        degraded = Cond(DEGRADED, "False", "AsExpected", "no failures")
 
     is_available = available.status == "True"
     if failure is not None and not is_available:

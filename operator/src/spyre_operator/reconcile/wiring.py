@@ -41,6 +41,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo) -> None:
     settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
     workers = options.workers()
     settings.execution.max_workers = workers
+    settings.execution.default_backoff = 10  # seconds before a failed reconcile is retried
     kube = Kube(load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4))
     memo.reconciler = Reconciler(kube, post_event)
     port = options.metrics_port()
