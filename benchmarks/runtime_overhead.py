@@ -6,7 +6,8 @@ Needs the flavour's env from scripts/runtime-env. With the tiny test decoder on 
 - serve: `spyre-runtime serve <args>` versus `vllm serve <args>`, start to the first
   answer from /v1/models, same env (the precompiled cache, require-precompiled on);
 - precompile: `spyre-runtime precompile <args>` on an empty cache versus a bare warmup, a
-  process that only constructs `vllm.LLM(...)` with the same limits.
+  process that only constructs `vllm.LLM(...)` with the same limits;
+- and, alone, the time serve's own checks take before the exec (`describe`, same checks).
 Runs alternate between the two sides; prints each run, the medians and their ratios.
 """
 
@@ -95,6 +96,10 @@ def main() -> None:
     # One precompile makes the cache both serve variants start from.
     process_seconds(rt, "spyre-runtime", ["precompile", *args], rt.env(cache, config))
     serving = rt.env(cache, config, require_precompiled=True)
+    # What serve adds before exec, measured alone: describe runs the same checks.
+    checks = [process_seconds(rt, "spyre-runtime", ["describe", *args], serving) for _ in range(10)]
+    median = statistics.median(checks)
+    print(f"serve's checks before exec (describe, 10 runs): median {median:.3f}s", flush=True)
     compare(
         "serve start-to-ready",
         opts.runs,

@@ -282,3 +282,24 @@ def test_the_serve_checks_import_neither_vllm_nor_torch(
     assert "cache: READY" in done.stdout
     imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines()}
     assert not imported & {"vllm", "torch", runtime.flavour.replace("-", "_")}
+
+
+@pytest.mark.parametrize(
+    ("model_dir", "extra", "reason"),
+    [
+        ("granite", ["--max-num-seqs", "two"], "InvalidConfig"),  # vLLM's own parser says no
+        ("empty", [], "ModelNotFound"),  # a mounted volume without the model in it
+    ],
+)
+def test_precompile_failures_are_explained(
+    runtime: Runtime, tmp_path: Path, model_dir: str, extra: list[str], reason: str
+) -> None:
+    (runtime.models / "empty").mkdir(exist_ok=True)
+    workload = decoder(runtime)
+    args = [str(runtime.models / model_dir), *workload.args[1:], *extra]
+    done = runtime.run(f"fail-{reason}", ["precompile", *args], workload.env(runtime, tmp_path),
+                       timeout=ENGINE_TIMEOUT)  # fmt: skip
+    assert done.returncode == 1, done.tail()
+    assert done.summary is not None and done.summary["reason"] == reason, done.tail()
+    assert done.summary["ok"] is False and done.summary["message"]
+    assert not (tmp_path / cache_key(workload.config) / READY_NAME).exists()
