@@ -132,13 +132,18 @@ def test_etcd_dying_during_start_up_is_reported_with_its_log(
     assets = tmp_path / "assets"
     assets.mkdir()
     fake_etcd = assets / "etcd"
-    fake_etcd.write_text("#!/bin/sh\necho 'etcdmain: cannot access data directory: disk full'\nexit 3\n")
+    fake_etcd.write_text(
+        "#!/bin/sh\necho 'etcdmain: cannot access data directory: disk full'\nexit 3\n"
+    )
     fake_etcd.chmod(0o755)
     (assets / "kube-apiserver").symlink_to(find_binaries().apiserver)
     result = cli(
-        "up", "--dir", str(cluster_dir), "--no-controller-manager",
+        "up",
+        "--dir",
+        str(cluster_dir),
+        "--no-controller-manager",
         env={"KUBEBUILDER_ASSETS": str(assets)},
-    )  # fmt: skip
+    )
     assert result.returncode == 1
     assert "etcd exited during start-up (exit code 3)" in result.stderr
     assert "disk full" in result.stderr
