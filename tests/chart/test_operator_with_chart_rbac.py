@@ -82,15 +82,10 @@ def local_args(chart_args: list[str], health: int, metrics: int) -> list[str]:
 class Operator:
     def __init__(self, args: list[str], kubeconfig: Path, log: Path) -> None:
         self.log = log
-        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-        self.command = [
-            sys.executable,
-            "-m",
-            "spyre_operator",
-            *args,
-            "--kubeconfig",
-            str(kubeconfig),
-        ]
+        # KUBECONFIG, not `run --kubeconfig`: kopf's login reads the kubernetes client's
+        # default location, fixed when the client is imported.
+        env = os.environ | {"KUBECONFIG": str(kubeconfig)}
+        self.command = [sys.executable, "-m", "spyre_operator", *args]
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
                 self.command, env=env, stdout=out, stderr=subprocess.STDOUT,
