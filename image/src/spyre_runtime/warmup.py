@@ -61,6 +61,14 @@ def classify(exc: BaseException, default: str) -> str:
     return default
 
 
+class ArgumentsRejected(Exception):
+    """`vllm serve`'s parser refused the arguments (instead of printing and exiting)."""
+
+
+def _reject(message: str) -> None:
+    raise ArgumentsRejected(message)
+
+
 def _parse_serve_args(vllm_args: Sequence[str]) -> Any:
     """`vllm serve`'s own parser and validation, as its CLI main does them."""
     from vllm.entrypoints.cli.serve import ServeSubcommand
@@ -69,7 +77,8 @@ def _parse_serve_args(vllm_args: Sequence[str]) -> Any:
     parser = FlexibleArgumentParser(prog="vllm")
     subparsers = parser.add_subparsers(dest="subparser")
     command = ServeSubcommand()
-    command.subparser_init(subparsers)
+    serve_parser = command.subparser_init(subparsers)
+    parser.error = serve_parser.error = _reject
     args = parser.parse_args(["serve", *vllm_args])
     if getattr(args, "model_tag", None) is not None:
         args.model = args.model_tag
@@ -124,17 +133,14 @@ def start_engine(vllm_config: Any) -> Any:
 def run(vllm_args: Sequence[str]) -> dict[str, Any]:
     """Warm up and describe the result; never raises for vLLM's failures."""
     flavour = from_env(os.environ, vllm_args).flavour
-    phase, default = "parsing the vllm serve arguments", "InvalidConfig"
+    phase, default = "checking the vllm serve arguments and the model", "InvalidConfig"
     timings: dict[str, float] = {}
     try:
         started = time.monotonic()
         try:
             vllm_config = build_vllm_config(vllm_args)
-        except SystemExit as e:  # argparse reports on stderr and exits
-            return failure(
-                "InvalidConfig",
-                f"vllm serve rejected the arguments (exit {e.code}); see the log above",
-            )
+        except ArgumentsRejected as e:
+            return failure("InvalidConfig", f"vllm serve rejected the arguments: {e}")
         timings["configSeconds"] = round(time.monotonic() - started, 3)
         log.disabled = False  # vLLM's logging dictConfig disables loggers made before it
         phase, default = "loading the model and warming up", "CompileFailed"
