@@ -98,7 +98,9 @@ def step(obj: dict[str, Any], **observed: Any) -> Plan:
 
 
 def applied(plan: Plan, kind: str) -> dict[str, Any]:
-    return next(a.obj for a in plan.actions if a.obj["kind"] == kind and a.verb == "apply")
+    return next(
+        a.obj for a in plan.actions if a.obj["kind"] == kind and a.verb in ("apply", "update")
+    )
 
 
 def cond(plan: Plan, kind: str) -> tuple[str, str]:
@@ -207,7 +209,7 @@ def test_condition_times_move_only_when_status_flips() -> None:
 def test_replicas_change_patches_the_deployment_in_place() -> None:
     kwargs, status = ready_state()
     plan = step(body({"replicas": 3}, **status), **kwargs)
-    assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [("apply", "Deployment")]
+    assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [("update", "Deployment")]
     deploy = applied(plan, "Deployment")
     assert deploy["spec"]["replicas"] == 3
     assert plan.actions[0].reason == "UpdatedDeployment"

@@ -30,6 +30,10 @@ def execute(kube: Kube, action: Action) -> None:
                 add_owner(kube, obj["kind"], meta["namespace"], meta["name"], ref)
     elif action.verb == "apply":
         kube.apply(obj)
+    elif action.verb == "update":
+        kept = {k: meta[k] for k in ("labels", "annotations", "ownerReferences") if k in meta}
+        body = {"metadata": kept, "spec": obj["spec"]}
+        kube.patch(obj["kind"], meta["namespace"], meta["name"], body)
     elif action.verb == "add-owner":
         add_owner(kube, obj["kind"], meta["namespace"], meta["name"], obj["ref"])
     else:  # scale: follow spec.replicas on a Deployment that keeps its old cache

@@ -44,7 +44,9 @@ APPLIED_ANNOTATION = f"{GROUP}/applied"
 TAIL_LINES = 5
 _REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
-Verb = Literal["create", "apply", "add-owner", "scale"]
+Verb = Literal["create", "apply", "update", "add-owner", "scale"]
+"""create: POST (PVC, Job); apply: server-side apply of a missing object; update: merge
+patch of an existing one (lists are replaced, so drift in list entries is undone too)."""
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,8 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     job = obs.job
     cache = cache_summary(key, job, status.get("cache") or {})
     cache_ready = cache.get("ok") is True
-    failure = compile_failure(job) if job is not None and job.failed else None
+    # From the summary (recorded once the pods were read: they may be gone later).
+    failure = Failure(cache["reason"], cache["message"]) if cache.get("ok") is False else None
     if job is None and not cache_ready:
         manifest = owned(build_compile_job(spec, model.namespace), model, uid, controller=False)
         actions.append(
@@ -280,7 +283,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
                 )
             else:
                 what = ("UpdatedDeployment", f"applied the spec to Deployment {model.name}")
-            actions.append(Action("apply", desired, *what))
+            actions.append(Action("apply" if deploy is None else "update", desired, *what))
         active_key = key
     elif deploy is not None and deploy.spec_replicas != spec.replicas:
         target = {
@@ -301,7 +304,8 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
         service = with_hash(owned(build_service(model), model, uid, controller=True))
         if needs_apply(service, obs.service):
             word = "CreatedService" if obs.service is None else "UpdatedService"
-            actions.append(Action("apply", service, word, f"Service {model.name}"))
+            verb: Verb = "apply" if obs.service is None else "update"
+            actions.append(Action(verb, service, word, f"Service {model.name}"))
 
     conds, phase = _conditions(obs, model, key, cache, cache_ready, failure, rolling)
     generation = obs.generation
