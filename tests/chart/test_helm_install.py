@@ -9,10 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from chartlib import CHART, CHART_CRDS, Kubectl, helm, set_args
-from kubernetes import client
+import yaml
+from chartlib import CHART, CHART_CRDS, ROOT, Kubectl, helm, set_args
+
+from spyre_operator.api.validation import parse
+from spyre_operator.render.children import build_cache_pvc
+from spyre_operator.render.yamlio import load_documents
 
 pytestmark = pytest.mark.chart
+
+EXAMPLE = ROOT / "examples" / "micro-granite-cpu.yaml"
 
 
 def test_install_upgrade_uninstall(
@@ -20,7 +26,6 @@ def test_install_upgrade_uninstall(
     kubectl: Kubectl,
     namespace: str,
     make_namespace: Callable[[], str],
-    api_client: client.ApiClient,
     spyremodel_crd: str,
 ) -> None:
     release = f"i{uuid.uuid4().hex[:8]}"
@@ -53,18 +58,10 @@ def test_install_upgrade_uninstall(
     ).stdout  # fmt: skip
     assert f"--namespace={watched}" in args
 
-    # A cache volume the operator made (not part of the release) survives the uninstall.
-    core = client.CoreV1Api(api_client)
-    claim = client.V1PersistentVolumeClaim(
-        metadata=client.V1ObjectMeta(
-            name="spyre-graph-cache", labels={"app.kubernetes.io/component": "graph-cache"}
-        ),
-        spec=client.V1PersistentVolumeClaimSpec(
-            access_modes=["ReadWriteMany"],
-            resources=client.V1ResourceRequirements(requests={"storage": "1Gi"}),
-        ),
-    )
-    core.create_namespaced_persistent_volume_claim(watched, claim)
+    # A cache volume as the operator makes it (not part of the release) survives.
+    model = parse(load_documents(EXAMPLE.read_text())[0])
+    pvc = build_cache_pvc(model.spec, watched)
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(pvc))
 
     helm("uninstall", release, *base, "--wait", "--timeout=120s")
     for what in (["deployment", fullname, "-n", namespace], ["role", fullname, "-n", watched]):
@@ -73,4 +70,4 @@ def test_install_upgrade_uninstall(
     kubectl("get", "crd", spyremodel_crd)  # Helm never deletes crds/
     kept = kubectl("get", "pvc", "-n", watched, "-l", "app.kubernetes.io/component=graph-cache",
                    "-o", "name").stdout  # fmt: skip
-    assert kept.strip() == "persistentvolumeclaim/spyre-graph-cache"
+    assert kept.strip() == f"persistentvolumeclaim/{pvc['metadata']['name']}"
