@@ -199,6 +199,24 @@ def test_serving_monitor_selects_the_serving_pods(kind: str, endpoints: str) -> 
     assert endpoint["path"] == "/metrics"
 
 
+def test_monitors_in_namespaced_mode_look_only_where_the_operator_works() -> None:
+    values = {
+        "rbac.mode": "namespaced",
+        "watchNamespaces": ["llm-a", "llm-b"],
+        "monitoring.serving": {"enabled": True, "kind": "ServiceMonitor"},
+        "monitoring.operator.enabled": True,
+    }
+    docs = render("ops", values)
+    (serving,) = find(docs, "ServiceMonitor")
+    assert serving["spec"]["namespaceSelector"] == {"matchNames": ["llm-a", "llm-b"]}
+    (operator,) = find(docs, "PodMonitor")
+    assert operator["spec"]["namespaceSelector"] == {"matchNames": ["ops"]}
+    assert operator["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    (deploy,) = find(docs, "Deployment")
+    pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert operator["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+
+
 def test_serving_monitor_labels_match_what_the_operator_renders() -> None:
     examples = CHART.parents[1] / "examples"
     model = parse(load_documents((examples / "micro-granite-cpu.yaml").read_text())[0])
