@@ -18,3 +18,14 @@ ensure_venv() {
   fi
   export PATH="$VENV/bin:$PATH"
 }
+
+# Debian packages the tests need as tools (e.g. lua5.1 for the Argo CD health script).
+ensure_apt() {
+  local missing=()
+  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo ">> apt-get install ${missing[*]}" >&2
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq >&2 || return 1
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2 || return 1
+}
