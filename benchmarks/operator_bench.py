@@ -85,6 +85,17 @@ class Bench:
         self.plane.up()
         self.api = load_api_client(str(self.plane.kubeconfig))
         self.kube = Kube(self.api)
+        try:
+            self._install_crd()
+        except BaseException:
+            self.plane.down()
+            raise
+        self.log = directory / "operator.log"
+        self.port = free_port()
+        self.operator: subprocess.Popen[bytes] | None = None
+        self.doc = yaml.safe_load(EXAMPLE.read_text())
+
+    def _install_crd(self) -> None:
         url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
         self.kube.request(
             "PATCH",
@@ -96,14 +107,10 @@ class Bench:
         wait(
             lambda: any(
                 c["type"] == "Established" and c["status"] == "True"
-                for c in self.kube.request("GET", url).get("status", {}).get("conditions", [])
+                for c in self.kube.request("GET", url).get("status", {}).get("conditions") or []
             ),
             "CRD",
         )
-        self.log = directory / "operator.log"
-        self.port = free_port()
-        self.operator: subprocess.Popen[bytes] | None = None
-        self.doc = yaml.safe_load(EXAMPLE.read_text())
 
     def start_operator(self, resync: float) -> None:
         env = os.environ | {"KUBECONFIG": str(self.plane.kubeconfig)}
