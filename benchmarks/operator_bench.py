@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 from kubernetes import client, watch
+from urllib3.exceptions import ProtocolError
 
 from spyre_operator.api.crd import build_crd
 from spyre_operator.api.names import CRD_NAME
@@ -71,9 +72,12 @@ class Seen(threading.Thread):
 
     def run(self) -> None:
         self.ready.set()
-        for event in self.watch.stream(self.lister, self.namespace, timeout_seconds=3600):
-            name = event["object"].metadata.name
-            self.times.setdefault(name, time.monotonic())
+        try:
+            for event in self.watch.stream(self.lister, self.namespace, timeout_seconds=3600):
+                name = event["object"].metadata.name
+                self.times.setdefault(name, time.monotonic())
+        except ProtocolError:  # the connection closes when the benchmark stops the watch
+            return
 
     def stop(self) -> None:
         self.watch.stop()
