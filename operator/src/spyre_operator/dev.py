@@ -193,6 +193,11 @@ class Watch:
 
     def poll(self) -> None:
         self.session.check_operator()
+        # The status first: the printed line is then at least as new as what is checked.
+        got = self.session.kubectl(
+            "get", "spyremodels", self.name, "-n", self.namespace, "-o", "yaml"
+        )
+        self.status = (yaml.safe_load(got) or {}).get("status") or {}
         table = self.session.kubectl("get", "spyremodels", self.name, "-n", self.namespace)
         header, _, line = table.strip().partition("\n")
         if not self._header:
@@ -201,10 +206,6 @@ class Watch:
         if line != self._last:
             say(line)
             self._last = line
-        got = self.session.kubectl(
-            "get", "spyremodels", self.name, "-n", self.namespace, "-o", "yaml"
-        )
-        self.status = (yaml.safe_load(got) or {}).get("status") or {}
 
     def until(self, what: str, done: Callable[[dict[str, Any]], bool]) -> None:
         deadline = time.monotonic() + self.timeout
