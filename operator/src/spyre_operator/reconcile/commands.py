@@ -70,13 +70,13 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import kopf
-
     os.environ[options.RESYNC_ENV] = str(args.resync_seconds)
     os.environ[options.METRICS_ENV] = str(args.metrics_port)
     os.environ[options.WORKERS_ENV] = str(args.workers)
-    if args.kubeconfig:
+    if args.kubeconfig:  # before kopf and the client are imported: they read it then
         os.environ["KUBECONFIG"] = args.kubeconfig
+    import kopf
+
     kopf.configure(verbose=args.verbose, log_prefix=True)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     from spyre_operator import handlers  # registers the handlers (reads the env above)
