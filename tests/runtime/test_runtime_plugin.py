@@ -290,6 +290,7 @@ def test_the_serve_checks_import_neither_vllm_nor_torch(
         ("granite", ["--max-num-seqs", "two"], "InvalidConfig: vllm serve rejected"),
         ("empty", [], "ModelNotFound: checking"),  # a mounted volume without the model
     ],
+    ids=["invalid-args", "empty-model-dir"],
 )
 def test_precompile_failures_are_explained(
     runtime: Runtime, tmp_path: Path, model_dir: str, extra: list[str], expected: str
