@@ -20,6 +20,9 @@ SENTENCES = [
     "Hello world, this is a tiny test model for vLLM on the CPU.",
 ] * 20
 
+# The size both models share: hidden 64, 2 layers, 4 heads (~130k parameters).
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
@@ -52,11 +55,8 @@ def make_granite(out: Path) -> None:
     )
     fast.chat_template = CHAT_TEMPLATE
     config = GraniteConfig(
+        **TINY,
         vocab_size=512,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
         num_key_value_heads=4,
         max_position_embeddings=512,
         pad_token_id=0,
@@ -88,11 +88,8 @@ def make_roberta(out: Path) -> None:
         sep_token="</s>",
     )
     config = RobertaConfig(
+        **TINY,
         vocab_size=400,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
         max_position_embeddings=258,  # RoBERTa offsets positions by pad_token_id + 1
         pad_token_id=1,
         bos_token_id=0,
