@@ -43,29 +43,27 @@ class Call:
 OPERATOR_CALLS = (
     Call("list", PLURAL, GROUP, why="kopf watches SpyreModels (handlers.py)"),
     Call("watch", PLURAL, GROUP, why="kopf watches SpyreModels (handlers.py)"),
-    Call("patch", PLURAL, GROUP, why="kopf: progress/diff-base annotations and finalizer"),
+    Call("patch", PLURAL, GROUP, why="kopf: progress/diff-base annotations"),
     Call("get", PLURAL, GROUP, why="reconcile/engine.py reads the latest copy"),
     Call("patch", PLURAL, GROUP, "status", why="reconcile/apply.write_status"),
-    Call("get", "persistentvolumeclaims", why="reconcile/observe.observe"),
+    Call("list", "persistentvolumeclaims", why="kopf.index persistentvolumeclaims (observe)"),
+    Call("watch", "persistentvolumeclaims", why="kopf.index persistentvolumeclaims (observe)"),
     Call("create", "persistentvolumeclaims", why="decide: CreatedCacheVolume"),
-    Call("get", "jobs", "batch", why="reconcile/observe.observe"),
     Call("create", "jobs", "batch", why="decide: CreatedCompileJob"),
     Call("patch", "jobs", "batch", why="reconcile/apply.add_owner (shared compile Job)"),
-    Call("list", "jobs", "batch", why="kopf.on.event jobs (child_changed)"),
-    Call("watch", "jobs", "batch", why="kopf.on.event jobs (child_changed)"),
-    Call("get", "deployments", "apps", why="reconcile/observe.observe"),
+    Call("list", "jobs", "batch", why="kopf.index and kopf.on.event jobs"),
+    Call("watch", "jobs", "batch", why="kopf.index and kopf.on.event jobs"),
     Call("create", "deployments", "apps", why="server-side apply of a new Deployment"),
     Call("patch", "deployments", "apps", why="server-side apply; the replicas patch"),
-    Call("list", "deployments", "apps", why="kopf.on.event deployments (child_changed)"),
-    Call("watch", "deployments", "apps", why="kopf.on.event deployments (child_changed)"),
-    Call("get", "services", why="reconcile/observe.observe"),
+    Call("list", "deployments", "apps", why="kopf.index and kopf.on.event deployments"),
+    Call("watch", "deployments", "apps", why="kopf.index and kopf.on.event deployments"),
     Call("create", "services", why="server-side apply of a new Service"),
     Call("patch", "services", why="server-side apply"),
-    Call("list", "services", why="kopf.on.event services (child_changed)"),
-    Call("watch", "services", why="kopf.on.event services (child_changed)"),
+    Call("list", "services", why="kopf.index and kopf.on.event services"),
+    Call("watch", "services", why="kopf.index and kopf.on.event services"),
     Call("list", "pods", why="observe: compile pod summaries, stuck serving pods"),
     Call("watch", "pods", why="kopf.on.event pods (pod_changed)"),
-    Call("create", "events", why="kopf.event from wiring.post_event"),
+    Call("create", "events", why="wiring.post_event"),
 )
 # What kopf itself asks cluster-wide (kopf/_core/reactor/observation.py).
 KOPF_CLUSTER_CALLS = (
@@ -79,6 +77,10 @@ REFUSED = (
     *(Call(v, "secrets") for v in ("get", "list", "watch", "create", "update", "patch", "delete")),
     *(Call(v, "pods") for v in ("create", "update", "patch", "delete", "deletecollection")),
     Call("get", "pods"),
+    Call("get", "jobs", "batch"),
+    Call("get", "deployments", "apps"),
+    Call("get", "services"),
+    Call("get", "persistentvolumeclaims"),
     Call("create", "pods", subresource="exec"),
     Call("get", "pods", subresource="log"),
     Call("patch", "pods", subresource="status"),
@@ -124,7 +126,7 @@ def test_the_call_list_covers_every_resource_the_operator_touches() -> None:
     assert client_kinds <= resources, client_kinds - resources
     registry = kopf.get_default_registry()
     watched = set()
-    for sub in (registry._changing, registry._watching, registry._spawning):
+    for sub in (registry._changing, registry._watching, registry._spawning, registry._indexing):
         # `@kopf.on.event("batch", "v1", "jobs")` keeps "jobs" as the selector's any_name.
         watched |= {(s.group or "", str(s.plural or s.any_name)) for s in sub.get_all_selectors()}
     for group, plural in watched:

@@ -1,9 +1,11 @@
 """kopf handlers: decorators only, each a few lines calling spyre_operator.reconcile.
 
 Every trigger runs the same level-based reconcile (reconcile/engine.py): create, update
-and resume of a SpyreModel, a periodic resync (the safety net against lost events), and
-changes of the Jobs, Deployments, Services and Pods the operator manages. Handlers return
-None: kopf writes nothing into the (strict) status.
+and resume of a SpyreModel, the operator's own periodic resync (the safety net against
+lost events, a thread started at start-up: no kopf timer, so no finalizer), and changes of
+the Jobs, Deployments, Services and Pods the operator manages. The children (and the cache
+PVCs) are read from kopf indexes that the watches keep current, not with GETs. Handlers
+return None: kopf writes nothing into the (strict) status.
 """
 
 from __future__ import annotations
@@ -13,25 +15,36 @@ from typing import Any
 import kopf
 
 from spyre_operator.api.names import GROUP, PLURAL, VERSION
-from spyre_operator.reconcile import options, wiring
-
-RESYNC = options.resync_seconds()
+from spyre_operator.reconcile import wiring
 
 
 @kopf.on.startup()
-def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    wiring.configure(settings, memo)
+def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
+    wiring.configure(settings, memo, kwargs)  # kwargs hold the indexes below, by id
+
+
+@kopf.on.cleanup()
+def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    wiring.shutdown(memo)
+
+
+@kopf.index(GROUP, VERSION, PLURAL, id=wiring.MODELS)
+def spyremodels(namespace: str | None, name: str, **_: Any) -> dict[tuple[str, str], bool]:
+    return {(str(namespace), name): True}  # what the resync walks
+
+
+@kopf.index("batch", "v1", "jobs", labels=wiring.MANAGED, id="jobs")
+@kopf.index("apps", "v1", "deployments", labels=wiring.MANAGED, id="deployments")
+@kopf.index("", "v1", "services", labels=wiring.MANAGED, id="services")
+@kopf.index("", "v1", "persistentvolumeclaims", id="persistentvolumeclaims")
+def children(resource: kopf.Resource, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    return wiring.index_entry(resource.plural, body)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def spyremodel_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    wiring.reconcile_body(memo.reconciler, body)
-
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC, initial_delay=RESYNC)
-def resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     wiring.reconcile_body(memo.reconciler, body)
 
 

@@ -6,51 +6,160 @@ Configuration comes from the environment (the `run` command sets it from its fla
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from typing import Any
 
 import kopf
+from kubernetes import client
 
 from spyre_operator.api.names import API_VERSION, GROUP, KIND
 from spyre_operator.reconcile import options
-from spyre_operator.reconcile.conditions import Event
+from spyre_operator.reconcile.conditions import Event, clip
 from spyre_operator.reconcile.engine import Reconciler
-from spyre_operator.reconcile.kube import Kube, load_api_client
+from spyre_operator.reconcile.kube import KINDS, Kube, load_api_client
 from spyre_operator.render import meta
 
 log = logging.getLogger(__name__)
 
 MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
 COMPONENT = "app.kubernetes.io/component"
+MODELS = "spyremodels"  # the index of SpyreModel names (handlers.py)
+EVENT_MESSAGE_LIMIT = 1024
 
 
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo) -> None:
-    """Own keys for kopf's bookkeeping, quiet posting, one client for every handler."""
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]) -> None:
+    """Own keys for kopf's bookkeeping, no kopf-posted Events, one client for every handler
+    (reading the children from the indexes), and the periodic resync."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
+    # No handler needs a finalizer any more; kopf removes this one (added by the resync
+    # timer of earlier versions) from the SpyreModels it still finds it on.
     settings.persistence.finalizer = f"{GROUP}/finalizer"
-    settings.posting.reporting_component = "spyre-operator"
-    settings.posting.event_name_prefix = "spyre-operator-"
-    settings.posting.loggers = False  # only the Events the reconciler posts on purpose
+    settings.posting.enabled = False  # the reconciler posts its Events itself (post_event)
     settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
     workers = options.workers()
     settings.execution.max_workers = workers
     settings.execution.default_backoff = 10  # seconds before a failed reconcile is retried
-    kube = Kube(load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4))
-    memo.reconciler = Reconciler(kube, post_event)
+    api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4)
+    kube = IndexedKube(api, {plural: indexes[plural] for plural in INDEXED})
+    memo.reconciler = Reconciler(kube, lambda body, event: post_event(kube, body, event))
+    memo.resync = start_resync(memo.reconciler, indexes[MODELS], options.resync_seconds())
     port = options.metrics_port()
     if port:
         serve_metrics(memo.reconciler, port)
 
 
-def post_event(body: dict[str, Any], event: Event) -> None:
-    kopf.event(cast(kopf.Body, body), type=event.type, reason=event.reason, message=event.message)
+def shutdown(memo: kopf.Memo) -> None:
+    memo.resync.set()
+
+
+# ----- reads from kopf's indexes ------------------------------------------------------
+INDEXED = ("jobs", "deployments", "services", "persistentvolumeclaims")
+KEPT_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "generation",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+
+
+def index_entry(plural: str, body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """A child as the reconciler reads it, keyed by (namespace, name): only what observe
+    and decide look at (no managedFields; of a Job not the pod template; of a PVC that it
+    exists), so the indexes stay small."""
+    metadata = body["metadata"]
+    entry: dict[str, Any] = {
+        "metadata": {k: plain(metadata[k]) for k in KEPT_METADATA if k in metadata}
+    }
+    if plural == "jobs":
+        deadline = body.get("spec", {}).get("activeDeadlineSeconds")
+        entry["spec"] = {} if deadline is None else {"activeDeadlineSeconds": deadline}
+        entry["status"] = plain(body.get("status") or {})
+    elif plural != "persistentvolumeclaims":
+        entry["spec"] = plain(body.get("spec") or {})
+        entry["status"] = plain(body.get("status") or {})
+    return {(metadata["namespace"], metadata["name"]): entry}
+
+
+class IndexedKube(Kube):
+    """The operator's client, but GETs of indexed kinds are answered from kopf's indexes
+    (kopf fills them before any handler runs and updates them before handling each
+    watch event). The answers are shared: read them, never change them."""
+
+    def __init__(self, api: client.ApiClient, indexes: Mapping[str, Any]) -> None:
+        super().__init__(api)
+        self.indexes = indexes
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        index = self.indexes.get(KINDS[kind][1])
+        if index is None:
+            return super().get(kind, namespace, name)
+        found: list[dict[str, Any]] = list(index.get((namespace, name), ()))
+        return found[-1] if found else None
+
+
+# ----- Events and the periodic resync --------------------------------------------------
+def post_event(kube: Kube, body: Mapping[str, Any], event: Event) -> None:
+    """A core/v1 Event on the SpyreModel. Events are informative: a failure is logged,
+    never fails the reconcile."""
+    metadata = body["metadata"]
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    try:
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"namespace": metadata["namespace"], "generateName": "spyre-operator-"},
+                "involvedObject": {
+                    "apiVersion": API_VERSION,
+                    "kind": KIND,
+                    "namespace": metadata["namespace"],
+                    "name": metadata["name"],
+                    "uid": metadata["uid"],
+                },
+                "type": event.type,
+                "reason": event.reason,
+                "message": clip(event.message, EVENT_MESSAGE_LIMIT),
+                "source": {"component": "spyre-operator"},
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }
+        )
+    except Exception as err:
+        log.warning(
+            "%s/%s: could not post Event %s: %s",
+            metadata["namespace"],
+            metadata["name"],
+            event.reason,
+            err,
+        )
+
+
+def start_resync(reconciler: Reconciler, models: Any, interval: float) -> threading.Event:
+    """Every `interval` seconds, reconcile each SpyreModel the operator watches (the
+    index), one after the other. Set the returned Event to stop."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            reconcile_each(reconciler, list(models))
+
+    threading.Thread(target=loop, name="resync", daemon=True).start()
+    return stop
 
 
 def plain(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,12 +187,12 @@ def owners(obj: Mapping[str, Any]) -> list[str]:
     return [r["name"] for r in refs if r.get("kind") == KIND and r.get("apiVersion") == API_VERSION]
 
 
-def _reconcile_each(reconciler: Reconciler, namespace: str, names: list[str]) -> None:
-    for name in names:
+def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> None:
+    for namespace, name in keys:
         try:  # one broken SpyreModel must not keep the others from reacting
             reconciler.reconcile(namespace, name)
         except Exception:
-            log.exception("reconciling %s/%s after a child changed", namespace, name)
+            log.exception("reconciling %s/%s", namespace, name)
 
 
 def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -91,7 +200,8 @@ def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[
     the initial listing are skipped: the reconciler made the object (resume covers
     restarts)."""
     if event_type in ("MODIFIED", "DELETED"):
-        _reconcile_each(reconciler, body["metadata"]["namespace"], owners(body))
+        namespace = body["metadata"]["namespace"]
+        reconcile_each(reconciler, [(namespace, name) for name in owners(body)])
 
 
 def pod_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -102,10 +212,10 @@ def pod_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[st
     namespace = body["metadata"]["namespace"]
     labels = body["metadata"].get("labels") or {}
     if labels.get(COMPONENT) == meta.SERVER and meta.MODEL_LABEL in labels:
-        _reconcile_each(reconciler, namespace, [labels[meta.MODEL_LABEL]])
+        reconcile_each(reconciler, [(namespace, labels[meta.MODEL_LABEL])])
     elif labels.get(COMPONENT) == meta.COMPILE and "job-name" in labels:
         job = reconciler.kube.get("Job", namespace, labels["job-name"])
-        _reconcile_each(reconciler, namespace, owners(job) if job else [])
+        reconcile_each(reconciler, [(namespace, name) for name in owners(job or {})])
 
 
 def metrics_text(reconciler: Reconciler) -> str:
