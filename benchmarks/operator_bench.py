@@ -1,14 +1,17 @@
 """Operator benchmark (not a test): latency, idle writes and memory on a local control plane.
 
-    .venv/bin/python benchmarks/operator_bench.py [--sizes 1 50 200] [--rss-models 1000]
+    .venv/bin/python benchmarks/operator_bench.py [--singles 10] [--sizes 50 200]
+                                                  [--rss-models 1000]
 
 Starts its own control plane and `spyre-operator run` (a subprocess), then prints:
 - a raw Job create (POST round trip) on the same API server, as the yardstick;
-- create -> Job: from the SpyreModel POST to the compile Job appearing in a watch;
+- create -> Job: from the SpyreModel POST to the compile Job appearing in a watch, for
+  --singles SpyreModels created one at a time and for bursts of each of --sizes;
 - JobComplete -> Deployment: from the Job's status update to the Deployment appearing;
-  (median and p95 for bursts of each size, every SpyreModel with its own cache key);
+  (median and p95; every SpyreModel with its own cache key);
 - API writes per idle reconcile (the operator's own counter, over full resync passes);
-- the operator's peak RSS with --rss-models SpyreModels.
+- the operator's peak RSS with --rss-models SpyreModels: the burst namespaces are deleted
+  and the operator restarted first, so its whole life saw exactly that many.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from spyre_operator.api.names import CRD_NAME
 from spyre_operator.api.validation import parse
 from spyre_operator.local.controlplane import ControlPlane, free_port
 from spyre_operator.reconcile import simulate
-from spyre_operator.reconcile.kube import Kube, load_api_client
+from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
 from spyre_operator.render.meta import compile_job_name
@@ -136,6 +139,7 @@ class Bench:
         if self.operator is not None:
             self.operator.terminate()
             self.operator.wait(timeout=60)
+            self.operator = None
 
     def _metrics_or_none(self) -> dict[str, float] | None:
         try:
@@ -179,8 +183,8 @@ class Bench:
             out.append(time.monotonic() - started)
         return out
 
-    def burst(self, size: int) -> tuple[list[float], list[float]]:
-        ns = self.namespace(f"burst-{size}")
+    def burst(self, size: int, name: str = "") -> tuple[list[float], list[float]]:
+        ns = self.namespace(name or f"burst-{size}")
         docs = [self.model(ns, i) for i in range(size)]
         jobs = {d["metadata"]["name"]: compile_job_name(cache_key(parse(d).spec)) for d in docs}
         job_seen, deploy_seen = Seen(self.api, "Job", ns), Seen(self.api, "Deployment", ns)
@@ -223,7 +227,27 @@ class Bench:
         )
         return writes, passes
 
-    def memory(self, count: int) -> float:
+    def delete_namespaces(self, names: list[str]) -> None:
+        for name in names:
+            self.kube.request("DELETE", f"/api/v1/namespaces/{name}")
+        wait(
+            lambda: not any(self._exists(f"/api/v1/namespaces/{name}") for name in names),
+            "namespaces deleted",
+        )
+
+    def _exists(self, url: str) -> bool:
+        try:
+            self.kube.request("GET", url)
+        except ApiError as err:
+            if err.not_found:
+                return False
+            raise
+        return True
+
+    def memory(self, count: int, resync: float) -> float:
+        """Peak RSS of a fresh operator over its life with exactly `count` SpyreModels."""
+        self.stop_operator()
+        self.start_operator(resync)
         ns = self.namespace("rss")
         for i in range(count):
             self.kube.create(self.model(ns, i))
@@ -245,7 +269,8 @@ class Bench:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 50, 200])
+    parser.add_argument("--singles", type=int, default=10, help="single creates, one at a time")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 200])
     parser.add_argument("--rss-models", type=int, default=1000)
     parser.add_argument("--resync", type=float, default=20.0, help="resync seconds")
     args = parser.parse_args()
@@ -255,6 +280,11 @@ def main() -> int:
             bench.start_operator(args.resync)
             raw = bench.raw_creates(bench.namespace("raw"), 50)
             print(f"raw Job create (POST round trip, n=50):     {ms(raw)}", flush=True)
+            singles = [bench.burst(1, f"single-{i}") for i in range(args.singles)]
+            to_job = [t for s, _ in singles for t in s]
+            to_deploy = [t for _, s in singles for t in s]
+            print(f"single x{args.singles:3d}: create -> Job       {ms(to_job)}", flush=True)
+            print(f"single x{args.singles:3d}: JobComplete -> Deploy {ms(to_deploy)}", flush=True)
             for size in args.sizes:
                 to_job, to_deploy = bench.burst(size)
                 print(f"burst {size:4d}: create -> Job              {ms(to_job)}", flush=True)
@@ -265,8 +295,10 @@ def main() -> int:
                 f"({writes / passes:.3f} per reconcile)",
                 flush=True,
             )
-            rss = bench.memory(args.rss_models)
-            print(f"operator peak RSS with {args.rss_models} more SpyreModels: {rss:.0f} MB")
+            names = [f"single-{i}" for i in range(args.singles)]
+            bench.delete_namespaces(names + [f"burst-{size}" for size in args.sizes])
+            rss = bench.memory(args.rss_models, args.resync)
+            print(f"operator peak RSS with {args.rss_models} SpyreModels: {rss:.0f} MB")
         finally:
             bench.close()
     return 0

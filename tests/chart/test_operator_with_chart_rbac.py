@@ -192,7 +192,7 @@ def test_operator_reaches_ready_as_the_chart_service_account(
         events = admin.request("GET", f"/api/v1/namespaces/{models_ns}/events")["items"]
         assert any(e["involvedObject"].get("name") == name for e in events), events
 
-        # Deleting works too: kopf (as the ServiceAccount) releases its finalizer.
+        # Deleting works too (no finalizer to wait for; the garbage collector takes the rest).
         kubectl("delete", "spyremodel", name, "-n", models_ns, "--timeout=180s")
         assert admin.get("SpyreModel", models_ns, name) is None
     finally:
