@@ -230,6 +230,14 @@ class Bench:
     def delete_namespaces(self, names: list[str]) -> None:
         for name in names:
             self.kube.request("DELETE", f"/api/v1/namespaces/{name}")
+            # No pvc-protection controller on the local control plane: release the claims.
+            for claim in self.kube.request(
+                "GET", f"/api/v1/namespaces/{name}/persistentvolumeclaims"
+            )["items"]:
+                nofinalizers = {"metadata": {"finalizers": None}}
+                self.kube.patch(
+                    "PersistentVolumeClaim", name, claim["metadata"]["name"], nofinalizers
+                )
         wait(
             lambda: not any(self._exists(f"/api/v1/namespaces/{name}") for name in names),
             "namespaces deleted",
