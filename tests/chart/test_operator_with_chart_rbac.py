@@ -9,10 +9,7 @@ with spyre_operator.reconcile.simulate (as admin, the way the cluster would).
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +19,7 @@ import pytest
 import yaml
 from chartlib import ROOT, Installed, Kubectl, install_rbac, run_health_check
 
+from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube, load_api_client
 from spyre_operator.reconcile.simulate import poll_until
@@ -79,36 +77,6 @@ def local_args(chart_args: list[str], health: int, metrics: int) -> list[str]:
     return out
 
 
-class Operator:
-    def __init__(self, args: list[str], kubeconfig: Path, log: Path) -> None:
-        self.log = log
-        # KUBECONFIG, not `run --kubeconfig`: kopf's login reads the kubernetes client's
-        # default location, fixed when the client is imported.
-        env = os.environ | {"KUBECONFIG": str(kubeconfig)}
-        self.command = [sys.executable, "-m", "spyre_operator", *args]
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                self.command, env=env, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def check_alive(self) -> None:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"the operator exited ({self.proc.returncode}):\n{self.output()}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 def http_get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -147,7 +115,7 @@ def test_operator_reaches_ready_as_the_chart_service_account(
     whoami = Kube(load_api_client(str(operator_kubeconfig)))
     with pytest.raises(Exception, match="403"):  # the token really is the ServiceAccount
         whoami.request("GET", f"/api/v1/namespaces/{models_ns}/secrets")
-    operator = Operator(
+    operator = OperatorProcess(
         local_args(installed.operator_args, health, metrics),
         operator_kubeconfig,
         tmp_path / "operator.log",

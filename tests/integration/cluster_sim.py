@@ -6,11 +6,7 @@ module `spyre-operator dev --simulate` uses."""
 from __future__ import annotations
 
 import copy
-import os
-import signal
 import socket
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +19,7 @@ import yaml
 from spyre_operator.api.crd import build_crd
 from spyre_operator.api.names import CRD_NAME
 from spyre_operator.api.validation import parse
+from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
 from spyre_operator.render import meta
@@ -125,38 +122,18 @@ def free_port() -> int:
         return port
 
 
-class Operator:
-    """`spyre-operator run --namespace NS` as a subprocess, with its metrics endpoint."""
+class Operator(OperatorProcess):
+    """`spyre-operator run --namespace NS`, waited for until it serves its metrics."""
 
     def __init__(self, kubeconfig: Path, namespace: str, log: Path, resync: float) -> None:
-        self.kubeconfig, self.namespace, self.log, self.resync = kubeconfig, namespace, log, resync
         self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "spyre_operator",
-            "run",
-            "--namespace",
-            self.namespace,
-            "--metrics-port",
-            str(self.port),
-            "--resync-seconds",
-            str(self.resync),
-        ]
-        env = os.environ | {"KUBECONFIG": str(self.kubeconfig)}
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
+        args = ["run", "--namespace", namespace, "--metrics-port", str(self.port),
+                "--resync-seconds", str(resync)]  # fmt: skip
+        super().__init__(args, kubeconfig, log)
         wait_for(self._metrics_or_none, "the operator serves its metrics")
 
     def _metrics_or_none(self) -> dict[str, float] | None:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"the operator exited ({self.proc.returncode}):\n{self.tail()}")
+        self.check_alive()
         try:
             return self.metrics()
         except OSError:
@@ -172,25 +149,6 @@ class Operator:
             out[name] = float(value)
         return out
 
-    def kill(self) -> None:
-        """SIGKILL: no clean-up, as if the node died."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
 
 @contextmanager
 def running_operator(
@@ -200,11 +158,10 @@ def running_operator(
     kube = kube_for(kubeconfig)
     install_crd(kube)
     operator = Operator(kubeconfig, namespace, log, resync)
-    operator.start()
     try:
         yield operator
     except BaseException:
-        print(f"--- operator log ({log}) ---\n{operator.tail(80)}")
+        print(f"--- operator log ({log}) ---\n{operator.output(80)}")
         raise
     finally:
         operator.stop()

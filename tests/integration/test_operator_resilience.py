@@ -69,13 +69,12 @@ def test_killed_operator_resumes_from_the_cluster(
     simulate.complete_job(kube, namespace, job)  # the compile finishes while it is down
 
     successor = Operator(kubeconfig, namespace, tmp_path / "operator-2.log", resync=300.0)
-    successor.start()
     try:
         wait_phase(kube, namespace, "crash", "Starting")
         simulate.make_deployment_available(kube, namespace, "crash")
         st = wait_phase(kube, namespace, "crash", "Ready")
     except BaseException:
-        print(successor.tail(80))
+        print(successor.output(80))
         raise
     finally:
         successor.stop()
@@ -104,8 +103,8 @@ def test_scale_subresource_drives_the_deployment(
     assert scale["spec"]["replicas"] == 3 and scale["status"]["replicas"] == 3
     assert "serving.spyre.dev/model=scaled" in scale["status"]["selector"]
     # Further reconciles (a spec-neutral label change triggers one) keep the HPA's number.
+    before = operator.metrics()["spyre_operator_reconciles_total"]  # read first: no race
     kube.patch("SpyreModel", namespace, "scaled", {"metadata": {"labels": {"touched": "1"}}})
-    before = operator.metrics()["spyre_operator_reconciles_total"]
     wait_for(
         lambda: operator.metrics()["spyre_operator_reconciles_total"] > before, "another reconcile"
     )

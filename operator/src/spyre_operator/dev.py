@@ -9,7 +9,6 @@ compile Job exists, its pod never runs); with --simulate this command plays the 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import yaml
 from spyre_operator.api.names import CRD_NAME
 from spyre_operator.local.binaries import cache_root
 from spyre_operator.local.controlplane import ControlPlane, ControlPlaneError
+from spyre_operator.local.operator_process import OperatorExited, OperatorProcess
 from spyre_operator.local.tools import ToolMissing, tool
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube, load_api_client
@@ -63,7 +63,7 @@ class Session:
     def __init__(self, directory: Path) -> None:
         self.plane = ControlPlane(directory)
         self.started_plane = False
-        self.operator: subprocess.Popen[bytes] | None = None
+        self.operator: OperatorProcess | None = None
         self.kubectl_bin = _kubectl_binary()
         self.operator_log = self.plane.dir / "operator.log"
 
@@ -90,25 +90,16 @@ class Session:
         return result.stdout
 
     def start_operator(self, namespace: str) -> None:
-        env = os.environ | {"KUBECONFIG": str(self.plane.kubeconfig)}
-        command = [sys.executable, "-m", "spyre_operator", "run", "--namespace", namespace]
         say(
             f"starting the operator: spyre-operator run --namespace {namespace} "
             f"(log: {self.operator_log})"
         )
-        with self.operator_log.open("ab") as log:
-            self.operator = subprocess.Popen(
-                command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
+        self.operator = OperatorProcess(
+            ["run", "--namespace", namespace], self.plane.kubeconfig, self.operator_log
+        )
 
     def stop(self, keep: bool) -> None:
-        if self.operator is not None and self.operator.poll() is None:
-            self.operator.terminate()
-            try:
-                self.operator.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.operator.kill()
-                self.operator.wait()
+        if self.operator is not None and self.operator.stop(timeout=20):
             say("stopped the operator")
         if keep or not self.started_plane:
             say(f"control plane left running; kubeconfig: {self.plane.kubeconfig}")
@@ -119,9 +110,11 @@ class Session:
             say("stopped the control plane")
 
     def check_operator(self) -> None:
-        if self.operator is not None and self.operator.poll() is not None:
-            tail = self.operator_log.read_text(errors="replace").splitlines()[-15:]
-            raise DevError("the operator exited:\n  " + "\n  ".join(tail))
+        if self.operator is not None:
+            try:
+                self.operator.check_alive()
+            except OperatorExited as exc:
+                raise DevError(str(exc)) from exc
 
 
 def say(message: str) -> None:
