@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -209,3 +210,62 @@ def test_deleted_models_are_left_alone(kube: FakeKube) -> None:
     rec, _ = reconciler(kube)
     rec.reconcile(NS, "gone")
     assert kube.total_writes() == 0
+
+
+def test_the_echo_of_its_own_status_write_is_skipped(kube: FakeKube) -> None:
+    rec, _ = reconciler(kube)
+    rec.reconcile(NS, "micro-granite-cpu")
+    echo = kube.get("SpyreModel", NS, "micro-granite-cpu")
+    assert echo is not None
+    rec.reconcile(NS, "micro-granite-cpu", echo)
+    assert (rec.stats["echoes"], rec.stats["reconciles"]) == (1, 1)
+    # Any other version (a spec change here) is reconciled.
+    kube.patch("SpyreModel", NS, "micro-granite-cpu", {"spec": {"replicas": 2}})
+    rec.reconcile(NS, "micro-granite-cpu", kube.get("SpyreModel", NS, "micro-granite-cpu"))
+    assert (rec.stats["echoes"], rec.stats["reconciles"]) == (1, 2)
+
+
+def test_a_failed_write_is_reported_then_tried_again(kube: FakeKube) -> None:
+    failures = [ApiError(500, "Internal Server Error", {"message": "range is full"})]
+    real_create = kube.create
+
+    def flaky_create(obj: dict[str, Any]) -> dict[str, Any]:
+        if obj["kind"] == "Job" and failures:
+            raise failures.pop()
+        return real_create(obj)
+
+    kube.create = flaky_create  # type: ignore[method-assign]
+    events: list[Event] = []
+    compiling = threading.Event()
+
+    def emit(body: dict[str, Any], event: Event) -> None:
+        events.append(event)
+        if event.reason == "Compiling":
+            compiling.set()
+
+    rec = Reconciler(kube, emit, clock=lambda: "T", retry_seconds=60)
+    rec.run(NS, "micro-granite-cpu")  # logs the 500, does not raise
+    status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert (status["phase"], degraded["reason"]) == ("Degraded", "ApplyFailed")
+    assert "Job" in degraded["message"] and "range is full" in degraded["message"]
+    assert rec.stats["errors"] == 1 and not compiling.is_set()
+
+    (timer,) = rec._retries.values()
+    timer.cancel()
+    timer.function(*timer.args)  # the retry, without waiting for it
+    assert compiling.wait(30)
+    status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert (status["phase"], degraded["status"], rec.stats["retries"]) == ("Compiling", "False", 1)
+    assert [k for k in kube.objects if k[0] == "Job"]
+
+
+def test_forgetting_a_model_cancels_its_retry(kube: FakeKube) -> None:
+    rec, _ = reconciler(kube)
+    rec.retry_seconds = 600
+    rec._retry_later(NS, "micro-granite-cpu")
+    rec._retry_later(NS, "micro-granite-cpu")  # one pending retry per model
+    (timer,) = rec._retries.values()
+    rec.forget(NS, "micro-granite-cpu")  # its DELETED event
+    assert timer.finished.is_set() and not rec._retries

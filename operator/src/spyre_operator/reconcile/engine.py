@@ -1,8 +1,9 @@
 """One level-based reconcile of a SpyreModel: observe -> decide -> apply -> status.
 
 Everything is derived from the cluster on each pass (the SpyreModel, its children and its
-stored status); nothing is remembered between passes except a lock per object, so a
-restarted operator continues where the last one stopped.
+stored status). Between passes the reconciler keeps only a lock per object, the
+resourceVersion of its own last status write (to skip the watch echo of that write) and
+pending retries, so a restarted operator continues where the last one stopped.
 """
 
 from __future__ import annotations
@@ -30,31 +31,80 @@ from spyre_operator.reconcile.observe import observe
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[dict[str, Any], Event], None]
+Key = tuple[str, str]  # (namespace, name) of a SpyreModel
 MAX_ATTEMPTS = 4  # re-reads after a stale status write (409) before giving up this pass
-# The API server refused the object itself: retrying the same manifest cannot help.
+RETRY_SECONDS = 10.0  # pause before a failed reconcile runs again
+# The API server refused the object itself: retrying the same manifest cannot help (the
+# resync and the next change try again). Other failed writes are retried after a pause.
 REFUSED = (400, 403, 422)
 
 
 class Reconciler:
-    def __init__(self, kube: Kube, emit: EventSink, clock: Callable[[], str] = now_rfc3339):
+    def __init__(
+        self,
+        kube: Kube,
+        emit: EventSink,
+        clock: Callable[[], str] = now_rfc3339,
+        retry_seconds: float = RETRY_SECONDS,
+    ):
         self.kube, self.emit, self.clock = kube, emit, clock
+        self.retry_seconds = retry_seconds
         self.stats: Counter[str] = Counter()
         self.seconds = 0.0
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks: dict[Key, threading.Lock] = {}
+        self._written: dict[Key, str] = {}  # resourceVersion of our last status write
+        self._retries: dict[Key, threading.Timer] = {}
         self._guard = threading.Lock()
 
     def _lock(self, namespace: str, name: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault((namespace, name), threading.Lock())
 
-    def _forget(self, namespace: str, name: str) -> None:
+    def forget(self, namespace: str, name: str) -> None:
+        """The SpyreModel is gone: drop what is kept about it."""
         with self._guard:
             self._locks.pop((namespace, name), None)
+            self._written.pop((namespace, name), None)
+            retry = self._retries.pop((namespace, name), None)
+        if retry is not None:
+            retry.cancel()
+
+    def run(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
+        """Reconcile; on failure log it and run again (from a fresh read) after
+        `retry_seconds`. A failing SpyreModel never raises into the caller, which goes
+        on with the others."""
+        try:
+            self.reconcile(namespace, name, body)
+        except ApiError as err:  # already explained in the status where it matters
+            log.warning("%s/%s: %s (again in %gs)", namespace, name, err, self.retry_seconds)
+            self._retry_later(namespace, name)
+        except Exception:
+            log.exception("reconciling %s/%s (again in %gs)", namespace, name, self.retry_seconds)
+            self._retry_later(namespace, name)
+
+    def _retry_later(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        with self._guard:
+            if key in self._retries:
+                return
+            timer = threading.Timer(self.retry_seconds, self._retry, key)
+            timer.daemon = True
+            self._retries[key] = timer
+        timer.start()
+
+    def _retry(self, namespace: str, name: str) -> None:
+        with self._guard:
+            self._retries.pop((namespace, name), None)
+        self.stats["retries"] += 1
+        self.run(namespace, name)
 
     def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
         """Reconcile one SpyreModel; `body` is a recent copy if the caller has one."""
         started = time.perf_counter()
         with self._lock(namespace, name):
+            if body is not None and self._is_echo(namespace, name, body):
+                self.stats["echoes"] += 1
+                return
             try:
                 self._reconcile(namespace, name, body)
             except Exception:
@@ -64,12 +114,19 @@ class Reconciler:
                 self.stats["reconciles"] += 1
                 self.seconds += time.perf_counter() - started
 
+    def _is_echo(self, namespace: str, name: str, body: dict[str, Any]) -> bool:
+        """The watch event of our own status write: the object is exactly what the last
+        pass left (any child that changed since sends its own event)."""
+        with self._guard:
+            written = self._written.get((namespace, name))
+        return written is not None and written == body["metadata"].get("resourceVersion")
+
     def _reconcile(self, namespace: str, name: str, body: dict[str, Any] | None) -> None:
         for _ in range(MAX_ATTEMPTS):
             if body is None:
                 body = self.kube.get("SpyreModel", namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
-                self._forget(namespace, name)  # children go with it (ownerReferences)
+                self.forget(namespace, name)  # children go with it (ownerReferences)
                 return
             try:
                 self._once(body)
@@ -94,22 +151,31 @@ class Reconciler:
         old = body.get("status") or {}
         status, events = plan.status, plan.events
         done: list[Event] = []
+        failed: ApiError | None = None
         for action in plan.actions:
             try:
                 execute(self.kube, action)
             except ApiError as err:
-                if err.status not in REFUSED:
-                    raise
+                if err.conflict:
+                    raise  # decided from a stale view: read again
                 meta = action.obj["metadata"]
-                message = f"the API server refused {action.obj['kind']} {meta['name']}: {err}"
+                message = f"writing {action.obj['kind']} {meta['name']} failed: {err}"
                 log.warning("%s/%s: %s", body["metadata"]["namespace"], meta["name"], message)
                 status = with_apply_failure(status, old, message, now)
                 events = transition_events(old, status)
+                failed = err
                 break
             done.append(Event("Normal", action.reason, action.message))
         patch = status_patch(old, status)
         if patch is not None:
-            write_status(self.kube, body, patch)
+            written = write_status(self.kube, body, patch)
             self.stats["status_writes"] += 1
+            meta = body["metadata"]
+            with self._guard:
+                self._written[(meta["namespace"], meta["name"])] = written["metadata"][
+                    "resourceVersion"
+                ]
         for event in done + events:
             self.emit(body, event)
+        if failed is not None and failed.status not in REFUSED:
+            raise failed  # may pass (a timeout, a 5xx): run() tries again soon
