@@ -76,6 +76,11 @@ def test_create_compiles_then_serves(kube: Kube, namespace: str, operator: Opera
     wait_for(
         lambda: wanted <= {r for _, r in events_for(kube, namespace, "m1")}, f"Events {wanted}"
     )
+    # kopf kept no state on the SpyreModel: the operator's status patches were its only writes.
+    live = get(kube, namespace, "m1")["metadata"]
+    assert "finalizers" not in live and not live.get("annotations")
+    managers = {f["manager"] for f in live["managedFields"]}
+    assert "spyre-operator" in managers and not any("kopf" in m for m in managers), managers
 
 
 def test_spec_changes_update_in_place_or_compile_then_roll(

@@ -1,11 +1,13 @@
 """kopf handlers: decorators only, each a few lines calling spyre_operator.reconcile.
 
-Every trigger runs the same level-based reconcile (reconcile/engine.py): create, update
-and resume of a SpyreModel, the operator's own periodic resync (the safety net against
-lost events, a thread started at start-up: no kopf timer, so no finalizer), and changes of
-the Jobs, Deployments, Services and Pods the operator manages. The children (and the cache
-PVCs) are read from kopf indexes that the watches keep current, not with GETs. Handlers
-return None: kopf writes nothing into the (strict) status.
+Every trigger runs the same level-based reconcile (reconcile/engine.py): any event of a
+SpyreModel (including the listing at start-up, which is the resume), the operator's own
+periodic resync (the safety net against lost events, a thread started at start-up), and
+changes of the Jobs, Deployments, Services and Pods the operator manages. Only kopf's
+event and index handlers are used, so kopf itself never writes to a SpyreModel: no
+finalizer, no annotations, nothing in the (strict) status; failed reconciles are retried
+by the reconciler. The children (and the cache PVCs) are read from kopf indexes that the
+watches keep current, not with GETs.
 """
 
 from __future__ import annotations
@@ -41,11 +43,9 @@ def children(resource: kopf.Resource, body: kopf.Body, **_: Any) -> dict[Any, An
     return wiring.index_entry(resource.plural, body)
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL)
-def spyremodel_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    wiring.reconcile_body(memo.reconciler, body)
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def spyremodel_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    wiring.model_event(memo.reconciler, type, body)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=wiring.MANAGED)

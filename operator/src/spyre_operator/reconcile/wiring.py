@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import queue
 import threading
 from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +18,7 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from spyre_operator.api.names import API_VERSION, GROUP, KIND
+from spyre_operator.api.names import API_VERSION, KIND
 from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import Event, clip
 from spyre_operator.reconcile.engine import Reconciler
@@ -33,23 +34,16 @@ EVENT_MESSAGE_LIMIT = 1024
 
 
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]) -> None:
-    """Own keys for kopf's bookkeeping, no kopf-posted Events, one client for every handler
-    (reading the children from the indexes), and the periodic resync."""
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
-    )
-    # No handler needs a finalizer any more; kopf removes this one (added by the resync
-    # timer of earlier versions) from the SpyreModels it still finds it on.
-    settings.persistence.finalizer = f"{GROUP}/finalizer"
-    settings.posting.enabled = False  # the reconciler posts its Events itself (post_event)
+    """No kopf-posted Events, one client for every handler (reading the children from the
+    indexes), Events posted from a thread of their own, and the periodic resync."""
+    settings.posting.enabled = False  # the reconciler posts its Events itself (EventPoster)
     settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
     workers = options.workers()
     settings.execution.max_workers = workers
-    settings.execution.default_backoff = 10  # seconds before a failed reconcile is retried
     api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4)
     kube = IndexedKube(api, {plural: indexes[plural] for plural in INDEXED})
-    memo.reconciler = Reconciler(kube, lambda body, event: post_event(kube, body, event))
+    memo.events = EventPoster(kube)
+    memo.reconciler = Reconciler(kube, memo.events)
     memo.resync = start_resync(memo.reconciler, indexes[MODELS], options.resync_seconds())
     port = options.metrics_port()
     if port:
@@ -58,6 +52,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
 
 def shutdown(memo: kopf.Memo) -> None:
     memo.resync.set()
+    memo.events.close()
 
 
 # ----- reads from kopf's indexes ------------------------------------------------------
@@ -112,41 +107,61 @@ class IndexedKube(Kube):
 
 
 # ----- Events and the periodic resync --------------------------------------------------
-def post_event(kube: Kube, body: Mapping[str, Any], event: Event) -> None:
-    """A core/v1 Event on the SpyreModel. Events are informative: a failure is logged,
-    never fails the reconcile."""
-    metadata = body["metadata"]
-    now = datetime.datetime.now(datetime.UTC).isoformat()
-    try:
-        kube.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"namespace": metadata["namespace"], "generateName": "spyre-operator-"},
-                "involvedObject": {
-                    "apiVersion": API_VERSION,
-                    "kind": KIND,
-                    "namespace": metadata["namespace"],
-                    "name": metadata["name"],
-                    "uid": metadata["uid"],
-                },
-                "type": event.type,
-                "reason": event.reason,
-                "message": clip(event.message, EVENT_MESSAGE_LIMIT),
-                "source": {"component": "spyre-operator"},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-            }
-        )
-    except Exception as err:
-        log.warning(
-            "%s/%s: could not post Event %s: %s",
-            metadata["namespace"],
-            metadata["name"],
-            event.reason,
-            err,
-        )
+class EventPoster:
+    """Posts core/v1 Events on SpyreModels from one background thread, in order, so a
+    reconcile never waits for them. Events are informative: a failure is logged, never
+    fails anything."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.queue: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name="events", daemon=True)
+        self.thread.start()
+
+    def __call__(self, body: Mapping[str, Any], event: Event) -> None:
+        self.queue.put(event_object(body, event, datetime.datetime.now(datetime.UTC)))
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Post what is queued (for at most `timeout` seconds), then stop."""
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def _loop(self) -> None:
+        while (obj := self.queue.get()) is not None:
+            try:
+                self.kube.create(obj)
+            except Exception as err:
+                involved = obj["involvedObject"]
+                log.warning(
+                    "%s/%s: could not post Event %s: %s",
+                    involved["namespace"],
+                    involved["name"],
+                    obj["reason"],
+                    err,
+                )
+
+
+def event_object(body: Mapping[str, Any], event: Event, when: datetime.datetime) -> dict[str, Any]:
+    metadata, stamp = body["metadata"], when.isoformat()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"namespace": metadata["namespace"], "generateName": "spyre-operator-"},
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "namespace": metadata["namespace"],
+            "name": metadata["name"],
+            "uid": metadata["uid"],
+        },
+        "type": event.type,
+        "reason": event.reason,
+        "message": clip(event.message, EVENT_MESSAGE_LIMIT),
+        "source": {"component": "spyre-operator"},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
 
 
 def start_resync(reconciler: Reconciler, models: Any, interval: float) -> threading.Event:
@@ -176,9 +191,14 @@ def plain(body: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def reconcile_body(reconciler: Reconciler, body: Mapping[str, Any]) -> None:
-    meta_ = body["metadata"]
-    reconciler.reconcile(meta_["namespace"], meta_["name"], plain(body))
+def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
+    """Any event of a SpyreModel (the start-up listing too, so this is also the resume):
+    reconcile from the copy the event brings."""
+    metadata = body["metadata"]
+    if event_type == "DELETED":
+        reconciler.forget(metadata["namespace"], metadata["name"])
+    else:
+        reconciler.run(metadata["namespace"], metadata["name"], plain(body))
 
 
 def owners(obj: Mapping[str, Any]) -> list[str]:
@@ -189,16 +209,13 @@ def owners(obj: Mapping[str, Any]) -> list[str]:
 
 def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> None:
     for namespace, name in keys:
-        try:  # one broken SpyreModel must not keep the others from reacting
-            reconciler.reconcile(namespace, name)
-        except Exception:
-            log.exception("reconciling %s/%s", namespace, name)
+        reconciler.run(namespace, name)
 
 
 def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
     """A Job/Deployment/Service changed or was deleted: reconcile its owners. ADDED and
-    the initial listing are skipped: the reconciler made the object (resume covers
-    restarts)."""
+    the initial listing are skipped: the reconciler made the object (the start-up listing
+    of the SpyreModels covers restarts)."""
     if event_type in ("MODIFIED", "DELETED"):
         namespace = body["metadata"]["namespace"]
         reconcile_each(reconciler, [(namespace, name) for name in owners(body)])
@@ -226,6 +243,7 @@ def metrics_text(reconciler: Reconciler) -> str:
         f"{prefix}_reconcile_errors_total {stats['errors']}",
         f"{prefix}_reconcile_conflicts_total {stats['conflicts']}",
         f"{prefix}_status_writes_total {stats['status_writes']}",
+        f"{prefix}_reconcile_retries_total {stats['retries']}",
         f"{prefix}_reconcile_seconds_total {reconciler.seconds:.6f}",
         f"{prefix}_api_writes_total {reconciler.kube.total_writes()}",
     ]
