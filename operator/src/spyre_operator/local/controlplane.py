@@ -264,7 +264,7 @@ class ControlPlane:
                 f"--service-account-signing-key-file={self.run / 'sa.key'}",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 "--authorization-mode=RBAC",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                "--service-cluster-ip-range=10.96.0.0/12",  # room for 1M Services (a /24 holds 254)
                 "--allow-privileged=true",
                 *self._insecure_port_off(bins.apiserver, "--insecure-port"),
             ],
