@@ -4,12 +4,17 @@
                                                   [--rss-models 1000]
 
 Starts its own control plane and `spyre-operator run` (a subprocess), then prints:
-- a raw Job create (POST round trip) on the same API server, as the yardstick;
-- create -> Job: from the SpyreModel POST to the compile Job appearing in a watch, for
-  --singles SpyreModels created one at a time and for bursts of each of --sizes;
-- JobComplete -> Deployment: from the Job's status update to the Deployment appearing;
+- raw Job creates (POST round trips) on the same API server, the yardstick: back to back,
+  and one at a time 1 s apart as the single SpyreModels are created (an API server that
+  has been idle for a second answers a POST more slowly than one in a stream of them);
+- create -> Job, from the API server's answer to the SpyreModel POST (the SpyreModel
+  exists) and from the moment the POST was sent, to the compile Job appearing in a watch:
+  for --singles SpyreModels created one at a time in a namespace that already has its
+  cache PVC, --singles each in a new namespace (PVC, then Job), and bursts of --sizes;
+- JobComplete -> Deployment: from the Job's status update to the Deployment appearing
   (median and p95; every SpyreModel with its own cache key);
-- API writes per idle reconcile (the operator's own counter, over full resync passes);
+- API writes per idle reconcile (the operator's own counter, over full resync passes that
+  start once the operator has made no write for 3 s);
 - the operator's peak RSS with --rss-models SpyreModels: the burst namespaces are deleted
   and the operator restarted first, so its whole life saw exactly that many.
 """
@@ -45,6 +50,8 @@ from spyre_operator.render.meta import compile_job_name
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "micro-granite-cpu.yaml"
 TIMEOUT = 600.0
+QUIET = 3.0  # seconds without an operator write before the idle window starts
+GAP = 1.0  # seconds between single creates (and between the raw creates they compare to)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -70,7 +77,8 @@ class Seen(threading.Thread):
             "Job": client.BatchV1Api(api).list_namespaced_job,
             "Deployment": client.AppsV1Api(api).list_namespaced_deployment,
         }[kind]
-        self.namespace, self.times, self.ready = namespace, {}, threading.Event()
+        self.namespace, self.ready = namespace, threading.Event()
+        self.times: dict[str, float] = {}
         self.watch = watch.Watch()
 
     def run(self) -> None:
@@ -84,6 +92,34 @@ class Seen(threading.Thread):
 
     def stop(self) -> None:
         self.watch.stop()
+
+
+class Timings:
+    """Per SpyreModel: create -> Job, from the POST sent and from the API server's answer
+    (the SpyreModel exists), and JobComplete -> Deployment."""
+
+    def __init__(self) -> None:
+        self.from_sent: list[float] = []
+        self.from_answer: list[float] = []
+        self.to_deploy: list[float] = []
+
+    def add(
+        self, sent: float, answered: float, job: float, completed: float, deploy: float
+    ) -> None:
+        self.from_sent.append(job - sent)
+        self.from_answer.append(job - answered)
+        self.to_deploy.append(deploy - completed)
+
+    def __iadd__(self, other: Timings) -> Timings:
+        self.from_sent += other.from_sent
+        self.from_answer += other.from_answer
+        self.to_deploy += other.to_deploy
+        return self
+
+    def report(self, label: str) -> None:
+        print(f"{label}: create -> Job, from the answer   {ms(self.from_answer)}")
+        print(f"{label}: create -> Job, from the POST     {ms(self.from_sent)}")
+        print(f"{label}: JobComplete -> Deployment       {ms(self.to_deploy)}", flush=True)
 
 
 class Bench:
@@ -171,45 +207,85 @@ class Bench:
         doc["spec"]["model"]["revision"] = f"rev{i:04d}"  # its own cache key
         return doc
 
-    def raw_creates(self, namespace: str, count: int) -> list[float]:
+    def raw_creates(self, namespace: str, count: int, gap: float = 0.0) -> list[float]:
+        """POST round trips of compile Jobs, back to back or `gap` seconds apart."""
         spec = parse(self.model(namespace, 0)).spec
         out = []
         for i in range(count):
             job = build_compile_job(spec, namespace)
-            job["metadata"]["name"] = f"raw-{i}"
+            job["metadata"]["name"] = f"raw-{gap:g}-{i}".replace(".", "-")
             job["metadata"]["labels"] = {"bench": "raw"}
             started = time.monotonic()
             self.kube.create(job)
             out.append(time.monotonic() - started)
+            time.sleep(gap)
         return out
 
-    def burst(self, size: int, name: str = "") -> tuple[list[float], list[float]]:
-        ns = self.namespace(name or f"burst-{size}")
-        docs = [self.model(ns, i) for i in range(size)]
-        jobs = {d["metadata"]["name"]: compile_job_name(cache_key(parse(d).spec)) for d in docs}
-        job_seen, deploy_seen = Seen(self.api, "Job", ns), Seen(self.api, "Deployment", ns)
+    def watching(self, namespace: str) -> tuple[Seen, Seen]:
+        job_seen, deploy_seen = (
+            Seen(self.api, "Job", namespace),
+            Seen(self.api, "Deployment", namespace),
+        )
         for seen in (job_seen, deploy_seen):
             seen.start()
             seen.ready.wait()
-        time.sleep(1.0)  # let the watches connect before the burst
-        created: dict[str, float] = {}
-        for doc in docs:
-            created[doc["metadata"]["name"]] = time.monotonic()
-            self.kube.create(doc)
+        time.sleep(1.0)  # let the watches connect
+        return job_seen, deploy_seen
+
+    def create(self, doc: dict[str, Any]) -> tuple[float, float]:
+        """Create a SpyreModel: (when the POST was sent, when the API server answered)."""
+        sent = time.monotonic()
+        self.kube.create(doc)
+        return sent, time.monotonic()
+
+    def singles(self, namespace: str, first: int, count: int, gap: float) -> Timings:
+        """SpyreModels one at a time, `gap` seconds apart, each to its Deployment."""
+        timings = Timings()
+        job_seen, deploy_seen = self.watching(namespace)
+        for i in range(first, first + count):
+            doc = self.model(namespace, i)
+            name, job = doc["metadata"]["name"], compile_job_name(cache_key(parse(doc).spec))
+            sent, answered = self.create(doc)
+            wait(lambda j=job: j in job_seen.times, f"Job {job}")
+            simulate.complete_job(self.kube, namespace, job)
+            completed = time.monotonic()
+            wait(lambda n=name: n in deploy_seen.times, f"Deployment {name}")
+            timings.add(sent, answered, job_seen.times[job], completed, deploy_seen.times[name])
+            time.sleep(gap)
+        job_seen.stop()
+        deploy_seen.stop()
+        return timings
+
+    def burst(self, size: int) -> Timings:
+        ns = self.namespace(f"burst-{size}")
+        docs = [self.model(ns, i) for i in range(size)]
+        jobs = {d["metadata"]["name"]: compile_job_name(cache_key(parse(d).spec)) for d in docs}
+        job_seen, deploy_seen = self.watching(ns)
+        created = {doc["metadata"]["name"]: self.create(doc) for doc in docs}
         wait(lambda: len(job_seen.times) >= size, f"{size} Jobs")
-        to_job = [job_seen.times[jobs[n]] - t for n, t in created.items()]
         completed: dict[str, float] = {}
         for name, job in jobs.items():
             simulate.complete_job(self.kube, ns, job)
             completed[name] = time.monotonic()
         wait(lambda: len(deploy_seen.times) >= size, f"{size} Deployments")
-        to_deploy = [deploy_seen.times[n] - t for n, t in completed.items()]
+        timings = Timings()
+        for name, (sent, answered) in created.items():
+            job_at, deploy_at = job_seen.times[jobs[name]], deploy_seen.times[name]
+            timings.add(sent, answered, job_at, completed[name], deploy_at)
         job_seen.stop()
         deploy_seen.stop()
-        return to_job, to_deploy
+        return timings
 
-    def idle_writes(self) -> tuple[float, float]:
-        """(writes, reconciles) over idle resync passes."""
+    def idle_writes(self) -> tuple[float, float, dict[str, float]]:
+        """(writes, reconciles, writes by request) over idle resync passes, counted once
+        the operator has finished what the bursts left it (its Events, late status
+        updates): no write for QUIET seconds."""
+        last, quiet_since = -1.0, time.monotonic()
+        while time.monotonic() - quiet_since < QUIET:
+            writes = self.metrics()["spyre_operator_api_writes_total"]
+            if writes != last:
+                last, quiet_since = writes, time.monotonic()
+            time.sleep(0.2)
         before = self.metrics()
         wait(
             lambda: (
@@ -219,13 +295,15 @@ class Bench:
             "idle passes",
         )
         after = self.metrics()
-        writes = (
-            after["spyre_operator_api_writes_total"] - before["spyre_operator_api_writes_total"]
+        delta = {k: after[k] - before.get(k, 0.0) for k in after}
+        by_request = {
+            k: v for k, v in delta.items() if k.startswith("spyre_operator_api_requests") and v
+        }
+        return (
+            delta["spyre_operator_api_writes_total"],
+            delta["spyre_operator_reconciles_total"],
+            by_request,
         )
-        passes = (
-            after["spyre_operator_reconciles_total"] - before["spyre_operator_reconciles_total"]
-        )
-        return writes, passes
 
     def delete_namespaces(self, names: list[str]) -> None:
         for name in names:
@@ -286,24 +364,31 @@ def main() -> int:
         bench = Bench(Path(tmp))
         try:
             bench.start_operator(args.resync)
-            raw = bench.raw_creates(bench.namespace("raw"), 50)
-            print(f"raw Job create (POST round trip, n=50):     {ms(raw)}", flush=True)
-            singles = [bench.burst(1, f"single-{i}") for i in range(args.singles)]
-            to_job = [t for s, _ in singles for t in s]
-            to_deploy = [t for _, s in singles for t in s]
-            print(f"single x{args.singles:3d}: create -> Job       {ms(to_job)}", flush=True)
-            print(f"single x{args.singles:3d}: JobComplete -> Deploy {ms(to_deploy)}", flush=True)
+            raw_ns = bench.namespace("raw")
+            raw = bench.raw_creates(raw_ns, 50)
+            print(f"raw Job create, back to back (n=50):        {ms(raw)}")
+            raw = bench.raw_creates(raw_ns, args.singles, GAP)
+            print(
+                f"raw Job create, {GAP:g} s apart (n={args.singles}):        {ms(raw)}", flush=True
+            )
+            # A first SpyreModel creates the namespace's cache PVC; the singles after it
+            # find it (the usual case), the cold ones each create a namespace and its PVC.
+            warm = bench.namespace("singles")
+            bench.singles(warm, 0, 1, GAP)
+            bench.singles(warm, 1, args.singles, GAP).report(f"single x{args.singles}, PVC there")
+            cold = Timings()
+            for i in range(args.singles):
+                cold += bench.singles(bench.namespace(f"cold-{i}"), 0, 1, GAP)
+            cold.report(f"single x{args.singles}, new namespace")
             for size in args.sizes:
-                to_job, to_deploy = bench.burst(size)
-                print(f"burst {size:4d}: create -> Job              {ms(to_job)}", flush=True)
-                print(f"burst {size:4d}: JobComplete -> Deployment  {ms(to_deploy)}", flush=True)
-            writes, passes = bench.idle_writes()
+                bench.burst(size).report(f"burst {size}")
+            writes, passes, by_request = bench.idle_writes()
             print(
                 f"idle: {writes:.0f} API writes in {passes:.0f} reconciles "
-                f"({writes / passes:.3f} per reconcile)",
+                f"({writes / passes:.3f} per reconcile) {by_request or ''}",
                 flush=True,
             )
-            names = [f"single-{i}" for i in range(args.singles)]
+            names = ["singles"] + [f"cold-{i}" for i in range(args.singles)]
             bench.delete_namespaces(names + [f"burst-{size}" for size in args.sizes])
             rss = bench.memory(args.rss_models, args.resync)
             print(f"operator peak RSS with {args.rss_models} SpyreModels: {rss:.0f} MB")
