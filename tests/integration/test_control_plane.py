@@ -5,10 +5,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from spyre_operator.reconcile.kube import MERGE, ApiError, Kube, load_api_client
+from spyre_operator.reconcile.simulate import poll_until
 
 pytestmark = pytest.mark.integration
 
@@ -152,4 +156,40 @@ def test_deleted_namespace_really_goes_away(api_client: client.ApiClient) -> Non
         name, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="content"))
     )
     core.delete_namespace(name)
+    wait_for(lambda: gone(lambda: core.read_namespace(name)), "the namespace controller")
+
+
+def test_create_in_a_terminating_namespace_names_the_cause(kubeconfig: Path) -> None:
+    """The 403 the operator recognises (ApiError.namespace_terminating) is what the API
+    server really sends; a finalizer keeps the namespace Terminating meanwhile."""
+    kube = Kube(load_api_client(str(kubeconfig)))
+    name = f"ending-{uuid.uuid4().hex[:8]}"
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    held = {"metadata": {"name": "held", "namespace": name, "finalizers": ["test/hold"]}}
+    kube.request("POST", f"/api/v1/namespaces/{name}/configmaps", held)
+    kube.request("DELETE", f"/api/v1/namespaces/{name}")
+    attempts = iter(range(1000))
+
+    def refusal() -> ApiError | None:
+        """Create a Service; the API server's namespace cache may lag the DELETE a moment."""
+        service = {"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": f"s{next(attempts)}", "namespace": name},
+                   "spec": {"ports": [{"port": 80}]}}  # fmt: skip
+        try:
+            kube.create(service)
+        except ApiError as err:
+            return err
+        return None
+
+    try:
+        refused = poll_until(refusal, "a create in the terminating namespace refused", 90.0)
+        assert refused.namespace_terminating, refused.body
+    finally:
+        kube.request(
+            "PATCH",
+            f"/api/v1/namespaces/{name}/configmaps/held",
+            {"metadata": {"finalizers": None}},
+            content_type=MERGE,
+        )
+    core = client.CoreV1Api(load_api_client(str(kubeconfig)))
     wait_for(lambda: gone(lambda: core.read_namespace(name)), "the namespace controller")

@@ -34,7 +34,8 @@ class FakeKube(Kube):
         super().__init__(api=None)  # type: ignore[arg-type]
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.version = 0
-        self.refuse: set[str] = set()  # kinds whose writes answer 422
+        self.refuse: set[str] = set()  # kinds whose writes answer with `refusal`
+        self.refusal = ApiError(422, "Invalid", {"message": "spec.template: Invalid value"})
 
     def _store(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.version += 1
@@ -61,7 +62,7 @@ class FakeKube(Kube):
         self._count("POST", obj["kind"])
         meta = obj["metadata"]
         if obj["kind"] in self.refuse:
-            raise ApiError(422, "Invalid", {"message": "spec.template: Invalid value"})
+            raise self.refusal
         if (obj["kind"], meta["namespace"], meta["name"]) in self.objects:
             raise ApiError(409, "AlreadyExists")
         obj = copy.deepcopy(obj)
@@ -71,7 +72,7 @@ class FakeKube(Kube):
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         self._count("APPLY", obj["kind"])
         if obj["kind"] in self.refuse:
-            raise ApiError(422, "Invalid", {"message": "spec.template: Invalid value"})
+            raise self.refusal
         meta = obj["metadata"]
         live = self.get(obj["kind"], meta["namespace"], meta["name"])
         if live is None:
@@ -204,6 +205,22 @@ def test_a_refused_child_is_reported_not_retried_forever(kube: FakeKube) -> None
     writes = kube.writes["PATCH SpyreModel"]
     rec.reconcile(NS, "micro-granite-cpu")
     assert kube.writes["PATCH SpyreModel"] == writes  # same failure, same status
+
+
+def test_a_namespace_being_deleted_is_left_to_go(kube: FakeKube) -> None:
+    rec, events = reconciler(kube)
+    kube.refuse.add("PersistentVolumeClaim")
+    kube.refusal = ApiError(  # what the API server answers (tests/integration/test_control_plane)
+        403,
+        "Forbidden",
+        {
+            "details": {
+                "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]
+            }
+        },
+    )
+    rec.run(NS, "micro-granite-cpu")
+    assert (kube.total_writes(), events, rec.stats["errors"], rec._retries) == (1, [], 0, {})
 
 
 def test_deleted_models_are_left_alone(kube: FakeKube) -> None:

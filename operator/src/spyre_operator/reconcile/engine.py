@@ -158,6 +158,9 @@ class Reconciler:
             except ApiError as err:
                 if err.conflict:
                     raise  # decided from a stale view: read again
+                if err.namespace_terminating:  # the SpyreModel goes with its namespace
+                    log.info("%s: namespace is being deleted", body["metadata"]["namespace"])
+                    return
                 meta = action.obj["metadata"]
                 message = f"writing {action.obj['kind']} {meta['name']} failed: {err}"
                 log.warning("%s/%s: %s", body["metadata"]["namespace"], meta["name"], message)

@@ -33,6 +33,12 @@ class ApiError(Exception):
         return self.status == 404
 
     @property
+    def namespace_terminating(self) -> bool:
+        """403 for a create in a namespace that is being deleted (with what is in it)."""
+        causes = (self.body.get("details") or {}).get("causes") or []
+        return self.status == 403 and any(c.get("reason") == "NamespaceTerminating" for c in causes)
+
+    @property
     def conflict(self) -> bool:
         """409: AlreadyExists on create, or a stale resourceVersion on update."""
         return self.status == 409
