@@ -20,10 +20,13 @@ class OperatorExited(RuntimeError):
 
 class OperatorProcess:
     def __init__(self, args: Sequence[str], kubeconfig: Path, log: Path) -> None:
+        """`args` start with `run`; the kubeconfig is passed as `--kubeconfig` (and
+        KUBECONFIG left out of the environment, so the flag is what the operator uses)."""
         self.log = log
-        # KUBECONFIG rather than `run --kubeconfig`: it is read before kopf and the client load.
-        env = os.environ | {"KUBECONFIG": str(kubeconfig)}
-        self.command = [sys.executable, "-m", "spyre_operator", *args]
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        self.command = [
+            sys.executable, "-m", "spyre_operator", *args, "--kubeconfig", str(kubeconfig)
+        ]  # fmt: skip
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 self.command, env=env, stdout=out, stderr=subprocess.STDOUT,
