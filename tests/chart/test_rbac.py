@@ -63,7 +63,7 @@ OPERATOR_CALLS = (
     Call("watch", "services", why="kopf.index and kopf.on.event services"),
     Call("list", "pods", why="observe: compile pod summaries, stuck serving pods"),
     Call("watch", "pods", why="kopf.on.event pods (pod_changed)"),
-    Call("create", "events", why="wiring.post_event"),
+    Call("create", "events", why="wiring.EventPoster"),
 )
 # What kopf itself asks cluster-wide (kopf/_core/reactor/observation.py).
 KOPF_CLUSTER_CALLS = (

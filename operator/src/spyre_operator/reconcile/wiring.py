@@ -10,6 +10,7 @@ import datetime
 import logging
 import os
 import queue
+import socket
 import threading
 from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +32,7 @@ MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
 COMPONENT = "app.kubernetes.io/component"
 MODELS = "spyremodels"  # the index of SpyreModel names (handlers.py)
 EVENT_MESSAGE_LIMIT = 1024
+HOST = socket.gethostname()  # the pod's name in a cluster: which replica said it
 
 
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]) -> None:
@@ -157,7 +159,9 @@ def event_object(body: Mapping[str, Any], event: Event, when: datetime.datetime)
         "type": event.type,
         "reason": event.reason,
         "message": clip(event.message, EVENT_MESSAGE_LIMIT),
-        "source": {"component": "spyre-operator"},
+        "source": {"component": "spyre-operator", "host": HOST},
+        "reportingComponent": "spyre-operator",
+        "reportingInstance": HOST,
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
         "count": 1,
