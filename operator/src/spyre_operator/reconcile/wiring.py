@@ -38,6 +38,7 @@ HOST = socket.gethostname()  # the pod's name in a cluster: which replica said i
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]) -> None:
     """No kopf-posted Events, one client for every handler (reading the children from the
     indexes), Events posted from a thread of their own, and the periodic resync."""
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # the reconciler posts its Events itself (EventPoster)
     settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
     workers = options.workers()
@@ -55,6 +56,21 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
 def shutdown(memo: kopf.Memo) -> None:
     memo.resync.set()
     memo.events.close()
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf builds a diff base (a deep copy of the whole body) on every watch event, for
+    create/update handlers; the operator has none (handlers.py), so that copy of every
+    Job, Pod and Deployment event is skipped."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return {}
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        """Nothing to remember."""
 
 
 # ----- reads from kopf's indexes ------------------------------------------------------
