@@ -72,10 +72,16 @@ def test_create_compiles_then_serves(kube: Kube, namespace: str, operator: Opera
     assert condition(st, "Available")[:2] == ("True", "MinimumReplicasAvailable")
     assert condition(st, "Degraded")[:2] == ("False", "AsExpected")
 
-    wanted = {"CreatedCompileJob", "Compiling", "CreatedDeployment", "Starting", "Ready"}
+    # One Event per transition, naming the children written on the way.
+    wanted = ["Compiling", "Ready", "Starting"]
     wait_for(
-        lambda: wanted <= {r for _, r in events_for(kube, namespace, "m1")}, f"Events {wanted}"
+        lambda: sorted(r for _, r in events_for(kube, namespace, "m1")) == wanted,
+        f"exactly the Events {wanted}",
     )
+    items = kube.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    said = {e["reason"]: e["message"] for e in items if e["involvedObject"]["name"] == "m1"}
+    assert f"in Job {job}" in said["Compiling"], said
+    assert "created Service m1" in said["Starting"], said
     # kopf kept no state on the SpyreModel: the operator's status patches were its only writes.
     live = get(kube, namespace, "m1")["metadata"]
     assert "finalizers" not in live and not live.get("annotations")

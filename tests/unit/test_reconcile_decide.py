@@ -10,7 +10,7 @@ import pytest
 from apilib import example, merge
 
 from spyre_operator.api.validation import parse, validate
-from spyre_operator.reconcile.conditions import find, status_patch
+from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import Plan, decide, decide_invalid, differs, needs_apply
 from spyre_operator.reconcile.observe import Observed, deployment_view, job_view, pod_issues
 from spyre_operator.render import meta
@@ -387,3 +387,19 @@ def test_status_patch_nulls_removed_fields_deeply() -> None:
         "phase": "Compiling",
         "cache": {"ok": None, "reason": None, "jobName": "j"},
     }
+
+
+def test_a_transition_event_names_what_the_pass_wrote() -> None:
+    written = [Event("Normal", "CreatedDeployment", "serving from cache ab12"),
+               Event("Normal", "CreatedService", "created Service m1")]  # fmt: skip
+    starting = [Event("Normal", "Starting", "waiting for replicas")]
+    assert announce(written, starting) == [
+        Event(
+            "Normal",
+            "Starting",
+            "waiting for replicas (serving from cache ab12; created Service m1)",
+        )
+    ]
+    assert announce(written, []) == written  # drift repaired: one Event per child
+    assert announce([], starting) == starting
+    assert announce([], []) == []

@@ -163,7 +163,10 @@ def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> No
         "POST Job": 1,
         "PATCH SpyreModel": 1,
     }
-    assert [e.reason for e in events] == ["CreatedCacheVolume", "CreatedCompileJob", "Compiling"]
+    # One Event for the pass: its transition, naming what it wrote.
+    ((_, reason, message),) = [(e.type, e.reason, e.message) for e in events]
+    assert reason == "Compiling"
+    assert "created PersistentVolumeClaim" in message and "in Job spyre-compile-" in message
     writes, count = kube.total_writes(), len(events)
     for _ in range(3):
         rec.reconcile(NS, "micro-granite-cpu")

@@ -79,6 +79,9 @@ def _run(args: argparse.Namespace) -> int:
 
     kopf.configure(verbose=args.verbose, log_prefix=True)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    if not args.verbose:  # kopf's "Handler ... succeeded" for every watch event of every
+        # child; the reconciler logs what it writes and every transition instead.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     from spyre_operator import handlers  # registers the handlers (reads the env above)
 
     del handlers

@@ -86,6 +86,17 @@ def transition_events(old: dict[str, Any], new: dict[str, Any]) -> list[Event]:
     return []
 
 
+def announce(written: list[Event], transitions: list[Event]) -> list[Event]:
+    """The Events of one reconcile: its transition, if any, with what was written on the
+    way in its message (one Event, not one per child: Events cost the API server as much
+    as the writes); without a transition, one per child written (drift repaired, scaled)."""
+    if not transitions or not written:
+        return transitions or written
+    first, *rest = transitions
+    done = "; ".join(event.message for event in written)
+    return [Event(first.type, first.reason, f"{first.message} ({done})"), *rest]
+
+
 def phase_message(status: dict[str, Any]) -> str:
     """The message of the condition that explains the phase best."""
     conditions = status.get("conditions") or []

@@ -305,7 +305,8 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
         if needs_apply(service, obs.service):
             word = "CreatedService" if obs.service is None else "UpdatedService"
             verb: Verb = "apply" if obs.service is None else "update"
-            actions.append(Action(verb, service, word, f"Service {model.name}"))
+            done = "created" if obs.service is None else "applied the spec to"
+            actions.append(Action(verb, service, word, f"{done} Service {model.name}"))
 
     conds, phase = _conditions(obs, model, key, cache, cache_ready, failure, rolling)
     generation = obs.generation

@@ -20,6 +20,7 @@ from spyre_operator.api.validation import parse
 from spyre_operator.reconcile.apply import execute, write_status
 from spyre_operator.reconcile.conditions import (
     Event,
+    announce,
     now_rfc3339,
     status_patch,
     transition_events,
@@ -161,24 +162,25 @@ class Reconciler:
                 if err.namespace_terminating:  # the SpyreModel goes with its namespace
                     log.info("%s: namespace is being deleted", body["metadata"]["namespace"])
                     return
-                meta = action.obj["metadata"]
-                message = f"writing {action.obj['kind']} {meta['name']} failed: {err}"
-                log.warning("%s/%s: %s", body["metadata"]["namespace"], meta["name"], message)
+                child = action.obj["metadata"]
+                message = f"writing {action.obj['kind']} {child['name']} failed: {err}"
+                log.warning("%s/%s: %s", child["namespace"], body["metadata"]["name"], message)
                 status = with_apply_failure(status, old, message, now)
                 events = transition_events(old, status)
                 failed = err
                 break
             done.append(Event("Normal", action.reason, action.message))
         patch = status_patch(old, status)
+        meta = body["metadata"]
         if patch is not None:
             written = write_status(self.kube, body, patch)
             self.stats["status_writes"] += 1
-            meta = body["metadata"]
             with self._guard:
                 self._written[(meta["namespace"], meta["name"])] = written["metadata"][
                     "resourceVersion"
                 ]
-        for event in done + events:
+        for event in announce(done, events):
+            log.info("%s/%s: %s: %s", meta["namespace"], meta["name"], event.reason, event.message)
             self.emit(body, event)
         if failed is not None and failed.status not in REFUSED:
             raise failed  # may pass (a timeout, a 5xx): run() tries again soon
