@@ -11,7 +11,7 @@ import pytest
 from apilib import example
 
 from spyre_operator.reconcile.conditions import Event
-from spyre_operator.reconcile.engine import Reconciler
+from spyre_operator.reconcile.engine import Reconciler, retry_delay
 from spyre_operator.reconcile.kube import ApiError, Kube
 
 pytestmark = pytest.mark.unit
@@ -270,6 +270,7 @@ def test_a_failed_write_is_reported_then_tried_again(kube: FakeKube) -> None:
     assert (status["phase"], degraded["reason"]) == ("Degraded", "ApplyFailed")
     assert "Job" in degraded["message"] and "range is full" in degraded["message"]
     assert rec.stats["errors"] == 1 and not compiling.is_set()
+    assert rec._failures == {(NS, "micro-granite-cpu"): 1}
 
     (timer,) = rec._retries.values()
     timer.cancel()
@@ -279,13 +280,18 @@ def test_a_failed_write_is_reported_then_tried_again(kube: FakeKube) -> None:
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (status["phase"], degraded["status"], rec.stats["retries"]) == ("Compiling", "False", 1)
     assert [k for k in kube.objects if k[0] == "Job"]
+    assert rec._failures == {}  # the next failure waits retry_seconds again
+
+
+def test_retries_back_off() -> None:
+    assert [retry_delay(10, n) for n in (1, 2, 3, 5, 6, 10_000)] == [10, 20, 40, 160, 300, 300]
+    assert retry_delay(0.01, 1) == 0.01
 
 
 def test_forgetting_a_model_cancels_its_retry(kube: FakeKube) -> None:
     rec, _ = reconciler(kube)
-    rec.retry_seconds = 600
-    rec._retry_later(NS, "micro-granite-cpu")
-    rec._retry_later(NS, "micro-granite-cpu")  # one pending retry per model
+    rec._retry_later(NS, "micro-granite-cpu", 600)
+    rec._retry_later(NS, "micro-granite-cpu", 600)  # one pending retry per model
     (timer,) = rec._retries.values()
     rec.forget(NS, "micro-granite-cpu")  # its DELETED event
     assert timer.finished.is_set() and not rec._retries

@@ -34,10 +34,17 @@ log = logging.getLogger(__name__)
 EventSink = Callable[[dict[str, Any], Event], None]
 Key = tuple[str, str]  # (namespace, name) of a SpyreModel
 MAX_ATTEMPTS = 4  # re-reads after a stale status write (409) before giving up this pass
-RETRY_SECONDS = 10.0  # pause before a failed reconcile runs again
+RETRY_SECONDS = 10.0  # pause before a failed reconcile runs again, doubled per failure
+MAX_RETRY_SECONDS = 300.0
 # The API server refused the object itself: retrying the same manifest cannot help (the
 # resync and the next change try again). Other failed writes are retried after a pause.
 REFUSED = (400, 403, 422)
+
+
+def retry_delay(first: float, failures: int) -> float:
+    """`first` after one failure, doubling with each one after it, at most
+    MAX_RETRY_SECONDS (so a write that keeps failing does not load the API server)."""
+    return min(first * 2 ** min(failures - 1, 30), max(first, MAX_RETRY_SECONDS))
 
 
 class Reconciler:
@@ -55,6 +62,7 @@ class Reconciler:
         self._locks: dict[Key, threading.Lock] = {}
         self._written: dict[Key, str] = {}  # resourceVersion of our last status write
         self._retries: dict[Key, threading.Timer] = {}
+        self._failures: dict[Key, int] = {}  # failed reconciles in a row
         self._guard = threading.Lock()
 
     def _lock(self, namespace: str, name: str) -> threading.Lock:
@@ -66,29 +74,37 @@ class Reconciler:
         with self._guard:
             self._locks.pop((namespace, name), None)
             self._written.pop((namespace, name), None)
+            self._failures.pop((namespace, name), None)
             retry = self._retries.pop((namespace, name), None)
         if retry is not None:
             retry.cancel()
 
     def run(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
-        """Reconcile; on failure log it and run again (from a fresh read) after
-        `retry_seconds`. A failing SpyreModel never raises into the caller, which goes
-        on with the others."""
+        """Reconcile; on failure log it and run again (from a fresh read) after a pause
+        that doubles with each failure in a row (`retry_delay`). A failing SpyreModel
+        never raises into the caller, which goes on with the others."""
+        key = (namespace, name)
         try:
             self.reconcile(namespace, name, body)
-        except ApiError as err:  # already explained in the status where it matters
-            log.warning("%s/%s: %s (again in %gs)", namespace, name, err, self.retry_seconds)
-            self._retry_later(namespace, name)
-        except Exception:
-            log.exception("reconciling %s/%s (again in %gs)", namespace, name, self.retry_seconds)
-            self._retry_later(namespace, name)
+        except Exception as err:
+            with self._guard:
+                failures = self._failures[key] = self._failures.get(key, 0) + 1
+            delay = retry_delay(self.retry_seconds, failures)
+            if isinstance(err, ApiError):  # explained in the status where it matters
+                log.warning("%s/%s: %s (again in %gs)", namespace, name, err, delay)
+            else:
+                log.exception("reconciling %s/%s (again in %gs)", namespace, name, delay)
+            self._retry_later(namespace, name, delay)
+        else:
+            with self._guard:
+                self._failures.pop(key, None)
 
-    def _retry_later(self, namespace: str, name: str) -> None:
+    def _retry_later(self, namespace: str, name: str, delay: float) -> None:
         key = (namespace, name)
         with self._guard:
             if key in self._retries:
                 return
-            timer = threading.Timer(self.retry_seconds, self._retry, key)
+            timer = threading.Timer(delay, self._retry, key)
             timer.daemon = True
             self._retries[key] = timer
         timer.start()
