@@ -46,7 +46,9 @@ def register(sub: Any) -> None:
         default=options.DEFAULT_WORKERS,
         help="threads for reconciles (default: %(default)s)",
     )
-    run.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    run.add_argument(
+        "--verbose", "-v", action="store_true", help="debug logging, with kopf's line per event"
+    )
     run.set_defaults(func=_run)
 
     dev = sub.add_parser(
