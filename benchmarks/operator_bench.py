@@ -22,9 +22,7 @@ Starts its own control plane and `spyre-operator run` (a subprocess), then print
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -41,6 +39,7 @@ from spyre_operator.api.crd import build_crd
 from spyre_operator.api.names import CRD_NAME
 from spyre_operator.api.validation import parse
 from spyre_operator.local.controlplane import ControlPlane, free_port
+from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
@@ -135,7 +134,7 @@ class Bench:
             raise
         self.log = directory / "operator.log"
         self.port = free_port()
-        self.operator: subprocess.Popen[bytes] | None = None
+        self.operator: OperatorProcess | None = None
         self.doc = yaml.safe_load(EXAMPLE.read_text())
 
     def _install_crd(self) -> None:
@@ -156,25 +155,13 @@ class Bench:
         )
 
     def start_operator(self, resync: float) -> None:
-        env = os.environ | {"KUBECONFIG": str(self.plane.kubeconfig)}
-        cmd = [
-            sys.executable,
-            "-m",
-            "spyre_operator",
-            "run",
-            "--metrics-port",
-            str(self.port),
-            "--resync-seconds",
-            str(resync),
-        ]
-        with self.log.open("ab") as out:
-            self.operator = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        args = ["run", "--metrics-port", str(self.port), "--resync-seconds", str(resync)]
+        self.operator = OperatorProcess(args, self.plane.kubeconfig, self.log)
         wait(self._metrics_or_none, "operator metrics")
 
     def stop_operator(self) -> None:
         if self.operator is not None:
-            self.operator.terminate()
-            self.operator.wait(timeout=60)
+            self.operator.stop(timeout=60)
             self.operator = None
 
     def _metrics_or_none(self) -> dict[str, float] | None:
@@ -190,7 +177,7 @@ class Bench:
 
     def peak_rss_mb(self) -> float:
         assert self.operator is not None
-        for line in Path(f"/proc/{self.operator.pid}/status").read_text().splitlines():
+        for line in Path(f"/proc/{self.operator.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
