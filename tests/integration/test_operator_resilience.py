@@ -21,7 +21,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 )
 
 from spyre_operator.reconcile import simulate
-from spyre_operator.reconcile.kube import Kube
+from spyre_operator.reconcile.kube import STRATEGIC, Kube, path
 
 pytestmark = pytest.mark.integration
 
@@ -41,20 +41,36 @@ def test_deleted_or_edited_children_are_restored(
         lambda: _uid(kube, "Deployment", namespace, "drift") not in (None, old),
         "the Deployment is back",
     )
-    kube.patch(
-        "Service",
-        namespace,
-        "drift",
-        {
-            "spec": {
-                "ports": [{"name": "http", "port": 9999, "targetPort": "http", "protocol": "TCP"}]
-            }
+    image = _image(kube, namespace, "drift")
+    # Someone edits fields the operator owns (as kubectl edit does: its own field manager).
+    # Server-side apply takes them back; what another manager adds, it leaves alone.
+    edits = {
+        "Service": {"spec": {"ports": [{"port": 8000, "targetPort": 9999}]}},
+        "Deployment": {
+            "spec": {"template": {"spec": {"containers": [{"name": "vllm", "image": "evil:1"}]}}}
         },
-    )
+    }
+    for kind, edit in edits.items():
+        kube.request(
+            "PATCH",
+            path(kind, namespace, "drift"),
+            edit,
+            content_type=STRATEGIC,
+            query={"fieldManager": "kubectl-edit"},
+        )
     wait_for(
-        lambda: kube.get("Service", namespace, "drift")["spec"]["ports"][0]["port"] == 8000,
-        "the Service port is restored",
+        lambda: kube.get("Service", namespace, "drift")["spec"]["ports"][0]["targetPort"] == "http",
+        "the Service's targetPort is restored",
     )
+    wait_for(lambda: _image(kube, namespace, "drift") == image, "the Deployment's image is back")
+
+
+def _image(kube: Kube, namespace: str, name: str) -> str | None:
+    deploy = kube.get("Deployment", namespace, name)
+    if deploy is None:
+        return None
+    image: str = deploy["spec"]["template"]["spec"]["containers"][0]["image"]
+    return image
 
 
 def test_killed_operator_resumes_from_the_cluster(

@@ -98,9 +98,7 @@ def step(obj: dict[str, Any], **observed: Any) -> Plan:
 
 
 def applied(plan: Plan, kind: str) -> dict[str, Any]:
-    return next(
-        a.obj for a in plan.actions if a.obj["kind"] == kind and a.verb in ("apply", "update")
-    )
+    return next(a.obj for a in plan.actions if a.obj["kind"] == kind and a.verb == "apply")
 
 
 def cond(plan: Plan, kind: str) -> tuple[str, str]:
@@ -209,7 +207,7 @@ def test_condition_times_move_only_when_status_flips() -> None:
 def test_replicas_change_patches_the_deployment_in_place() -> None:
     kwargs, status = ready_state()
     plan = step(body({"replicas": 3}, **status), **kwargs)
-    assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [("update", "Deployment")]
+    assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [("apply", "Deployment")]
     deploy = applied(plan, "Deployment")
     assert deploy["spec"]["replicas"] == 3
     assert plan.actions[0].reason == "UpdatedDeployment"
@@ -336,6 +334,58 @@ def test_drift_is_detected_and_server_defaults_are_not() -> None:
     assert not differs({"cpu": "2000m", "n": 4}, {"cpu": "2", "n": "4"})
     assert differs({"cpu": "2"}, {"cpu": "3"})
     assert differs([1, 2], [1])
+    assert differs(["--a", "--b"], ["--b", "--a"])  # args: the order matters
+
+
+def test_drift_ignores_what_other_managers_add_to_lists_of_objects() -> None:
+    """Server-side apply leaves another manager's env var or toleration alone, so the
+    decision must not see it as drift (else every pass would write again)."""
+    want = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert not differs(
+        want, [{"name": "B", "value": "2"}, {"name": "X"}, {"name": "A", "value": "1"}]
+    )
+    assert differs(want, [{"name": "A", "value": "1"}])  # ours was removed
+    assert differs(want, [{"name": "A", "value": "1"}, {"name": "B", "value": "3"}])  # edited
+    assert differs([{"name": "A"}], None)
+    assert not differs([], [])
+
+
+def test_a_removed_field_is_a_new_manifest_applied_whole() -> None:
+    """Removing spec fields changes the applied hash, so the Deployment is applied again,
+    without them (server-side apply then drops them from the live object)."""
+    placed = {
+        "nodeSelector": {"zone": "a"},
+        "schedulerName": "spyre-scheduler",
+        "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+        "env": [{"name": "EXTRA", "value": "1"}],
+    }
+    obj = body(placed)
+    summary = json.dumps({"ok": True, "seconds": 1})
+    done = job(obj, **complete("x"))
+    first = step(
+        obj,
+        pvc_exists=True,
+        job=job_view(done, [pod("c-0", "Completed", 0, summary, "precompile")]),
+    )
+    live = served(applied(first, "Deployment"))
+    pod_spec = live["spec"]["template"]["spec"]
+    assert (
+        pod_spec["nodeSelector"] == {"zone": "a"} and pod_spec["schedulerName"] == "spyre-scheduler"
+    )
+    kwargs = {"pvc_exists": True, "job": job_view(done, []), "deployment": deployment_view(live)}
+    assert not [
+        a
+        for a in step(body(placed, **first.status), **kwargs).actions
+        if a.obj["kind"] == "Deployment"
+    ]
+
+    plan = step(body(**first.status), **kwargs)
+    deploy = applied(plan, "Deployment")
+    new_pod = deploy["spec"]["template"]["spec"]
+    assert "nodeSelector" not in new_pod and "schedulerName" not in new_pod
+    assert "tolerations" not in new_pod
+    assert "EXTRA" not in {e["name"] for e in new_pod["containers"][0]["env"]}
+    assert plan.actions[0].reason == "UpdatedDeployment"
 
 
 def test_serving_failures_are_surfaced() -> None:

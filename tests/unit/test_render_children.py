@@ -12,18 +12,19 @@ from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import (
     build_cache_pvc,
-    build_children,
     build_compile_job,
     build_deployment,
     build_service,
+    desired,
     endpoint_url,
+    manifest_hash,
 )
 
 pytestmark = pytest.mark.unit
 
 
 def _model(obj: dict[str, Any]) -> SpyreModel:
-    return parse(obj)
+    return parse(obj, "ai")
 
 
 def _pod(obj: dict[str, Any]) -> dict[str, Any]:
@@ -73,14 +74,44 @@ def test_serving_pod_is_restricted() -> None:
 def test_cards_shm_and_scheduling_follow_tensor_parallelism() -> None:
     pod = _pod(build_deployment(GRANITE))
     resources = pod["containers"][0]["resources"]
-    assert resources["limits"]["ibm.com/spyre_pf"] == 4
-    assert resources["requests"]["ibm.com/spyre_pf"] == 4
+    assert resources["limits"]["ibm.com/spyre_pf"] == "4"
+    assert resources["requests"]["ibm.com/spyre_pf"] == "4"
     shm = next(v for v in pod["volumes"] if v["name"] == "shm")
     assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
     assert pod["schedulerName"] == "spyre-scheduler"
     assert {"key": "ibm.com/spyre_pf", "operator": "Exists", "effect": "NoSchedule"} in pod[
         "tolerations"
     ]
+
+
+def test_every_quantity_is_a_string() -> None:
+    """Server-side apply refuses a number where the API has a quantity (500 "expected
+    string"): cards, and amounts the user wrote as YAML integers, are rendered as strings."""
+    amounts = {"cpu": 4, "memory": "8Gi", "example.com/fpga": 1}
+    model = _model(
+        with_spec(
+            {
+                "tensorParallelSize": 4,
+                "resources": {"limits": amounts, "requests": amounts},
+                "cache": {
+                    "volume": {"size": 100},
+                    "compile": {"resources": {"limits": {"cpu": 8}}},
+                },
+            }
+        )
+    )
+    want = desired(model)
+    pods = [_pod(want.deployment), _pod(want.job)]
+    found = [
+        value
+        for pod in pods
+        for kind in ("limits", "requests")
+        for value in pod["containers"][0]["resources"].get(kind, {}).values()
+    ]
+    assert want.pvc is not None
+    found.append(want.pvc["spec"]["resources"]["requests"]["storage"])
+    assert len(found) > 8 and all(isinstance(v, str) for v in found), found
+    assert _pod(want.deployment)["containers"][0]["resources"]["limits"]["cpu"] == "4"
 
 
 def test_a_user_toleration_for_the_card_resource_is_kept_alone() -> None:
@@ -124,7 +155,7 @@ def test_compile_job_on_cards_uses_the_serving_placement() -> None:
         example("granite-3.3-8b-instruct"), {"spec": {"cache": {"compile": {"backend": "sendnn"}}}}
     )
     pod = _pod(build_compile_job(_model(obj).spec, "ai"))
-    assert pod["containers"][0]["resources"]["limits"]["ibm.com/spyre_pf"] == 4
+    assert pod["containers"][0]["resources"]["limits"]["ibm.com/spyre_pf"] == "4"
     assert pod["schedulerName"] == "spyre-scheduler"
 
 
@@ -167,8 +198,7 @@ def test_cache_pvc_is_shared_and_unowned() -> None:
         "accessModes": ["ReadWriteMany"],
         "resources": {"requests": {"storage": "500Gi"}},
     }
-    children = build_children(GRANITE, uid="u-1")
-    assert "ownerReferences" not in children[0]["metadata"]
+    assert "ownerReferences" not in desired(GRANITE, uid="u-1").objects()[0]["metadata"]
     with_class = build_cache_pvc(
         _model(with_spec({"cache": {"volume": {"storageClassName": "nfs"}}})).spec, "ns"
     )
@@ -176,17 +206,40 @@ def test_cache_pvc_is_shared_and_unowned() -> None:
 
 
 def test_children_and_owner_references() -> None:
-    kinds = [c["kind"] for c in build_children(GRANITE)]
+    kinds = [c["kind"] for c in desired(GRANITE).objects()]
     assert kinds == ["PersistentVolumeClaim", "Job", "Deployment", "Service"]
     existing_claim = _model(with_spec({"cache": {"volume": {"create": False}}}))
-    assert build_children(existing_claim)[0]["kind"] == "Job"
+    assert desired(existing_claim).objects()[0]["kind"] == "Job"
     owned = {
-        c["kind"]: c["metadata"].get("ownerReferences") for c in build_children(GRANITE, uid="u-1")
+        c["kind"]: c["metadata"].get("ownerReferences")
+        for c in desired(GRANITE, uid="u-1").objects()
     }
     assert owned["Deployment"] == [meta.owner_reference("granite-8b-instruct", "u-1")]
     assert owned["Job"] is not None and owned["Job"][0]["controller"] is False
     assert owned["Service"] is not None and owned["Service"][0]["uid"] == "u-1"
-    assert not any("ownerReferences" in c["metadata"] for c in build_children(GRANITE))
+    assert not any("ownerReferences" in c["metadata"] for c in desired(GRANITE).objects())
+
+
+def test_applied_objects_carry_the_hash_of_the_rest() -> None:
+    """The hash covers the whole manifest (ownerReferences too): any change of the desired
+    object, a removed field included, is a new hash."""
+    want = desired(GRANITE, uid="u-1")
+    for obj in (want.deployment, want.service):
+        annotations = dict(obj["metadata"]["annotations"])
+        digest = annotations.pop(meta.APPLIED_ANNOTATION)
+        metadata = {k: v for k, v in obj["metadata"].items() if k != "annotations"}
+        rest = obj | {"metadata": metadata | ({"annotations": annotations} if annotations else {})}
+        assert digest == manifest_hash(rest)
+    assert meta.APPLIED_ANNOTATION not in want.job["metadata"]["annotations"]
+    assert want.deployment != desired(GRANITE, uid="u-2").deployment
+    no_scheduler = _model(
+        merge(example("granite-3.3-8b-instruct"), {"spec": {"schedulerName": None}})
+    )
+    hashes = {
+        desired(m).deployment["metadata"]["annotations"][meta.APPLIED_ANNOTATION]
+        for m in (GRANITE, no_scheduler)
+    }
+    assert len(hashes) == 2
 
 
 def test_builders_return_independent_objects() -> None:

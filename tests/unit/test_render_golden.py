@@ -1,4 +1,5 @@
-"""Every example renders to its golden file (env, args and all child objects).
+"""Every example renders to its golden file: every object exactly as the operator writes
+it (env, args, ownerReferences, the applied-hash annotation).
 
 Regenerate after an intended change with:
     UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render_golden.py
@@ -14,17 +15,18 @@ import pytest
 from apilib import EXAMPLES, load_example
 
 from spyre_operator.api.validation import parse
-from spyre_operator.render.children import build_children
+from spyre_operator.render.children import desired
 from spyre_operator.render.yamlio import dump_documents
 
 pytestmark = pytest.mark.unit
 
 GOLDEN = Path(__file__).parent / "golden"
+UID = "00000000-0000-4000-8000-000000000000"  # of the SpyreModel, for ownerReferences
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_renders_to_its_golden_file(example: Path) -> None:
-    rendered = dump_documents(build_children(parse(load_example(example))))
+    rendered = dump_documents(desired(parse(load_example(example)), UID).objects())
     golden = GOLDEN / example.name
     if os.environ.get("UPDATE_GOLDEN") == "1":
         golden.write_text(rendered)

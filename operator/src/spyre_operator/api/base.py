@@ -26,15 +26,16 @@ class ApiModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-# Kubernetes resource.Quantity: "8", "7500m", "64Gi" or a plain integer.
+# Kubernetes resource.Quantity: "8", "7500m", "64Gi" or a plain integer. Kept as a string,
+# the form the API expects in a manifest (server-side apply refuses a number there).
 _QUANTITY = re.compile(
     r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"
 )
 
 
-def _quantity(value: object) -> int | str:
+def _quantity(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
+        return str(value)
     if isinstance(value, str) and _QUANTITY.match(value):
         return value
     raise PydanticCustomError(
@@ -45,16 +46,15 @@ def _quantity(value: object) -> int | str:
 
 
 Quantity = Annotated[
-    int | str,
+    str,
     PlainValidator(_quantity),
     WithJsonSchema({"x-kubernetes-int-or-string": True}),
 ]
 
 
-def cpu_cores(quantity: int | str) -> int:
+def cpu_cores(quantity: str) -> int:
     """Whole cores in a CPU quantity, at least 1 ("7500m" -> 7); ValueError if not a CPU amount."""
-    text = str(quantity)
-    cores = int(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    cores = int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
     return max(1, math.floor(cores))
 
 

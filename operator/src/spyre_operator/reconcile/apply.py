@@ -1,5 +1,6 @@
 """Write the decided children: create (PVC, Job), server-side apply (Deployment,
-Service), owner merge (a shared Job) and replica patches. Every helper is idempotent."""
+Service: created and updated alike), owner merge (a shared Job) and the replicas patch.
+Every helper is idempotent."""
 
 from __future__ import annotations
 
@@ -30,13 +31,10 @@ def execute(kube: Kube, action: Action) -> None:
                 add_owner(kube, obj["kind"], meta["namespace"], meta["name"], ref)
     elif action.verb == "apply":
         kube.apply(obj)
-    elif action.verb == "update":
-        kept = {k: meta[k] for k in ("labels", "annotations", "ownerReferences") if k in meta}
-        body = {"metadata": kept, "spec": obj["spec"]}
-        kube.patch(obj["kind"], meta["namespace"], meta["name"], body)
     elif action.verb == "add-owner":
         add_owner(kube, obj["kind"], meta["namespace"], meta["name"], obj["ref"])
-    else:  # scale: follow spec.replicas on a Deployment that keeps its old cache
+    else:  # scale: follow spec.replicas on a Deployment that keeps its old cache. A merge
+        # patch: an apply of only the replicas would drop every other field the operator owns.
         kube.patch(obj["kind"], meta["namespace"], meta["name"], {"spec": obj["spec"]})
 
 

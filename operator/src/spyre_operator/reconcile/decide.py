@@ -7,8 +7,6 @@ old cache (activeCacheKey) until the new compile succeeds, then rolls it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,7 +14,6 @@ from typing import Any, Literal
 from kubernetes.utils.quantity import parse_quantity
 
 from spyre_operator.api.known_configs import known_config_warning
-from spyre_operator.api.names import GROUP
 from spyre_operator.api.problem import Problem
 from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING
 from spyre_operator.api.validation import SpyreModel
@@ -31,22 +28,16 @@ from spyre_operator.reconcile.conditions import (
 from spyre_operator.reconcile.observe import JobView, Observed
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
-from spyre_operator.render.children import (
-    build_cache_pvc,
-    build_compile_job,
-    build_deployment,
-    build_service,
-    endpoint_url,
-)
+from spyre_operator.render.children import desired, endpoint_url
 
-APPLIED_ANNOTATION = f"{GROUP}/applied"
-"""Hash of the manifest last applied: a changed desired object (incl. removed fields)."""
 TAIL_LINES = 5
 _REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
-Verb = Literal["create", "apply", "update", "add-owner", "scale"]
-"""create: POST (PVC, Job); apply: server-side apply of a missing object; update: merge
-patch of an existing one (lists are replaced, so drift in list entries is undone too)."""
+Verb = Literal["create", "apply", "add-owner", "scale"]
+"""create: POST (PVC, Job: first writer wins, a Job's template is immutable); apply:
+server-side apply of the whole manifest (Deployment, Service), which also removes what a
+previous apply set and this one does not; add-owner: one more owner of a shared Job;
+scale: spec.replicas of a Deployment that keeps its old cache meanwhile."""
 
 
 @dataclass(frozen=True)
@@ -74,31 +65,13 @@ class Failure:
 
 
 # ----- child manifests ---------------------------------------------------------------
-def manifest_hash(obj: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def with_hash(obj: dict[str, Any]) -> dict[str, Any]:
-    """The manifest with its own hash as an annotation (set before applying)."""
-    digest = manifest_hash(obj)
-    obj["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = digest
-    return obj
-
-
-def owned(obj: dict[str, Any], model: SpyreModel, uid: str, controller: bool) -> dict[str, Any]:
-    obj["metadata"]["ownerReferences"] = [
-        meta.owner_reference(model.name, uid, controller=controller)
-    ]
-    return obj
-
-
 def _same_scalar(want: Any, have: Any) -> bool:
     if want == have:
         return True
     if isinstance(want, bool) or isinstance(have, bool):
         return False
     if isinstance(want, int | str) and isinstance(have, int | str):
-        try:  # quantities: "2000m" is stored as "2", 4 as "4"
+        try:  # quantities: "2000m" is stored as "2"
             return bool(parse_quantity(want) == parse_quantity(have))
         except ValueError:
             return False
@@ -106,30 +79,28 @@ def _same_scalar(want: Any, have: Any) -> bool:
 
 
 def differs(want: Any, have: Any) -> bool:
-    """True when `have` lacks or changed something `want` sets (extra fields are fine:
-    the API server adds defaults and other managers may add their own)."""
+    """True when `have` lacks or changed something `want` sets. Extra fields, and extra
+    items in lists of objects (env, volumes, tolerations, ...), are fine: the API server
+    adds defaults, and server-side apply leaves what other field managers set alone."""
     if isinstance(want, dict):
         return not isinstance(have, dict) or any(differs(v, have.get(k)) for k, v in want.items())
-    if isinstance(want, list):
-        return (
-            not isinstance(have, list)
-            or len(want) != len(have)
-            or any(differs(w, h) for w, h in zip(want, have, strict=True))
-        )
-    return not _same_scalar(want, have)
+    if not isinstance(want, list):
+        return not _same_scalar(want, have)
+    if not isinstance(have, list):
+        return True
+    if want and all(isinstance(w, dict) for w in want):
+        return any(all(differs(w, h) for h in have) for w in want)
+    return len(want) != len(have) or any(
+        not _same_scalar(w, h) for w, h in zip(want, have, strict=True)
+    )
 
 
-def needs_apply(desired: dict[str, Any], live: dict[str, Any] | None) -> bool:
+def needs_apply(manifest: dict[str, Any], live: dict[str, Any] | None) -> bool:
+    """Anything to write? The manifest's hash annotation changes with every change of the
+    desired object (removed fields too); the rest catches edits of the live object."""
     if live is None:
         return True
-    want_meta, have_meta = desired["metadata"], live.get("metadata", {})
-    have_owners = {o.get("uid") for o in have_meta.get("ownerReferences") or []}
-    return (
-        differs(want_meta.get("labels", {}), have_meta.get("labels") or {})
-        or differs(want_meta.get("annotations", {}), have_meta.get("annotations") or {})
-        or any(o["uid"] not in have_owners for o in want_meta.get("ownerReferences", []))
-        or differs(desired["spec"], live.get("spec"))
-    )
+    return differs({"metadata": manifest["metadata"], "spec": manifest["spec"]}, live)
 
 
 # ----- compile outcome -----------------------------------------------------------------
@@ -226,14 +197,14 @@ def _serving_failure(obs: Observed) -> Failure | None:
 def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     spec, uid, status = model.spec, obs.uid, obs.status
     key = cache_key(spec)
+    want = desired(model, uid)
     actions: list[Action] = []
 
-    if spec.cache.volume.create and obs.pvc_exists is False:
-        pvc = build_cache_pvc(spec, model.namespace)
+    if want.pvc is not None and obs.pvc_exists is False:
         actions.append(
             Action(
                 "create",
-                pvc,
+                want.pvc,
                 "CreatedCacheVolume",
                 f"created PersistentVolumeClaim {spec.cache.volume.claim_name}",
             )
@@ -245,18 +216,17 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     # From the summary (recorded once the pods were read: they may be gone later).
     failure = Failure(cache["reason"], cache["message"]) if cache.get("ok") is False else None
     if job is None and not cache_ready:
-        manifest = owned(build_compile_job(spec, model.namespace), model, uid, controller=False)
         actions.append(
             Action(
                 "create",
-                manifest,
+                want.job,
                 "CreatedCompileJob",
                 f"compiling cache {short_key(key)} in Job {cache['jobName']}",
             )
         )
     elif job is not None and uid not in job.owner_uids:
-        ref = meta.owner_reference(model.name, uid, controller=False)
         target = {"kind": "Job", "metadata": {"name": job.name, "namespace": model.namespace}}
+        (ref,) = want.job["metadata"]["ownerReferences"]
         actions.append(
             Action(
                 "add-owner",
@@ -270,8 +240,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     rolling = False
     active_key = deploy.cache_key if deploy is not None else None
     if cache_ready:
-        desired = with_hash(owned(build_deployment(model), model, uid, controller=True))
-        if deploy is None or needs_apply(desired, deploy.live):
+        if deploy is None or needs_apply(want.deployment, deploy.live):
             rolling = True
             if deploy is None:
                 what = ("CreatedDeployment", f"serving from cache {short_key(key)}")
@@ -283,7 +252,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
                 )
             else:
                 what = ("UpdatedDeployment", f"applied the spec to Deployment {model.name}")
-            actions.append(Action("apply" if deploy is None else "update", desired, *what))
+            actions.append(Action("apply", want.deployment, *what))
         active_key = key
     elif deploy is not None and deploy.spec_replicas != spec.replicas:
         target = {
@@ -300,13 +269,10 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
             )
         )
 
-    if active_key is not None:
-        service = with_hash(owned(build_service(model), model, uid, controller=True))
-        if needs_apply(service, obs.service):
-            word = "CreatedService" if obs.service is None else "UpdatedService"
-            verb: Verb = "apply" if obs.service is None else "update"
-            done = "created" if obs.service is None else "applied the spec to"
-            actions.append(Action(verb, service, word, f"{done} Service {model.name}"))
+    if active_key is not None and needs_apply(want.service, obs.service):
+        word = "CreatedService" if obs.service is None else "UpdatedService"
+        done = "created" if obs.service is None else "applied the spec to"
+        actions.append(Action("apply", want.service, word, f"{done} Service {model.name}"))
 
     conds, phase = _conditions(obs, model, key, cache, cache_ready, failure, rolling)
     generation = obs.generation

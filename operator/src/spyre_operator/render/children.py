@@ -1,8 +1,11 @@
-"""The child objects of a SpyreModel as plain dicts (no API calls, no owner references:
-the operator adds those, see meta.owner_reference)."""
+"""The child objects of a SpyreModel as plain dicts (no API calls). `desired` is the one
+desired state: `spyre-operator render` prints it and the operator writes it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from spyre_operator.api.spec import SpyreModelSpec
@@ -108,15 +111,48 @@ def endpoint_url(model: SpyreModel) -> str:
     return f"http://{model.name}.{model.namespace}.svc:{model.spec.service.port}/v1"
 
 
-def build_children(model: SpyreModel, uid: str | None = None) -> list[dict[str, Any]]:
-    """Everything the operator may create for a SpyreModel, in creation order. With a uid,
-    the owned objects get ownerReferences (the shared compile Job as a non-controller)."""
-    spec = model.spec
-    job = build_compile_job(spec, model.namespace)
-    owned = [(job, False), (build_deployment(model), True), (build_service(model), True)]
+def manifest_hash(obj: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _finish(
+    obj: dict[str, Any], model: SpyreModel, uid: str | None, *, controller: bool, hashed: bool
+) -> dict[str, Any]:
+    """Owner reference (with a uid) and, on an applied object, the hash of the result: a
+    changed hash means the manifest changed, removed fields included."""
     if uid is not None:
-        for obj, controller in owned:
-            ref = meta.owner_reference(model.name, uid, controller=controller)
-            obj["metadata"]["ownerReferences"] = [ref]
-    pvc = [build_cache_pvc(spec, model.namespace)] if spec.cache.volume.create else []
-    return pvc + [obj for obj, _ in owned]
+        ref = meta.owner_reference(model.name, uid, controller=controller)
+        obj["metadata"]["ownerReferences"] = [ref]
+    if hashed:
+        digest = manifest_hash(obj)
+        obj["metadata"].setdefault("annotations", {})[meta.APPLIED_ANNOTATION] = digest
+    return obj
+
+
+@dataclass(frozen=True)
+class Desired:
+    """Every object the operator writes for one SpyreModel, exactly as it writes it."""
+
+    pvc: dict[str, Any] | None  # created when missing (cache.volume.create); never owned
+    job: dict[str, Any]  # created when missing; shared by every SpyreModel of its key
+    deployment: dict[str, Any]  # server-side applied
+    service: dict[str, Any]  # server-side applied
+
+    def objects(self) -> list[dict[str, Any]]:
+        """In creation order."""
+        first = [self.pvc] if self.pvc is not None else []
+        return [*first, self.job, self.deployment, self.service]
+
+
+def desired(model: SpyreModel, uid: str | None = None) -> Desired:
+    """With the SpyreModel's uid, the owned objects get their ownerReferences (the shared
+    compile Job as a non-controller), as the operator writes them."""
+    spec = model.spec
+    return Desired(
+        pvc=build_cache_pvc(spec, model.namespace) if spec.cache.volume.create else None,
+        job=_finish(
+            build_compile_job(spec, model.namespace), model, uid, controller=False, hashed=False
+        ),
+        deployment=_finish(build_deployment(model), model, uid, controller=True, hashed=True),
+        service=_finish(build_service(model), model, uid, controller=True, hashed=True),
+    )

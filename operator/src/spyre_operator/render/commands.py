@@ -18,7 +18,7 @@ from spyre_operator.api.crd import CRD_FILES, build_crd
 from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.problem import InvalidSpec
 from spyre_operator.api.validation import SpyreModel, parse
-from spyre_operator.render.children import build_children
+from spyre_operator.render.children import desired
 from spyre_operator.render.yamlio import dump_documents, load_documents
 
 INVALID = 2
@@ -35,9 +35,13 @@ def register(sub: Any) -> None:
     crd.add_argument("--root", type=Path, default=Path(), help="repository root (default: .)")
     crd.set_defaults(func=_crd)
 
-    render = sub.add_parser("render", help="print the objects the operator creates for FILEs")
+    render = sub.add_parser("render", help="print the objects the operator writes for FILEs")
     render.add_argument("files", nargs="+", metavar="FILE", help="SpyreModel YAML ('-': stdin)")
-    render.add_argument("--uid", help="SpyreModel uid for ownerReferences (default: none)")
+    render.add_argument(
+        "--uid",
+        help="the SpyreModel's uid: adds the ownerReferences, so the output is exactly what "
+        "the operator writes (default: none)",
+    )
     render.add_argument("--namespace", default="default", help="when metadata has none")
     render.set_defaults(func=_render)
 
@@ -120,7 +124,7 @@ def _render(args: argparse.Namespace) -> int:
     loaded = load(args.files, args.namespace)
     status = _report(loaded)
     if status == 0:
-        docs = [obj for _, model in loaded.models for obj in build_children(model, args.uid)]
+        docs = [obj for _, model in loaded.models for obj in desired(model, args.uid).objects()]
         sys.stdout.write(dump_documents(docs))
     return status
 

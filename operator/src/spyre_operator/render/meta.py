@@ -10,6 +10,7 @@ from spyre_operator.render.cachekey import short_key
 MODEL_LABEL = f"{GROUP}/model"
 CACHE_KEY_LABEL = f"{GROUP}/cache-key"  # the short key (label values are at most 63 chars)
 CACHE_KEY_ANNOTATION = f"{GROUP}/cache-key"  # the full key
+APPLIED_ANNOTATION = f"{GROUP}/applied"  # hash of the applied manifest (children.py)
 
 SERVER = "server"
 COMPILE = "compile"

@@ -50,7 +50,7 @@ def _resources(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
     count = cards(spec, role)
     if count:
         for kind in ("limits", "requests"):
-            out.setdefault(kind, {})[spec.accelerator.resource_name] = count
+            out.setdefault(kind, {})[spec.accelerator.resource_name] = str(count)
     return out
 
 
