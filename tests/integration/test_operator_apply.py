@@ -1,0 +1,155 @@
+"""What the operator writes is what `spyre-operator render` prints: every example, applied
+the documented way, reaches a Deployment and Service equal to render's output; and a field
+removed from a live SpyreModel leaves its Deployment (server-side apply)."""
+
+# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cluster_sim import (  # noqa: F401 (fixtures)
+    ROOT,
+    Operator,
+    condition,
+    create,
+    get,
+    kube,
+    model,
+    operator,
+    spec_patch,
+    status,
+    wait_for,
+)
+
+from spyre_operator.api.validation import parse
+from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile.kube import Kube
+from spyre_operator.render import meta
+from spyre_operator.render.children import desired
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if p.is_file())
+
+
+def render(path: Path, namespace: str, uid: str) -> dict[str, dict[str, Any]]:
+    """`spyre-operator render` as a user runs it, by kind."""
+    args = ["render", "--namespace", namespace, "--uid", uid, str(path)]
+    out = subprocess.run(
+        [sys.executable, "-m", "spyre_operator", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(out)}
+
+
+def owned_part(live: Any, want: Any) -> Any:
+    """The part of `live` at the paths `want` sets: what the operator wrote, without the
+    API server's defaults (list items by position: a written list keeps its order)."""
+    if isinstance(want, dict) and isinstance(live, dict):
+        return {k: owned_part(live.get(k), v) for k, v in want.items()}
+    if isinstance(want, list) and isinstance(live, list) and len(want) == len(live):
+        return [owned_part(h, w) for h, w in zip(live, want, strict=True)]
+    return live
+
+
+def applied(kube: Kube, kind: str, want: dict[str, Any], owner: str) -> dict[str, Any]:
+    """The live object once it carries the wanted manifest's hash; a refused write fails
+    at once with the API server's message."""
+    namespace, name = want["metadata"]["namespace"], want["metadata"]["name"]
+    digest = want["metadata"]["annotations"][meta.APPLIED_ANNOTATION]
+
+    def probe() -> dict[str, Any] | None:
+        live = kube.get(kind, namespace, name)
+        if live and live["metadata"].get("annotations", {}).get(meta.APPLIED_ANNOTATION) == digest:
+            return live
+        degraded = condition(status(kube, namespace, owner), "Degraded")
+        assert degraded[1] != "ApplyFailed", degraded[2]
+        return None
+
+    found: dict[str, Any] = wait_for(probe, f"{kind} {name} has the manifest {digest}")
+    return found
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_reconciles_to_what_render_prints(
+    path: Path, kube: Kube, namespace: str, operator: Operator, kubectl: Any
+) -> None:
+    kubectl("apply", "-n", namespace, "-f", str(path))  # as the README says
+    name = yaml.safe_load(path.read_text())["metadata"]["name"]
+    uid = get(kube, namespace, name)["metadata"]["uid"]
+    want = render(path, namespace, uid)
+
+    job = want["Job"]["metadata"]["name"]
+    live_job = wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")
+    assert owned_part(live_job, want["Job"]) == want["Job"]
+    if "PersistentVolumeClaim" in want:
+        pvc = want["PersistentVolumeClaim"]
+        live_pvc = kube.get("PersistentVolumeClaim", namespace, pvc["metadata"]["name"])
+        assert owned_part(live_pvc, pvc) == pvc
+    simulate.complete_job(kube, namespace, job)  # the kubelet's and Job controller's part
+
+    for kind in ("Deployment", "Service"):
+        live = applied(kube, kind, want[kind], name)
+        assert owned_part(live, want[kind]) == want[kind], kind
+
+
+def test_fields_removed_from_the_spec_leave_the_deployment(
+    kube: Kube, namespace: str, operator: Operator
+) -> None:
+    gone = {"key": "spyre.example/gone", "operator": "Exists", "effect": "NoSchedule"}
+    kept = {"key": "spyre.example/kept", "operator": "Exists", "effect": "NoSchedule"}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+                ]
+            }
+        }
+    }
+    doc = model(namespace, "placed")
+    doc["spec"] |= {
+        "nodeSelector": {"zone": "a"},
+        "schedulerName": "spyre-scheduler",
+        "affinity": affinity,
+        "tolerations": [gone, kept],
+        "env": [{"name": "GONE", "value": "1"}, {"name": "KEPT", "value": "1"}],
+    }
+    create(kube, doc)
+    uid = get(kube, namespace, "placed")["metadata"]["uid"]
+    want = desired(parse(doc), uid)
+    simulate.complete_job(
+        kube, namespace, wait_for(lambda: kube.get("Job", namespace, want.job["metadata"]["name"]),
+                                  "the compile Job exists")["metadata"]["name"]
+    )  # fmt: skip
+    pod = applied(kube, "Deployment", want.deployment, "placed")["spec"]["template"]["spec"]
+    assert (pod["nodeSelector"], pod["schedulerName"]) == ({"zone": "a"}, "spyre-scheduler")
+    assert pod["affinity"] == affinity and pod["tolerations"] == [gone, kept]
+
+    removal = {
+        "nodeSelector": None,
+        "schedulerName": None,
+        "affinity": None,
+        "tolerations": [kept],
+        "env": [{"name": "KEPT", "value": "1"}],
+    }
+    spec_patch(kube, namespace, "placed", removal)
+    now = get(kube, namespace, "placed")
+    deploy = applied(kube, "Deployment", desired(parse(now), uid).deployment, "placed")
+    pod = deploy["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod
+    # Kubernetes 1.20's apply keeps the emptied struct (affinity: {nodeAffinity: {}}): no
+    # constraint is left, which is what matters to the scheduler.
+    assert not any((pod.get("affinity") or {}).values()), pod["affinity"]
+    assert pod["schedulerName"] == "default-scheduler"  # the API server's default, not ours
+    assert pod["tolerations"] == [kept]
+    env = {e["name"] for e in pod["containers"][0]["env"]}
+    assert "KEPT" in env and "GONE" not in env
