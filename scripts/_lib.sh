@@ -29,3 +29,34 @@ ensure_apt() {
   $sudo apt-get update -qq >&2 || return 1
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2 || return 1
 }
+
+# The declared minimum version of every runtime dependency (the `>=` floors in
+# pyproject.toml of `dependencies` and the `operator` extra), as exact pins.
+floor_pins() {
+  python3 - "$ROOT/pyproject.toml" <<'PY'
+import re, sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    project = tomllib.load(f)["project"]
+for dep in project["dependencies"] + project["optional-dependencies"]["operator"]:
+    found = re.match(r"^([A-Za-z0-9_.-]+)\s*>=\s*([^,;\s]+)", dep)
+    if not found:
+        sys.exit(f"pyproject.toml: {dep!r} declares no >= floor to test")
+    print(f"{found[1]}=={found[2]}")
+PY
+}
+
+# A second venv, .venv-floor/, with those exact floors (and the newest dev tools).
+ensure_floor_venv() {
+  FLOOR_VENV="$ROOT/.venv-floor"
+  local pins
+  pins=$(floor_pins) || return 1
+  local stamp="$FLOOR_VENV/.installed-$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    echo ">> preparing .venv-floor with the minimum versions: $(echo $pins)" >&2
+    [ -x "$FLOOR_VENV/bin/python" ] || python3 -m venv "$FLOOR_VENV"
+    "$FLOOR_VENV/bin/pip" install --quiet --upgrade pip >&2 || return 1
+    "$FLOOR_VENV/bin/pip" install --quiet -e "$ROOT[operator,dev]" $pins >&2 || return 1
+    rm -f "$FLOOR_VENV"/.installed-*
+    touch "$stamp"
+  fi
+}
