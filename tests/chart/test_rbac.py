@@ -43,7 +43,6 @@ class Call:
 OPERATOR_CALLS = (
     Call("list", PLURAL, GROUP, why="kopf watches SpyreModels (handlers.py)"),
     Call("watch", PLURAL, GROUP, why="kopf watches SpyreModels (handlers.py)"),
-    Call("patch", PLURAL, GROUP, why="kopf: progress/diff-base annotations"),
     Call("get", PLURAL, GROUP, why="reconcile/engine.py reads the latest copy"),
     Call("patch", PLURAL, GROUP, "status", why="reconcile/apply.write_status"),
     Call("list", "persistentvolumeclaims", why="kopf.index persistentvolumeclaims (observe)"),
@@ -92,6 +91,8 @@ REFUSED = (
     Call("update", "deployments", "apps"),
     Call("patch", "deployments", "apps", "scale"),
     Call("create", PLURAL, GROUP),
+    Call("patch", PLURAL, GROUP),  # kopf writes nothing to a SpyreModel (handlers.py)
+    Call("update", PLURAL, GROUP),
     Call("delete", PLURAL, GROUP),
     Call("update", PLURAL, GROUP, "status"),
     Call("get", "configmaps"),

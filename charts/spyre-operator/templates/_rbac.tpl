@@ -21,7 +21,7 @@ spyre_operator.reconcile (tests/chart/test_rbac.py checks each one as this ident
 {{- define "spyre-operator.operatorRules" -}}
 - apiGroups: [serving.spyre.dev]
   resources: [spyremodels]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch]
 - apiGroups: [serving.spyre.dev]
   resources: [spyremodels/status]
   verbs: [patch]

@@ -14,7 +14,7 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 CONDITION_TYPES = (CACHE_READY, AVAILABLE, PROGRESSING, DEGRADED)
 
-Phase = Literal["Pending", "Compiling", "Starting", "Ready", "Degraded", "Failed", "Invalid"]
+Phase = Literal["Compiling", "Starting", "Ready", "Degraded", "Failed", "Invalid"]
 
 
 class StatusModel(ApiModel):
