@@ -182,6 +182,37 @@ def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> No
     assert kube.total_writes() == writes
 
 
+def test_deployment_writes_are_applies_but_the_replicas_follow_by_patch(kube: FakeKube) -> None:
+    """Create and update alike are one server-side apply of the whole manifest (so a field
+    removed from the spec leaves); only following spec.replicas while a new cache compiles
+    is a patch of that one field."""
+    name = "micro-granite-cpu"
+    rec, _ = reconciler(kube)
+    rec.reconcile(NS, name)
+    finish_compile(kube)
+    rec.reconcile(NS, name)
+
+    def pod_spec() -> dict[str, Any]:
+        deploy = kube.get("Deployment", NS, name)
+        assert deploy is not None
+        spec: dict[str, Any] = deploy["spec"]["template"]["spec"]
+        return spec
+
+    kube.patch("SpyreModel", NS, name, {"spec": {"nodeSelector": {"zone": "a"}}})
+    rec.reconcile(NS, name)
+    assert pod_spec()["nodeSelector"] == {"zone": "a"}
+    kube.patch("SpyreModel", NS, name, {"spec": {"nodeSelector": None}})
+    rec.reconcile(NS, name)
+    assert "nodeSelector" not in pod_spec()
+    assert kube.writes["APPLY Deployment"] == 3 and "PATCH Deployment" not in kube.writes
+
+    new_key = {"batching": {"continuous": {"maxNumSeqs": 2}}, "replicas": 3}
+    kube.patch("SpyreModel", NS, name, {"spec": new_key})
+    rec.reconcile(NS, name)  # compiles the new key; the old Deployment follows replicas
+    assert kube.writes["PATCH Deployment"] == 1 and kube.writes["APPLY Deployment"] == 3
+    assert kube.get("Deployment", NS, name)["spec"]["replicas"] == 3  # type: ignore[index]
+
+
 def test_a_stale_copy_is_read_again_and_written_once(kube: FakeKube) -> None:
     rec, events = reconciler(kube)
     stale = kube.get("SpyreModel", NS, "micro-granite-cpu")
