@@ -74,7 +74,7 @@ CHANGES_KEY = {
     "tensor parallel": {"tensorParallelSize": 2},
     "model": {"model": {"id": "ibm-granite/granite-4-8b-dense"}},
     "revision": {"model": {"revision": "v1"}},
-    "quantization": {"model": {"quantization": "gptq"}},
+    "quantization": {"model": {"quantization": "gptq"}, "cache": {"compile": {"backend": None}}},
     "image": {"image": "registry.example/runtime:1"},
     "runtime version": {"runtime": {"version": "2.5.2"}},
     "flavour": {
