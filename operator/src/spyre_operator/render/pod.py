@@ -10,9 +10,11 @@ from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.args import container_args
 from spyre_operator.render.env import Role, backend_for, container_env
 
-# Budgets of the serving startupProbe: loading precompiled graphs takes minutes, a cold
-# compile of an 8B TP4 32K model 20-60 minutes.
-STARTUP_MINUTES_PRECOMPILED = 10
+# Budgets of the serving startupProbe. Even with precompiled graphs a first start downloads
+# the weights (about 16 GB for an 8B model), loads them and the graphs and runs two warmup
+# passes: upstream's deployment guide allows 20 minutes. A cold compile of an 8B TP4 32K
+# model takes 20-60 minutes.
+STARTUP_MINUTES_PRECOMPILED = 20
 STARTUP_MINUTES_COMPILING = 90
 # /dev/shm per tensor-parallel rank: the ranks exchange tensors through shared memory.
 SHM_GI_PER_RANK = 2
@@ -104,6 +106,8 @@ def _container(spec: SpyreModelSpec, role: Role, mounts: list[dict[str, Any]]) -
         "env": container_env(spec, role),
         "resources": _resources(spec, role),
         "volumeMounts": mounts,
+        # The image's WORKDIR is on the read-only root filesystem: start in the writable HOME.
+        "workingDir": rt.HOME_DIR,
         "securityContext": CONTAINER_SECURITY,
         # An OOM-killed compile writes no summary: fall back to the log tail.
         "terminationMessagePolicy": "FallbackToLogsOnError",
