@@ -270,6 +270,16 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "spec.env[0].name",
         "may change the compiled graphs",
     ),
+    "env replacing the known-config registry": (
+        {"env": [{"name": "SENDNN_INFERENCE_MODEL_CONFIG_FILE", "value": "/etc/r.yaml"}]},
+        "spec.env[0].name",
+        "replaces vLLM-Spyre's known-config registry",
+    ),
+    "env replacing the registry of vllm-spyre": (
+        {**VLLM_SPYRE, "env": [{"name": "VLLM_SPYRE_MODEL_CONFIG_FILE", "value": "/r.yaml"}]},
+        "spec.env[0].name",
+        "the file's content cannot be part of the cache key",
+    ),
     "env with value and valueFrom": (
         {"env": [{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]},
         "spec.env[0]",

@@ -246,7 +246,15 @@ def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:
         if e.name in seen:
             yield Problem(f"{path}.name", f"{e.name} is set twice: keep one")
         seen.add(e.name)
-        if runtimes.is_reserved_env(e.name):
+        if e.name.endswith(runtimes.MODEL_CONFIG_FILE) and runtimes.is_reserved_env(e.name):
+            yield Problem(
+                f"{path}.name",
+                f"{e.name} replaces vLLM-Spyre's known-config registry, whose device "
+                "settings shape the compiled graphs, and the file's content cannot be part "
+                "of the cache key: set batching.continuous.maxBatchTkvLimit or "
+                "numGpuBlocksOverride instead",
+            )
+        elif runtimes.is_reserved_env(e.name):
             yield Problem(
                 f"{path}.name",
                 f"{e.name} is set by the operator or by vLLM-Spyre from spec fields and may "
