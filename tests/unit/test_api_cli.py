@@ -119,6 +119,23 @@ def test_render_uses_the_namespace_flag(tmp_path: Path, capsys: pytest.CaptureFi
     assert {d["metadata"]["namespace"] for d in docs} == {"team"}
 
 
+@pytest.mark.parametrize(("platform", "fs_group"), [("kubernetes", 2000), ("openshift", None)])
+def test_render_platform_flag(
+    platform: str, fs_group: int | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["render", GRANITE, "--platform", platform]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Job", "Deployment")]
+    assert [p["securityContext"].get("fsGroup") for p in pods] == [fs_group, fs_group]
+
+
+def test_render_refuses_an_unknown_platform(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["render", GRANITE, "--platform", "gke"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'gke'" in capsys.readouterr().err
+
+
 def test_crd_prints_the_committed_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crd"]) == 0
     assert capsys.readouterr().out == (ROOT / CRD_FILES[0]).read_text()

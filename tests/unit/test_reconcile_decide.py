@@ -10,6 +10,7 @@ import pytest
 from apilib import example, merge
 
 from spyre_operator.api.validation import parse, validate
+from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import Plan, decide, decide_invalid, differs, needs_apply
 from spyre_operator.reconcile.observe import Observed, deployment_view, job_view, pod_issues
@@ -176,6 +177,29 @@ def test_succeeded_job_records_summary_and_creates_deployment_and_service() -> N
     assert plan.status["activeCacheKey"] == key
     assert cond(plan, "CacheReady")[0] == "True"
     assert plan.status["phase"] == "Starting"
+
+
+@pytest.mark.parametrize(("platform", "fs_group"), [("", 2000), ("openshift", None)])
+def test_the_operators_platform_shapes_the_pods_it_creates(
+    platform: str, fs_group: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(options.PLATFORM_ENV, platform)  # as `run --platform` sets it
+    obj = body()
+    created = job(obj)
+    plan = step(obj, pvc_exists=True, job=job_view(job(obj, **complete("x")), []))
+    pods = [
+        created["spec"]["template"]["spec"],
+        applied(plan, "Deployment")["spec"]["template"]["spec"],
+    ]
+    assert [p["securityContext"].get("fsGroup") for p in pods] == [fs_group, fs_group]
+
+
+def test_an_unknown_platform_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(options.PLATFORM_ENV, "gke")
+    with pytest.raises(
+        ValueError, match="SPYRE_OPERATOR_PLATFORM='gke': use one of kubernetes, openshift"
+    ):
+        options.platform()
 
 
 def test_available_deployment_is_ready_with_endpoint_and_idle_pass_changes_nothing() -> None:

@@ -20,6 +20,7 @@ from spyre_operator.api.names import GROUP
 from spyre_operator.api.problem import Problem
 from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING
 from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import (
     Cond,
     Event,
@@ -245,7 +246,8 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     # From the summary (recorded once the pods were read: they may be gone later).
     failure = Failure(cache["reason"], cache["message"]) if cache.get("ok") is False else None
     if job is None and not cache_ready:
-        manifest = owned(build_compile_job(spec, model.namespace), model, uid, controller=False)
+        job_manifest = build_compile_job(spec, model.namespace, options.platform())
+        manifest = owned(job_manifest, model, uid, controller=False)
         actions.append(
             Action(
                 "create",
@@ -270,7 +272,8 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     rolling = False
     active_key = deploy.cache_key if deploy is not None else None
     if cache_ready:
-        desired = with_hash(owned(build_deployment(model), model, uid, controller=True))
+        deployment = build_deployment(model, options.platform())
+        desired = with_hash(owned(deployment, model, uid, controller=True))
         if deploy is None or needs_apply(desired, deploy.live):
             rolling = True
             if deploy is None:

@@ -9,7 +9,7 @@ from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
-from spyre_operator.render.pod import pod_spec, startup_seconds
+from spyre_operator.render.pod import Platform, pod_spec, startup_seconds
 
 # Time for a rollout beyond the startup budget (image pull, scheduling).
 ROLLOUT_MARGIN_SECONDS = 600
@@ -43,7 +43,9 @@ def build_cache_pvc(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
     }
 
 
-def build_compile_job(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
+def build_compile_job(
+    spec: SpyreModelSpec, namespace: str, platform: Platform = "kubernetes"
+) -> dict[str, Any]:
     """The compile Job of the spec's cache key, shared by every SpyreModel with that key."""
     key = cache_key(spec)
     name = meta.compile_job_name(key)
@@ -57,13 +59,13 @@ def build_compile_job(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
             "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
             "template": {
                 "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
-                "spec": pod_spec(spec, "precompile"),
+                "spec": pod_spec(spec, "precompile", platform),
             },
         },
     }
 
 
-def build_deployment(model: SpyreModel) -> dict[str, Any]:
+def build_deployment(model: SpyreModel, platform: Platform = "kubernetes") -> dict[str, Any]:
     spec, key = model.spec, cache_key(model.spec)
     labels = (
         meta.labels(meta.SERVER, model.name)
@@ -80,7 +82,7 @@ def build_deployment(model: SpyreModel) -> dict[str, Any]:
             "progressDeadlineSeconds": startup_seconds(spec) + ROLLOUT_MARGIN_SECONDS,
             "template": {
                 "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
-                "spec": pod_spec(spec, "serve"),
+                "spec": pod_spec(spec, "serve", platform),
             },
         },
     }
@@ -108,12 +110,15 @@ def endpoint_url(model: SpyreModel) -> str:
     return f"http://{model.name}.{model.namespace}.svc:{model.spec.service.port}/v1"
 
 
-def build_children(model: SpyreModel, uid: str | None = None) -> list[dict[str, Any]]:
+def build_children(
+    model: SpyreModel, uid: str | None = None, platform: Platform = "kubernetes"
+) -> list[dict[str, Any]]:
     """Everything the operator may create for a SpyreModel, in creation order. With a uid,
     the owned objects get ownerReferences (the shared compile Job as a non-controller)."""
     spec = model.spec
-    job = build_compile_job(spec, model.namespace)
-    owned = [(job, False), (build_deployment(model), True), (build_service(model), True)]
+    job = build_compile_job(spec, model.namespace, platform)
+    deployment = build_deployment(model, platform)
+    owned = [(job, False), (deployment, True), (build_service(model), True)]
     if uid is not None:
         for obj, controller in owned:
             ref = meta.owner_reference(model.name, uid, controller=controller)

@@ -19,6 +19,7 @@ from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.problem import InvalidSpec
 from spyre_operator.api.validation import SpyreModel, parse
 from spyre_operator.render.children import build_children
+from spyre_operator.render.pod import PLATFORMS
 from spyre_operator.render.yamlio import dump_documents, load_documents
 
 INVALID = 2
@@ -39,6 +40,13 @@ def register(sub: Any) -> None:
     render.add_argument("files", nargs="+", metavar="FILE", help="SpyreModel YAML ('-': stdin)")
     render.add_argument("--uid", help="SpyreModel uid for ownerReferences (default: none)")
     render.add_argument("--namespace", default="default", help="when metadata has none")
+    render.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        default=PLATFORMS[0],
+        help="as the operator's --platform: openshift leaves fsGroup to the SCC "
+        "(default: %(default)s)",
+    )
     render.set_defaults(func=_render)
 
     validate = sub.add_parser("validate", help="check SpyreModel FILEs, print every problem")
@@ -120,7 +128,11 @@ def _render(args: argparse.Namespace) -> int:
     loaded = load(args.files, args.namespace)
     status = _report(loaded)
     if status == 0:
-        docs = [obj for _, model in loaded.models for obj in build_children(model, args.uid)]
+        docs = [
+            obj
+            for _, model in loaded.models
+            for obj in build_children(model, args.uid, args.platform)
+        ]
         sys.stdout.write(dump_documents(docs))
     return status
 
