@@ -7,6 +7,7 @@ reports; invalid input exits 2, without a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,12 @@ def register(sub: Any) -> None:
 
     validate = sub.add_parser("validate", help="check SpyreModel FILEs, print every problem")
     validate.add_argument("files", nargs="+", metavar="FILE", help="SpyreModel YAML ('-': stdin)")
+    validate.add_argument(
+        "--model-config",
+        metavar="JSON",
+        help="the model's config.json: find its known-config entry by architecture, as the "
+        "plugins do (default: by model.id)",
+    )
     validate.set_defaults(func=_validate, namespace="default")
 
 
@@ -80,7 +87,7 @@ def _read(file: str) -> str:
     return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
 
 
-def load(files: list[str], namespace: str) -> Loaded:
+def load(files: list[str], namespace: str, model_config: dict[str, Any] | None = None) -> Loaded:
     out = Loaded()
     for file in files:
         try:
@@ -103,7 +110,7 @@ def load(files: list[str], namespace: str) -> Loaded:
                 out.errors += [f"{label}: {problem}" for problem in invalid.problems]
                 continue
             out.models.append((label, model))
-            warning = known_config_warning(model.spec)
+            warning = known_config_warning(model.spec, model_config)
             if warning:
                 out.warnings.append(f"{label}: warning: {warning}")
     return out
@@ -137,8 +144,24 @@ def _render(args: argparse.Namespace) -> int:
     return status
 
 
+def _model_config(path: str) -> dict[str, Any]:
+    """A config.json as a mapping; ValueError with the reason otherwise."""
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot read the model config: {err}") from err
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ValueError(f"{path}: not a model config.json (a JSON object with model_type)")
+    return config
+
+
 def _validate(args: argparse.Namespace) -> int:
-    loaded = load(args.files, args.namespace)
+    try:
+        model_config = _model_config(args.model_config) if args.model_config else None
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return INVALID
+    loaded = load(args.files, args.namespace, model_config)
     for label, _ in loaded.models:
         print(f"{label}: valid")
     return _report(loaded)
