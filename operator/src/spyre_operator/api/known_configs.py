@@ -74,6 +74,13 @@ GRANITE_4_HYBRID = GRANITE_4_8B | {"model_type": "granitemoehybrid", "num_expert
 LLAMA3_8B = _arch("llama", **_decoder(32, 131072, 4096, 128256))
 PIXTRAL_VISION = {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16}
 
+
+def _pixtral(layers: int, positions: int, hidden: int) -> dict[str, Any]:
+    """Mistral 3 models (vLLM loads their config with model_type pixtral)."""
+    text = _decoder(layers, positions, hidden, 131072)
+    return _arch("pixtral", text_config=text, vision_config=PIXTRAL_VISION)
+
+
 GRANITE_8B_CB = ((1, 3072, 16), (1, 8192, 4), (2, 8192, 4), (4, 32768, 32))
 FP8_8B_CB = ((1, 3072, 16), (4, 16384, 4), (4, 32768, 32))
 GRANITE_8B_STATIC = (
@@ -171,27 +178,15 @@ SENDNN_INFERENCE_2_6_3 = Registry(
             ((1, 8192, 16), (2, 16384, 16), (4, 32768, 32)),
         ),
         "mistralai/Mistral-Small-3.2-24B-Instruct-2506": KnownModel(
-            _arch(
-                "pixtral",
-                text_config=_decoder(40, 131072, 5120, 131072),
-                vision_config=PIXTRAL_VISION,
-            ),
+            _pixtral(40, 131072, 5120),
             ((2, 8192, 32), (4, 32768, 32)),
         ),
         "mistralai/Ministral-3-14B-Instruct-2512-BF16": KnownModel(
-            _arch(
-                "pixtral",
-                text_config=_decoder(40, 262144, 5120, 131072),
-                vision_config=PIXTRAL_VISION,
-            ),
+            _pixtral(40, 262144, 5120),
             ((1, 4096, 32), (4, 32768, 32)),
         ),
         "mistralai/Ministral-3-8B-Instruct-2512-BF16": KnownModel(
-            _arch(
-                "pixtral",
-                text_config=_decoder(34, 262144, 4096, 131072),
-                vision_config=PIXTRAL_VISION,
-            ),
+            _pixtral(34, 262144, 4096),
             ((1, 4096, 32), (4, 32768, 32)),
         ),
         **_pooling_models(2),
