@@ -51,7 +51,8 @@ COMBINATIONS: dict[str, Combination] = {
         "podAnnotations": {"example.com/team": "ml-platform"},
     },
     "openshift-security-context": lambda _: {
-        "podSecurityContext": {"runAsUser": None, "runAsGroup": None, "fsGroup": None}
+        "podSecurityContext": {"runAsUser": None, "runAsGroup": None, "fsGroup": None},
+        "operator.platform": "openshift",
     },
 }
 
@@ -107,6 +108,7 @@ def test_operator_deployment_is_one_restricted_replica() -> None:
         "--metrics-port=8081",
         "--resync-seconds=300",
         "--workers=16",
+        "--platform=kubernetes",
     ]
     assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
     assert container["image"] == "quay.io/spyre-serving/operator:0.1.0"
@@ -132,6 +134,7 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
     assert args.verbose is (operator.get("logLevel") == "debug")
     assert args.workers == operator.get("workers", 16)
     assert args.resync_seconds == operator.get("resyncSeconds", 300)
+    assert args.platform == values.get("operator.platform", "kubernetes")
 
 
 def test_namespaced_mode_watches_exactly_the_list() -> None:
@@ -240,6 +243,7 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"livenessProbe.port": 80}, "/livenessProbe/port"),
     ({"metrics.port": 8080}, "metrics.port: must differ from livenessProbe.port"),
     ({"operator.workers": 0}, "/operator/workers"),
+    ({"operator.platform": "gke"}, "/operator/platform"),
     ({"operator.resyncSeconds": "5m"}, "/operator/resyncSeconds"),
     (
         {"metrics.enabled": False, "monitoring.operator.enabled": True},

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 PREFIX = {"vllm-spyre": "VLLM_SPYRE_", "sendnn-inference": "SENDNN_INFERENCE_"}
 PLUGIN = {"vllm-spyre": "spyre", "sendnn-inference": "sendnn_inference"}
@@ -50,6 +51,25 @@ def contract_env(
 
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def installed_venv(flavour: str) -> Path:
+    """The flavour's CPU runtime venv (scripts/runtime-env); the test fails if it is missing."""
+    done = subprocess.run(
+        [str(REPO / "scripts" / "runtime-env"), "--installed", flavour],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        pytest.fail(
+            f"the {flavour} runtime env is missing; install it first with "
+            f"`scripts/runtime-env {flavour}` (or `all`):\n{done.stderr}",
+            pytrace=False,
+        )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
 BACKEND_ENV = {
     # eager: the plugin's CPU path; USE_CB=1: 1.x decoders use continuous batching, which is
     # what 2.x always does, so both flavours warm up the same kind of graphs.

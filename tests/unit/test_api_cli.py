@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,41 @@ def test_validate_warns_off_the_registry(
     assert capsys.readouterr().err.startswith(f"{path}: demo: warning: acme/llm is not in")
 
 
+def test_validate_matches_a_model_config_by_architecture(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model on a volume has no id: its config.json finds the registry entry."""
+    on_pvc = {"id": None, "path": "/models/m", "source": {"pvc": {"claimName": "m"}}}
+    batching = {"continuous": {"maxModelLen": 8192, "maxNumSeqs": 8}}
+    path = _write(
+        tmp_path, yaml.safe_dump(merge(BASE, {"spec": {"model": on_pvc, "batching": batching}}))
+    )
+    assert main(["validate", path]) == 0
+    assert capsys.readouterr().err == ""  # no id, no config: nothing to look up
+    granite = {
+        "model_type": "granite", "num_hidden_layers": 40, "max_position_embeddings": 131072,
+        "hidden_size": 4096, "vocab_size": 49159, "num_key_value_heads": 8,
+        "num_attention_heads": 32,
+    }  # fmt: skip
+    config = _write(tmp_path, json.dumps(granite), "config.json")
+    assert main(["validate", path, "--model-config", config]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}: demo: warning: /models/m (matched by its model config): ")
+    assert "for ibm-granite/granite-3.3-8b-instruct: (1, 3072, 16)" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("{", "cannot read the model config"), ("[1]", "not a model config.json")],
+)
+def test_validate_refuses_a_bad_model_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    config = _write(tmp_path, text, "config.json")
+    assert main(["validate", GRANITE, "--model-config", config]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_validate_reads_stdin(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -117,6 +153,23 @@ def test_render_uses_the_namespace_flag(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["render", path, "--namespace", "team"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert {d["metadata"]["namespace"] for d in docs} == {"team"}
+
+
+@pytest.mark.parametrize(("platform", "fs_group"), [("kubernetes", 2000), ("openshift", None)])
+def test_render_platform_flag(
+    platform: str, fs_group: int | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["render", GRANITE, "--platform", platform]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Job", "Deployment")]
+    assert [p["securityContext"].get("fsGroup") for p in pods] == [fs_group, fs_group]
+
+
+def test_render_refuses_an_unknown_platform(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["render", GRANITE, "--platform", "gke"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'gke'" in capsys.readouterr().err
 
 
 def test_crd_prints_the_committed_file(capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,6 +31,16 @@ NO_CHUNKED_PREFILL = {
     "batching": {"continuous": {"chunkedPrefill": False, "maxNumBatchedTokens": 8192}},
 }
 FP8 = {"model": {"id": "ibm-granite/granite-3.3-8b-instruct-FP8"}}
+GPTQ = {"model": {"quantization": "gptq"}}
+# FP8 weights on a volume whose path does not say so: the checkpoint type is declared.
+COMPRESSED = {
+    "model": {
+        "path": "/models/granite",
+        "quantization": "compressed-tensors",
+        "source": {"pvc": {"claimName": "models"}},
+    }
+}
+W4A16 = {"model": {"id": "acme/llm-8b-w4a16"}}
 
 GOOD: dict[str, dict[str, Any]] = {
     "base": {},
@@ -60,6 +70,10 @@ GOOD: dict[str, dict[str, Any]] = {
     "vllm-spyre CB without chunked prefill, chunk >= maxModelLen": NO_CHUNKED_PREFILL,
     "prefix caching with chunked prefill": {"batching": {"continuous": {"prefixCaching": True}}},
     "FP8 with a batch of 2": merge(FP8, {"batching": {"continuous": {"maxNumSeqs": 2}}}),
+    "GPTQ with a batch of 2": merge(GPTQ, {"batching": {"continuous": {"maxNumSeqs": 2}}}),
+    "FP8 checkpoint declared as compressed-tensors": COMPRESSED,
+    "unquantized with a batch of 1": {"batching": {"continuous": {"maxNumSeqs": 1}}},
+    "unquantized compiled on CPU": {"cache": {"compile": {"backend": "sendnn_compile_only"}}},
     "TP 4 on 4 cards": {"tensorParallelSize": 4, "accelerator": {"count": 4}},
     "eager on CPU": {"backend": "eager"},
     "eager with cards": {"backend": "eager", "accelerator": {"count": 1}},
@@ -172,7 +186,29 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "FP8 with a batch of 1": (
         merge(FP8, {"batching": {"continuous": {"maxNumSeqs": 1}}}),
         "spec.batching.continuous.maxNumSeqs",
-        "FP8 models do not support batch size 1",
+        "quantized models (ibm-granite/granite-3.3-8b-instruct-FP8 names a quantized "
+        "checkpoint) do not support batch size 1",
+    ),
+    "GPTQ with a batch of 1": (
+        merge(GPTQ, {"batching": {"continuous": {"maxNumSeqs": 1}}}),
+        "spec.batching.continuous.maxNumSeqs",
+        "quantized models (quantization gptq) do not support batch size 1",
+    ),
+    "compressed-tensors with a batch of 1": (
+        merge(COMPRESSED, {"batching": {"continuous": {"maxNumSeqs": 1}}}),
+        "spec.batching.continuous.maxNumSeqs",
+        "quantized models (quantization compressed-tensors) do not support batch size 1",
+    ),
+    "a wNaM checkpoint with a batch of 1": (
+        merge(W4A16, {"batching": {"continuous": {"maxNumSeqs": 1}}}),
+        "spec.batching.continuous.maxNumSeqs",
+        "acme/llm-8b-w4a16 names a quantized checkpoint",
+    ),
+    "fp8 as a quantization method": (
+        {"model": {"quantization": "fp8"}},
+        "spec.model.quantization",
+        "must be one of 'gptq' or 'compressed-tensors', got 'fp8' (vLLM-Spyre accepts gptq "
+        "and compressed-tensors; FP8 checkpoints are compressed-tensors",
     ),
     "TP 3": (
         {"tensorParallelSize": 3},
@@ -202,7 +238,12 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "compile FP8 on CPU": (
         merge(FP8, {"cache": {"compile": {"backend": "sendnn_compile_only"}}}),
         "spec.cache.compile.backend",
-        "cannot compile FP8 models",
+        "sendnn_compile_only cannot compile quantized models",
+    ),
+    "compile GPTQ on CPU": (
+        merge(GPTQ, {"cache": {"compile": {"backend": "sendnn_compile_only"}}}),
+        "spec.cache.compile.backend",
+        "cannot compile quantized models (quantization gptq)",
     ),
     "pooling requiring precompiled graphs": (
         merge(EMBED, {"cache": {"requirePrecompiled": True}}),
@@ -228,6 +269,16 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         {"env": [{"name": "VLLM_DT_MAX_CONTEXT_LEN", "value": "1"}]},
         "spec.env[0].name",
         "may change the compiled graphs",
+    ),
+    "env replacing the known-config registry": (
+        {"env": [{"name": "SENDNN_INFERENCE_MODEL_CONFIG_FILE", "value": "/etc/r.yaml"}]},
+        "spec.env[0].name",
+        "replaces vLLM-Spyre's known-config registry",
+    ),
+    "env replacing the registry of vllm-spyre": (
+        {**VLLM_SPYRE, "env": [{"name": "VLLM_SPYRE_MODEL_CONFIG_FILE", "value": "/r.yaml"}]},
+        "spec.env[0].name",
+        "the file's content cannot be part of the cache key",
     ),
     "env with value and valueFrom": (
         {"env": [{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]},

@@ -10,6 +10,7 @@ import pytest
 from apilib import example, merge
 
 from spyre_operator.api.validation import parse, validate
+from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import Plan, decide, decide_invalid, differs, needs_apply
 from spyre_operator.reconcile.observe import Observed, deployment_view, job_view, pod_issues
@@ -174,6 +175,29 @@ def test_succeeded_job_records_summary_and_creates_deployment_and_service() -> N
     assert plan.status["activeCacheKey"] == key
     assert cond(plan, "CacheReady")[0] == "True"
     assert plan.status["phase"] == "Starting"
+
+
+@pytest.mark.parametrize(("platform", "fs_group"), [("", 2000), ("openshift", None)])
+def test_the_operators_platform_shapes_the_pods_it_creates(
+    platform: str, fs_group: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(options.PLATFORM_ENV, platform)  # as `run --platform` sets it
+    obj = body()
+    created = job(obj)
+    plan = step(obj, pvc_exists=True, job=job_view(job(obj, **complete("x")), []))
+    pods = [
+        created["spec"]["template"]["spec"],
+        applied(plan, "Deployment")["spec"]["template"]["spec"],
+    ]
+    assert [p["securityContext"].get("fsGroup") for p in pods] == [fs_group, fs_group]
+
+
+def test_an_unknown_platform_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(options.PLATFORM_ENV, "gke")
+    with pytest.raises(
+        ValueError, match="SPYRE_OPERATOR_PLATFORM='gke': use one of kubernetes, openshift"
+    ):
+        options.platform()
 
 
 def test_available_deployment_is_ready_with_endpoint_and_idle_pass_changes_nothing() -> None:
@@ -357,7 +381,7 @@ def test_a_removed_field_is_a_new_manifest_applied_whole() -> None:
         "nodeSelector": {"zone": "a"},
         "schedulerName": "spyre-scheduler",
         "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
-        "env": [{"name": "EXTRA", "value": "1"}],
+        "env": [{"name": "VLLM_LOG_STATS_INTERVAL", "value": "30"}],
     }
     obj = body(placed)
     summary = json.dumps({"ok": True, "seconds": 1})
@@ -384,7 +408,7 @@ def test_a_removed_field_is_a_new_manifest_applied_whole() -> None:
     new_pod = deploy["spec"]["template"]["spec"]
     assert "nodeSelector" not in new_pod and "schedulerName" not in new_pod
     assert "tolerations" not in new_pod
-    assert "EXTRA" not in {e["name"] for e in new_pod["containers"][0]["env"]}
+    assert "VLLM_LOG_STATS_INTERVAL" not in {e["name"] for e in new_pod["containers"][0]["env"]}
     assert plan.actions[0].reason == "UpdatedDeployment"
 
 

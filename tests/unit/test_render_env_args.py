@@ -171,9 +171,12 @@ def test_local_model_args() -> None:
 
 
 def test_pooling_revision_quantization_and_extra_args() -> None:
-    spec = {"model": {"revision": "abc", "quantization": "fp8"}, "extraArgs": ["--seed", "1"]}
+    spec = {
+        "model": {"revision": "abc", "quantization": "compressed-tensors"},
+        "extraArgs": ["--seed", "1"],
+    }
     args = container_args(_spec(with_spec(spec)), "serve")
-    assert args[2:6] == ["--revision", "abc", "--quantization", "fp8"]
+    assert args[2:6] == ["--revision", "abc", "--quantization", "compressed-tensors"]
     assert args[-2:] == ["--seed", "1"]
     pooling = container_args(_spec(example("granite-embedding-125m-english")), "precompile")
     assert pooling[2:4] == ["--runner", "pooling"]
@@ -181,6 +184,8 @@ def test_pooling_revision_quantization_and_extra_args() -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_every_rendered_flag_is_protected_from_extra_args(path: Any) -> None:
-    spec = _spec(merge(load_example(path), {"spec": {"model": {"quantization": "gptq"}}}))
+    # quantized models compile on cards: the compile backend follows spec.backend
+    patch = {"model": {"quantization": "gptq"}, "cache": {"compile": {"backend": None}}}
+    spec = _spec(merge(load_example(path), {"spec": patch}))
     flags = [a for a in container_args(spec, "serve") if a.startswith("-")]
     assert set(flags) <= RENDERED_FLAGS.keys()

@@ -51,6 +51,11 @@ def _ceil_block(n: int) -> int:
     return -(-n // SPYRE_BLOCK) * SPYRE_BLOCK
 
 
+def _quantized_because(s: SpyreModelSpec) -> str:
+    q = s.model.quantization
+    return f"quantization {q}" if q else f"{s.model.argument} names a quantized checkpoint"
+
+
 def model_identity(s: SpyreModelSpec) -> Iterator[Problem]:
     if not s.model.id and not s.model.path:
         yield Problem(
@@ -171,10 +176,11 @@ def continuous_batching(s: SpyreModelSpec) -> Iterator[Problem]:
                     f"prefix caching needs chunked prefill in {f.name}: set chunkedPrefill: "
                     "true or prefixCaching: false",
                 )
-    if s.model.is_fp8 and cb.max_num_seqs == 1:
+    if s.model.is_quantized and cb.max_num_seqs == 1:
         yield Problem(
             f"{CB}.maxNumSeqs",
-            "FP8 models do not support batch size 1 with continuous batching: use 2 or more",
+            f"quantized models ({_quantized_because(s)}) do not support batch size 1 with "
+            "continuous batching (vLLM-Spyre refuses it for any quantization): use 2 or more",
         )
 
 
@@ -206,10 +212,11 @@ def compile_step(s: SpyreModelSpec) -> Iterator[Problem]:
             f"{f.name} has no sendnn_compile_only backend (sendnn-inference has): use sendnn "
             "to compile on Spyre cards, or runtime.flavour sendnn-inference",
         )
-    elif backend == "sendnn_compile_only" and s.model.is_fp8:
+    elif backend == "sendnn_compile_only" and s.model.is_quantized:
         yield Problem(
             path,
-            "sendnn_compile_only cannot compile FP8 models: use sendnn to compile on Spyre cards",
+            f"sendnn_compile_only cannot compile quantized models ({_quantized_because(s)}): "
+            "use sendnn to compile on Spyre cards",
         )
 
 
@@ -239,7 +246,15 @@ def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:
         if e.name in seen:
             yield Problem(f"{path}.name", f"{e.name} is set twice: keep one")
         seen.add(e.name)
-        if runtimes.is_reserved_env(e.name):
+        if e.name.endswith(runtimes.MODEL_CONFIG_FILE) and runtimes.is_reserved_env(e.name):
+            yield Problem(
+                f"{path}.name",
+                f"{e.name} replaces vLLM-Spyre's known-config registry, whose device "
+                "settings shape the compiled graphs, and the file's content cannot be part "
+                "of the cache key: set batching.continuous.maxBatchTkvLimit or "
+                "numGpuBlocksOverride instead",
+            )
+        elif runtimes.is_reserved_env(e.name):
             yield Problem(
                 f"{path}.name",
                 f"{e.name} is set by the operator or by vLLM-Spyre from spec fields and may "

@@ -25,6 +25,9 @@ WARMUP_NEW_TOKENS = "WARMUP_NEW_TOKENS"
 WARMUP_BATCH_SIZES = "WARMUP_BATCH_SIZES"
 REQUIRE_PRECOMPILED_DECODERS = "REQUIRE_PRECOMPILED_DECODERS"
 NUM_CPUS = "NUM_CPUS"
+# Replaces the known-config registry, whose device settings (TKV limit, KV blocks) shape
+# the graphs; the file's content cannot enter the cache key, so users may not set it.
+MODEL_CONFIG_FILE = "MODEL_CONFIG_FILE"
 
 _COMMON_KNOBS = frozenset(
     {
@@ -81,6 +84,51 @@ RESERVED_ENV = frozenset(
 # Graph-shaping settings of torch_sendnn that have spec fields or are set by the plugin.
 RESERVED_ENV_PREFIXES = ("VLLM_DT_",)
 
+# spec.env names that never change the compiled graphs (logging, hub access, proxies,
+# load pacing, timeouts); every other spec.env entry is part of the cache key.
+GRAPH_NEUTRAL_ENV = frozenset(
+    {
+        "VLLM_LOGGING_LEVEL",
+        "VLLM_CONFIGURE_LOGGING",
+        "VLLM_LOGGING_PREFIX",
+        "VLLM_LOG_STATS_INTERVAL",
+        "VLLM_NO_USAGE_STATS",
+        "VLLM_DO_NOT_TRACK",
+        "DO_NOT_TRACK",
+        "VLLM_API_KEY",
+        DTLOG_LEVEL,
+        DT_DEEPRT_VERBOSE,
+        TORCH_SENDNN_LOG,
+        TOKENIZERS_PARALLELISM,
+        "TRANSFORMERS_VERBOSITY",
+        "PYTHONUNBUFFERED",
+        "TZ",
+        "HF_HUB_OFFLINE",
+        "HF_HUB_ENABLE_HF_TRANSFER",
+        "HF_HUB_DOWNLOAD_TIMEOUT",
+        "HF_HUB_ETAG_TIMEOUT",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+    }
+)
+# The same for plugin settings (after the flavour's prefix).
+GRAPH_NEUTRAL_KNOBS = frozenset(
+    {
+        "MAX_LOAD_PROCESSES",
+        "GLOO_TIMEOUT_MINUTES",
+        "PERF_METRIC_LOGGING_ENABLED",
+        "PERF_METRIC_LOGGING_DIR",
+        "BENCH_METRICS_ENABLED",
+        "WORKER_LOG_REDIRECT_DIR",
+        "OVERRIDE_SIGNALS_HANDLER",
+        "REQUIRE_KNOWN_CONFIG",
+    }
+)
+
 CACHE_ROOT = "/var/cache/spyre"
 HOME_DIR = "/home/spyre"
 MASTER_PORT_VALUE = "12355"
@@ -136,15 +184,34 @@ FLAVOURS: dict[str, Flavour] = {
 }
 
 
-def default_image(flavour: str, version: str) -> str:
-    """The serving image for a flavour and plugin version; the image build tags it so."""
-    return f"{IMAGE_REPOSITORY}:{__version__}-{flavour}-{version}"
+def default_image(flavour: str, version: str, operator_version: str = __version__) -> str:
+    """The serving image for a flavour and plugin version; the image build tags it so. The
+    operator version in the tag keeps the entrypoint in step with the operator's contract."""
+    return f"{IMAGE_REPOSITORY}:{operator_version}-{flavour}-{version}"
+
+
+def is_default_image(image: str, flavour: str, version: str) -> bool:
+    """A tag of the operator's image for this flavour and version, of any operator version:
+    the base image (the plugin, torch_sendnn) is the same, only the entrypoint differs."""
+    prefix, suffix = f"{IMAGE_REPOSITORY}:", f"-{flavour}-{version}"
+    return "@" not in image and image.startswith(prefix) and image.endswith(suffix)
+
+
+def _knob(name: str) -> tuple[Flavour, str] | None:
+    """(flavour, plugin setting) a flavour-prefixed name stands for, else None."""
+    for f in FLAVOURS.values():
+        if name.startswith(f.env_prefix):
+            return f, name[len(f.env_prefix) :]
+    return None
 
 
 def is_reserved_env(name: str) -> bool:
     if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
         return True
-    return any(
-        name.startswith(f.env_prefix) and name[len(f.env_prefix) :] in f.knobs
-        for f in FLAVOURS.values()
-    )
+    knob = _knob(name)
+    return knob is not None and (knob[1] == MODEL_CONFIG_FILE or knob[0].reads(knob[1]))
+
+
+def is_graph_neutral_env(name: str) -> bool:
+    knob = _knob(name)
+    return name in GRAPH_NEUTRAL_ENV or (knob is not None and knob[1] in GRAPH_NEUTRAL_KNOBS)

@@ -7,6 +7,7 @@ api/rules.py.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -20,6 +21,8 @@ SPYRE_BLOCK = 64
 # Continuous batching on Spyre supports at most a 32K context (prompt + output tokens).
 MAX_CONTEXT = 32768
 TP_SIZES = (1, 2, 4)
+# Names of quantized checkpoints: FP8 (compressed-tensors), GPTQ, wNaM (e.g. w4a16).
+QUANTIZED_NAME = re.compile(r"fp8|gptq|w[0-9]+a[0-9]+", re.IGNORECASE)
 
 Task = Literal["generate", "embed", "score", "rerank"]
 POOLING_TASKS = ("embed", "score", "rerank")
@@ -83,8 +86,9 @@ class ModelSpec(ApiModel):
     """Model revision (branch, tag or commit) to download from the hub."""
     served_name: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     """Name clients use in requests (--served-model-name); defaults to the id."""
-    quantization: Literal["fp8", "gptq", "compressed-tensors"] | None = None
-    """Quantization of the weights (--quantization); unset lets vLLM read the model config."""
+    quantization: Literal["gptq", "compressed-tensors"] | None = None
+    """Quantization of the weights (--quantization): gptq or compressed-tensors (FP8
+    checkpoints are compressed-tensors); unset lets vLLM read it from the model config."""
     source: ModelSource = Field(default_factory=lambda: ModelSource(hub=HubSource()))
     """Where the weights come from; defaults to the Hugging Face hub."""
 
@@ -94,8 +98,12 @@ class ModelSpec(ApiModel):
         return self.path or self.id or ""
 
     @property
-    def is_fp8(self) -> bool:
-        return self.quantization == "fp8" or "fp8" in (self.id or self.path or "").lower()
+    def is_quantized(self) -> bool:
+        """Quantized as far as the spec tells: quantization is set, or the id/path names a
+        quantized checkpoint. A checkpoint whose config alone says so is only known to vLLM
+        (docs/api.md)."""
+        name = (self.id or "") + " " + (self.path or "")
+        return self.quantization is not None or QUANTIZED_NAME.search(name) is not None
 
 
 class RuntimeSpec(ApiModel):
@@ -174,7 +182,7 @@ class CompileSpec(ApiModel):
 
     backend: CompileBackend | None = None
     """Backend of the compile step; sendnn_compile_only compiles on CPU nodes
-    (sendnn-inference only, not for FP8 models). Defaults to spec.backend."""
+    (sendnn-inference only, not for quantized models). Defaults to spec.backend."""
     resources: Resources | None = None
     node_selector: LabelMap | None = None
     tolerations: list[Toleration] | None = None

@@ -35,6 +35,10 @@ HINTS = {
     "spec.batching.static.promptLens": "prompts are padded to Spyre's KV block size (64)",
     "spec.batching.static.newTokens": "Spyre decoders need at least 2 new tokens per shape",
     "spec.tensorParallelSize": "vLLM-Spyre runs tensor parallel on 1, 2 or 4 cards",
+    "spec.model.quantization": (
+        "vLLM-Spyre accepts gptq and compressed-tensors; FP8 checkpoints are "
+        "compressed-tensors; unset lets vLLM read it from the model config"
+    ),
 }
 
 

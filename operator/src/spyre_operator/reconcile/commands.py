@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from spyre_operator.reconcile import options
+from spyre_operator.render.pod import PLATFORMS
 
 
 def register(sub: Any) -> None:
@@ -47,6 +48,13 @@ def register(sub: Any) -> None:
         help="threads for reconciles (default: %(default)s)",
     )
     run.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        default=PLATFORMS[0],
+        help="where the compile and serving pods run: openshift leaves their fsGroup to the "
+        "restricted-v2 SCC (default: %(default)s)",
+    )
+    run.add_argument(
         "--verbose", "-v", action="store_true", help="debug logging, with kopf's line per event"
     )
     run.set_defaults(func=_run)
@@ -75,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
     os.environ[options.RESYNC_ENV] = str(args.resync_seconds)
     os.environ[options.METRICS_ENV] = str(args.metrics_port)
     os.environ[options.WORKERS_ENV] = str(args.workers)
+    os.environ[options.PLATFORM_ENV] = args.platform
     if args.kubeconfig:  # before kopf and the client are imported: they read it then
         os.environ["KUBECONFIG"] = args.kubeconfig
     import kopf

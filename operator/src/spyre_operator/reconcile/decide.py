@@ -17,6 +17,7 @@ from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.problem import Problem
 from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING
 from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import (
     Cond,
     Event,
@@ -197,7 +198,7 @@ def _serving_failure(obs: Observed) -> Failure | None:
 def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     spec, uid, status = model.spec, obs.uid, obs.status
     key = cache_key(spec)
-    want = desired(model, uid)
+    want = desired(model, uid, options.platform())
     actions: list[Action] = []
 
     if want.pvc is not None and obs.pvc_exists is False:

@@ -1,9 +1,12 @@
 """The compile-relevant configuration of a spec and its cacheKey.
 
-The key changes exactly when the compiled graphs may change: the model, quantization,
-backend, tensor parallelism, batching shapes, runtime flavour/version and image. Replicas,
-resources, extra env/args, the Service and the served name are left out on purpose.
-Unset values are omitted (not null), so adding an optional field later keeps old keys.
+The key changes exactly when the compiled graphs may change: the model (its argument, hub
+revision or the volume it is read from), quantization, backend, tensor parallelism,
+batching shapes, the runtime flavour/version, the image when it is not the operator's own
+for that flavour/version (its digest when one is given), and the env and extra args that
+are not known to be graph-neutral. The operator's version never enters it: an operator
+upgrade must not recompile the fleet. Unset values are omitted (not null), so adding an
+optional field later keeps old keys. docs/api.md lists what is in and out.
 """
 
 from __future__ import annotations
@@ -12,9 +15,93 @@ import hashlib
 import json
 from typing import Any
 
+from spyre_operator.api import runtimes
 from spyre_operator.api.spec import SpyreModelSpec
 
 SHORT_KEY_LENGTH = 12
+
+# `vllm serve` flags that never change the graphs: the HTTP front end, logging, chat and
+# tool parsing. Every other extraArgs flag (with its values) is part of the key.
+GRAPH_NEUTRAL_FLAGS = frozenset(
+    {
+        "--host",
+        "--api-key",
+        "--root-path",
+        "--allowed-origins",
+        "--allowed-methods",
+        "--allowed-headers",
+        "--allow-credentials",
+        "--ssl-keyfile",
+        "--ssl-certfile",
+        "--ssl-ca-certs",
+        "--ssl-cert-reqs",
+        "--uvicorn-log-level",
+        "--disable-uvicorn-access-log",
+        "--disable-log-requests",
+        "--enable-log-requests",
+        "--disable-log-stats",
+        "--max-log-len",
+        "--chat-template",
+        "--chat-template-content-format",
+        "--response-role",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "--tool-parser-plugin",
+        "--reasoning-parser",
+        "--return-tokens-as-token-ids",
+        "--enable-prompt-tokens-details",
+        "--enable-server-load-tracking",
+        "--enable-force-include-usage",
+    }
+)
+
+
+def _model_volume(spec: SpyreModelSpec) -> dict[str, Any] | None:
+    """Which volume the model is read from: two claims mounted at the same path hold
+    different weights."""
+    src = spec.model.source
+    if src.pvc is not None:
+        claim = {"claimName": src.pvc.claim_name, "subPath": src.pvc.sub_path}
+        return {"pvc": {k: v for k, v in claim.items() if v is not None}}
+    if src.host_path is not None:
+        return {"hostPath": {"path": src.host_path.path}}
+    return None  # the hub: id and revision say it
+
+
+def _image(spec: SpyreModelSpec) -> str | None:
+    """The image's part of the key: its digest when given; nothing for the operator's own
+    image of the flavour/version (of any operator version: runtime.flavour/version already
+    name its base image); else the reference."""
+    image = spec.image
+    if image is None or runtimes.is_default_image(
+        image, spec.runtime.flavour, spec.runtime_version
+    ):
+        return None
+    return image.split("@", 1)[1] if "@" in image else image
+
+
+def _flag_groups(args: list[str]) -> list[list[str]]:
+    """extraArgs as [flag, values...] groups (a leading value forms a group of its own)."""
+    groups: list[list[str]] = []
+    for arg in args:
+        if arg.startswith("-") or not groups:
+            groups.append([arg])
+        else:
+            groups[-1].append(arg)
+    return groups
+
+
+def _graph_args(spec: SpyreModelSpec) -> list[str]:
+    groups = _flag_groups(spec.extra_args)
+    kept = [g for g in groups if g[0].split("=", 1)[0] not in GRAPH_NEUTRAL_FLAGS]
+    return [arg for group in kept for arg in group]
+
+
+def _graph_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
+    """Env entries that may change the graphs, by name; a valueFrom counts by its reference
+    (the operator never reads Secrets or ConfigMaps)."""
+    kept = [e.to_k8s() for e in spec.env if not runtimes.is_graph_neutral_env(e.name)]
+    return sorted(kept, key=lambda e: str(e["name"]))
 
 
 def compile_config(spec: SpyreModelSpec) -> dict[str, Any]:
@@ -28,13 +115,16 @@ def compile_config(spec: SpyreModelSpec) -> dict[str, Any]:
     config = {
         "model": spec.model.argument,
         "revision": spec.model.revision,
+        "modelVolume": _model_volume(spec),
         "quantization": spec.model.quantization,
         "runner": "pooling" if spec.is_pooling else "generate",
         "backend": spec.backend,
         "tensorParallelSize": spec.tensor_parallel_size,
         "batching": batching,
         "runtime": {"flavour": spec.runtime.flavour, "version": spec.runtime_version},
-        "image": spec.image_ref,
+        "image": _image(spec),
+        "env": _graph_env(spec) or None,
+        "extraArgs": _graph_args(spec) or None,
     }
     return {k: v for k, v in config.items() if v is not None}
 

@@ -12,7 +12,7 @@ from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
-from spyre_operator.render.pod import pod_spec, startup_seconds
+from spyre_operator.render.pod import Platform, pod_spec, startup_seconds
 
 # Time for a rollout beyond the startup budget (image pull, scheduling).
 ROLLOUT_MARGIN_SECONDS = 600
@@ -46,7 +46,9 @@ def build_cache_pvc(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
     }
 
 
-def build_compile_job(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
+def build_compile_job(
+    spec: SpyreModelSpec, namespace: str, platform: Platform = "kubernetes"
+) -> dict[str, Any]:
     """The compile Job of the spec's cache key, shared by every SpyreModel with that key."""
     key = cache_key(spec)
     name = meta.compile_job_name(key)
@@ -60,13 +62,13 @@ def build_compile_job(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
             "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
             "template": {
                 "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
-                "spec": pod_spec(spec, "precompile"),
+                "spec": pod_spec(spec, "precompile", platform),
             },
         },
     }
 
 
-def build_deployment(model: SpyreModel) -> dict[str, Any]:
+def build_deployment(model: SpyreModel, platform: Platform = "kubernetes") -> dict[str, Any]:
     spec, key = model.spec, cache_key(model.spec)
     labels = (
         meta.labels(meta.SERVER, model.name)
@@ -83,7 +85,7 @@ def build_deployment(model: SpyreModel) -> dict[str, Any]:
             "progressDeadlineSeconds": startup_seconds(spec) + ROLLOUT_MARGIN_SECONDS,
             "template": {
                 "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
-                "spec": pod_spec(spec, "serve"),
+                "spec": pod_spec(spec, "serve", platform),
             },
         },
     }
@@ -144,15 +146,23 @@ class Desired:
         return [*first, self.job, self.deployment, self.service]
 
 
-def desired(model: SpyreModel, uid: str | None = None) -> Desired:
+def desired(
+    model: SpyreModel, uid: str | None = None, platform: Platform = "kubernetes"
+) -> Desired:
     """With the SpyreModel's uid, the owned objects get their ownerReferences (the shared
     compile Job as a non-controller), as the operator writes them."""
     spec = model.spec
     return Desired(
         pvc=build_cache_pvc(spec, model.namespace) if spec.cache.volume.create else None,
         job=_finish(
-            build_compile_job(spec, model.namespace), model, uid, controller=False, hashed=False
+            build_compile_job(spec, model.namespace, platform),
+            model,
+            uid,
+            controller=False,
+            hashed=False,
         ),
-        deployment=_finish(build_deployment(model), model, uid, controller=True, hashed=True),
+        deployment=_finish(
+            build_deployment(model, platform), model, uid, controller=True, hashed=True
+        ),
         service=_finish(build_service(model), model, uid, controller=True, hashed=True),
     )

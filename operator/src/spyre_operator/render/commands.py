@@ -7,6 +7,7 @@ reports; invalid input exits 2, without a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.problem import InvalidSpec
 from spyre_operator.api.validation import SpyreModel, parse
 from spyre_operator.render.children import desired
+from spyre_operator.render.pod import PLATFORMS
 from spyre_operator.render.yamlio import dump_documents, load_documents
 
 INVALID = 2
@@ -43,10 +45,23 @@ def register(sub: Any) -> None:
         "the operator writes (default: none)",
     )
     render.add_argument("--namespace", default="default", help="when metadata has none")
+    render.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        default=PLATFORMS[0],
+        help="as the operator's --platform: openshift leaves fsGroup to the SCC "
+        "(default: %(default)s)",
+    )
     render.set_defaults(func=_render)
 
     validate = sub.add_parser("validate", help="check SpyreModel FILEs, print every problem")
     validate.add_argument("files", nargs="+", metavar="FILE", help="SpyreModel YAML ('-': stdin)")
+    validate.add_argument(
+        "--model-config",
+        metavar="JSON",
+        help="the model's config.json: find its known-config entry by architecture, as the "
+        "plugins do (default: by model.id)",
+    )
     validate.set_defaults(func=_validate, namespace="default")
 
 
@@ -76,7 +91,7 @@ def _read(file: str) -> str:
     return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
 
 
-def load(files: list[str], namespace: str) -> Loaded:
+def load(files: list[str], namespace: str, model_config: dict[str, Any] | None = None) -> Loaded:
     out = Loaded()
     for file in files:
         try:
@@ -99,7 +114,7 @@ def load(files: list[str], namespace: str) -> Loaded:
                 out.errors += [f"{label}: {problem}" for problem in invalid.problems]
                 continue
             out.models.append((label, model))
-            warning = known_config_warning(model.spec)
+            warning = known_config_warning(model.spec, model_config)
             if warning:
                 out.warnings.append(f"{label}: warning: {warning}")
     return out
@@ -124,13 +139,33 @@ def _render(args: argparse.Namespace) -> int:
     loaded = load(args.files, args.namespace)
     status = _report(loaded)
     if status == 0:
-        docs = [obj for _, model in loaded.models for obj in desired(model, args.uid).objects()]
+        docs = [
+            obj
+            for _, model in loaded.models
+            for obj in desired(model, args.uid, args.platform).objects()
+        ]
         sys.stdout.write(dump_documents(docs))
     return status
 
 
+def _model_config(path: str) -> dict[str, Any]:
+    """A config.json as a mapping; ValueError with the reason otherwise."""
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot read the model config: {err}") from err
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ValueError(f"{path}: not a model config.json (a JSON object with model_type)")
+    return config
+
+
 def _validate(args: argparse.Namespace) -> int:
-    loaded = load(args.files, args.namespace)
+    try:
+        model_config = _model_config(args.model_config) if args.model_config else None
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return INVALID
+    loaded = load(args.files, args.namespace, model_config)
     for label, _ in loaded.models:
         print(f"{label}: valid")
     return _report(loaded)

@@ -3,29 +3,30 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Literal
 
 from spyre_operator.api import runtimes as rt
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.args import container_args
 from spyre_operator.render.env import Role, backend_for, container_env
 
-# Budgets of the serving startupProbe: loading precompiled graphs takes minutes, a cold
-# compile of an 8B TP4 32K model 20-60 minutes.
-STARTUP_MINUTES_PRECOMPILED = 10
+# Budgets of the serving startupProbe. Even with precompiled graphs a first start downloads
+# the weights (about 16 GB for an 8B model), loads them and the graphs and runs two warmup
+# passes: upstream's deployment guide allows 20 minutes. A cold compile of an 8B TP4 32K
+# model takes 20-60 minutes.
+STARTUP_MINUTES_PRECOMPILED = 20
 STARTUP_MINUTES_COMPILING = 90
 # /dev/shm per tensor-parallel rank: the ranks exchange tensors through shared memory.
 SHM_GI_PER_RANK = 2
 # The image's user (uid 2000 in the Spyre base images) reads the cache through this group.
 FS_GROUP = 2000
 
-POD_SECURITY = {
-    "runAsNonRoot": True,
-    "fsGroup": FS_GROUP,
-    # The cache volume is large and shared: do not chown it on every mount.
-    "fsGroupChangePolicy": "OnRootMismatch",
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
+# Where the pods run (the operator's --platform). OpenShift's restricted-v2 SCC assigns the
+# pod's fsGroup (and uid) from the namespace's range and rejects any other value, so the
+# pods leave them to it there; elsewhere the fixed group makes the shared cache writable.
+Platform = Literal["kubernetes", "openshift"]
+PLATFORMS: tuple[Platform, ...] = ("kubernetes", "openshift")
+
 CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -104,6 +105,8 @@ def _container(spec: SpyreModelSpec, role: Role, mounts: list[dict[str, Any]]) -
         "env": container_env(spec, role),
         "resources": _resources(spec, role),
         "volumeMounts": mounts,
+        # The image's WORKDIR is on the read-only root filesystem: start in the writable HOME.
+        "workingDir": rt.HOME_DIR,
         "securityContext": CONTAINER_SECURITY,
         # An OOM-killed compile writes no summary: fall back to the log tail.
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -145,14 +148,25 @@ def _scheduling(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
     return out
 
 
-def pod_spec(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
+def pod_security(platform: Platform) -> dict[str, Any]:
+    fs_group = {} if platform == "openshift" else {"fsGroup": FS_GROUP}
+    return {
+        "runAsNonRoot": True,
+        **fs_group,
+        # The cache volume is large and shared: do not chown it on every mount.
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def pod_spec(spec: SpyreModelSpec, role: Role, platform: Platform = "kubernetes") -> dict[str, Any]:
     volumes, mounts = _volumes(spec)
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
         # Service links would inject e.g. VLLM_PORT for a Service named "vllm", which vLLM
         # reads as its own setting.
         "enableServiceLinks": False,
-        "securityContext": POD_SECURITY,
+        "securityContext": pod_security(platform),
         "containers": [_container(spec, role, mounts)],
         "volumes": volumes,
         **_scheduling(spec, role),
