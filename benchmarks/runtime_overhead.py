@@ -86,7 +86,7 @@ def main() -> None:
     rt = Runtime(opts.flavour, installed_venv(opts.flavour), work / "models", work / "logs")
     rt.models.mkdir()
     rt.logs.mkdir()
-    rt.python(REPO / "tests" / "runtime" / "make_tiny_models.py", str(rt.models),
+    rt.python(rt.venv / "bin" / "spyre-runtime", "tiny-models", str(rt.models),
               env=rt.env(work, {}), timeout=600)  # fmt: skip
     model = str(rt.models / "granite")
     args = [model, *(f"--{k.replace('_', '-')}={v}" for k, v in LIMITS.items())]

@@ -15,7 +15,8 @@ def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     rt = Runtime(flavour, venv, models, logs)
     # transformers lives in the flavour venv, so the models are made there.
     rt.python(
-        REPO / "tests" / "runtime" / "make_tiny_models.py",
+        rt.venv / "bin" / "spyre-runtime",
+        "tiny-models",
         str(models),
         env=rt.env(models, {}),
         timeout=600,

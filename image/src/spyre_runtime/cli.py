@@ -1,4 +1,4 @@
-"""`spyre-runtime <precompile|serve|describe> [vllm serve args...]`.
+"""`spyre-runtime <precompile|serve|describe> [vllm args...]`, `spyre-runtime tiny-models DIR`.
 
 Everything after the subcommand is passed to vLLM untouched, so no argparse here: it would
 try to interpret vLLM's own flags.
@@ -16,12 +16,15 @@ from .config import DEFAULT_TERMINATION_LOG, ContractError, RuntimeConfig, from_
 from .report import failure, log, setup_logging, write_summary
 
 USAGE = """usage: spyre-runtime <command> [vllm serve args...]
+       spyre-runtime tiny-models <dir>
 
 commands:
   precompile  warm up vLLM-Spyre into <SPYRE_SERVING_CACHE_ROOT>/<SPYRE_SERVING_CACHE_KEY>/,
               then write the catalog entry and the READY marker (the compile Job)
   serve       check that cache, then exec `vllm serve <args>` (the serving pods)
   describe    print what serve would run, the env it relies on and the cache state
+  tiny-models write <dir>/granite and <dir>/roberta: tiny random-weight models made here,
+              nothing downloaded (to try the stack without hub access)
 
 The env/args contract is docs/contract.md."""
 
@@ -48,12 +51,25 @@ def describe(cfg: RuntimeConfig, environ: dict[str, str]) -> int:
     return 0
 
 
+def tiny_models(args: list[str]) -> int:
+    if len(args) != 1:
+        print(f"tiny-models takes one argument, the output folder\n\n{USAGE}", file=sys.stderr)
+        return 2
+    from .tinymodel import make
+
+    make(Path(args[0]))
+    print(args[0])
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if args else 2
     command, vllm_args = args[0], args[1:]
+    if command == "tiny-models":
+        return tiny_models(vllm_args)
     if command not in ("precompile", "serve", "describe"):
         print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2

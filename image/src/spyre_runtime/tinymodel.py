@@ -1,15 +1,15 @@
-"""Builds the runtime tests' tiny models, run with a flavour venv's python (transformers).
+"""`spyre-runtime tiny-models <out-dir>`: tiny models made here, with nothing downloaded.
 
-    python make_tiny_models.py <out-dir>
-
-writes <out-dir>/granite (a GraniteForCausalLM decoder) and <out-dir>/roberta (a RobertaModel
-for embeddings): random weights, byte-level BPE tokenizers trained here on a few sentences,
-nothing downloaded. Seeded, so every run gives the same models.
+Writes <out-dir>/granite (a GraniteForCausalLM decoder) and <out-dir>/roberta (a RobertaModel
+for embeddings): random weights, byte-level BPE tokenizers trained here on a few sentences.
+Seeded, so every run gives the same models. They let the CPU tests, the demo and a cluster
+without hub access run the real stack end to end; the answers are nonsense by design.
+Needs transformers and tokenizers, which come with vLLM (the serving image has them).
 """
 
 from __future__ import annotations
 
-import sys
+import tempfile
 from pathlib import Path
 
 SENTENCES = [
@@ -100,12 +100,15 @@ def make_roberta(out: Path) -> None:
     fast.save_pretrained(out)
 
 
-def main() -> None:
-    out = Path(sys.argv[1])
-    make_granite(out / "granite")
-    make_roberta(out / "roberta")
-    print(out)
-
-
-if __name__ == "__main__":
-    main()
+def make(out: Path) -> None:
+    """Write both models under `out`, each renamed into place when complete, so a killed
+    run never leaves a model that looks whole; a model already there is kept."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, build in (("granite", make_granite), ("roberta", make_roberta)):
+        final = out / name
+        if final.exists():
+            continue
+        partial = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out))
+        build(partial)
+        partial.chmod(0o755)  # mkdtemp makes it 0700; serving pods may run as another uid
+        partial.rename(final)
