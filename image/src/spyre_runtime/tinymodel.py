@@ -110,5 +110,8 @@ def make(out: Path) -> None:
             continue
         partial = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out))
         build(partial)
-        partial.chmod(0o755)  # mkdtemp makes it 0700; serving pods may run as another uid
+        # mkdtemp makes 0700 and safetensors writes 0600: serving pods may run as another uid
+        partial.chmod(0o755)
+        for file in partial.iterdir():
+            file.chmod(0o644)
         partial.rename(final)
