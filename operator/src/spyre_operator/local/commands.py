@@ -9,6 +9,7 @@ from typing import Any
 
 from spyre_operator.local.binaries import BinariesMissing
 from spyre_operator.local.controlplane import ControlPlane, ControlPlaneError
+from spyre_operator.local.images import cli as images_cli
 from spyre_operator.local.install import InstallError, install
 from spyre_operator.local.tools import ToolMissing, install_tools
 
@@ -52,6 +53,8 @@ def register(sub: Any) -> None:
     status = actions.add_parser("status", help="tell whether a control plane runs from --dir")
     status.add_argument("--dir", type=Path, required=True)
     status.set_defaults(func=_status)
+
+    images_cli.register(actions)
 
 
 def _fail(message: object) -> int:
