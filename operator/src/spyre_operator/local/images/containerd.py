@@ -67,17 +67,16 @@ def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Impo
     started = time.monotonic()
     ctr = Ctr(address, namespace)
     manifest = image.manifest
-    if ctr.image_digest(image.name) == manifest.digest:
-        return Imported(image.name, manifest.digest, 0, 0, time.monotonic() - started, True)
     have = ctr.snapshots()
-    skip = frozenset(
-        b.digest for b, chain in zip(manifest.layers, chain_ids(manifest.layers)) if chain in have
-    )
+    chains = chain_ids(manifest.layers)
+    if ctr.image_digest(image.name) == manifest.digest and chains[-1] in have:
+        return Imported(image.name, manifest.digest, 0, 0, time.monotonic() - started, True)
+    skip = frozenset(b.digest for b, chain in zip(manifest.layers, chains) if chain in have)
     dirs = {layer.blob.digest: layer.dir for layer in image.layers}
     proc = subprocess.Popen(
         ctr.cmd("images", "import", "--snapshotter", SNAPSHOTTER, "-"),
         stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     assert proc.stdin is not None and proc.stderr is not None
@@ -90,9 +89,9 @@ def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Impo
         proc.kill()
         proc.wait()
         raise
-    _, err = proc.communicate()
-    if proc.returncode != 0:
-        raise ImageBuildError(f"ctr images import of {image.name} failed: {err.decode().strip()}")
+    err = proc.stderr.read().decode()
+    if proc.wait() != 0:
+        raise ImageBuildError(f"ctr images import of {image.name} failed: {err.strip()}")
     if ctr.image_digest(image.name) != manifest.digest:
         raise ImageBuildError(f"{image.name} is not in containerd after the import")
     sent = [b for b in manifest.layers if b.digest not in skip]
