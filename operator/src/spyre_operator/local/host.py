@@ -44,6 +44,7 @@ FIXED_PATHS = (
     "/var/lib/cni",
     "/run/containerd",
 )
+SHARED_PATHS = ("/run/containerd",)  # any containerd's shims put their sockets there
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 POD_CGROUP = "kubepods"
 CHAIN_PREFIXES = ("KUBE-", "CNI-")
@@ -74,7 +75,18 @@ def absent_fixed_paths() -> list[str]:
 
 def remove_paths(paths: Iterable[str]) -> None:
     for path in paths:
-        shutil.rmtree(path, ignore_errors=True)
+        if path in SHARED_PATHS:
+            _prune_empty(Path(path))
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _prune_empty(top: Path) -> None:
+    """Remove the empty folders of top, bottom up: another containerd on the machine may
+    have put live sockets there since."""
+    for folder, _, _ in sorted(os.walk(top), key=lambda w: len(w[0]), reverse=True):
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 # ----- mounts -------------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""Fixtures on a REAL node: the control plane plus containerd, kubelet, kube-proxy,
+scheduler and the hostPath provisioner, started by the product's own `Node`.
+
+One node per machine, so one shared node serves every test that asks for `node`; a test
+that needs its own (the up/down check) stops the shared one first, and the next test
+that asks for `node` starts it again. Tests skip only when the preflight says this
+machine cannot run a node (not root, no cgroup v1, ...), with its reasons.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+from nodelib import Kubectl, SharedNode, import_python_image
+
+from spyre_operator.local import preflight
+from spyre_operator.local.node import Node
+
+
+@pytest.fixture(scope="session")
+def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedNode]:
+    found = preflight.problems()
+    if found:
+        pytest.skip(preflight.report(found))
+    shared = SharedNode(tmp_path_factory.mktemp("node"))
+    try:
+        yield shared
+    finally:
+        shared.stop()
+
+
+@pytest.fixture
+def node(shared_node: SharedNode) -> Node:
+    return shared_node.get()
+
+
+@pytest.fixture
+def kubeconfig(node: Node) -> Path:
+    return node.kubeconfig
+
+
+@pytest.fixture
+def api_client(kubeconfig: Path) -> client.ApiClient:
+    return config.new_client_from_config(config_file=str(kubeconfig))
+
+
+@pytest.fixture
+def namespace(api_client: client.ApiClient) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(api_client)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture
+def kubectl(kubeconfig: Path, namespace: str) -> Kubectl:
+    return Kubectl(kubeconfig, namespace)
+
+
+@pytest.fixture
+def python_image(node: Node) -> str:
+    """A small image with Python (Debian minbase + the host's Python), built once and
+    kept in the node's image store across sessions."""
+    return import_python_image(node)
