@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -155,12 +156,8 @@ def _copy(merged: Path, context: Path, step: Copy) -> None:
     for source in step.sources:
         is_dir = (context / source).is_dir()
         for rel, path in context_files(context, source):
-            if is_dir:
-                out = target / rel
-            elif step.dest.endswith("/") or target.is_dir():
-                out = target / rel
-            else:
-                out = target
+            into = is_dir or step.dest.endswith("/") or target.is_dir()
+            out = target / rel if into else target
             for parent in reversed(out.relative_to(merged).parents):
                 (merged / parent).mkdir(mode=0o755, exist_ok=True)
             shutil.copy2(path, out, follow_symlinks=True)
@@ -189,7 +186,7 @@ def build(
     ):
         for step in plan_.steps:
             if isinstance(step, Copy):
-                print(f"   COPY {' '.join(step.sources)} {step.dest}", flush=True)
+                print(f"   COPY {' '.join(step.sources)} {step.dest}", file=sys.stderr, flush=True)
                 _copy(merged, context, step)
                 continue
             env = {**pip_env, **dict(step.env)}

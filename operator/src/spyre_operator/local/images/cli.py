@@ -63,8 +63,9 @@ def _import(args: argparse.Namespace) -> int:
         for image in _build_named(args.names):
             done = import_image(image, args.address, args.namespace)
             state = "already there" if done.already else f"{done.streamed / 1e6:.0f} MB streamed"
-            print(f"imported {done.name}: {state}, {done.skipped} layers reused, "
-                  f"{done.seconds:.1f}s")
+            print(
+                f"imported {done.name}: {state}, {done.skipped} layers reused, {done.seconds:.1f}s"
+            )
     except (ImageBuildError, ContainerfileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -71,7 +71,9 @@ def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Impo
     chains = chain_ids(manifest.layers)
     if ctr.image_digest(image.name) == manifest.digest and chains[-1] in have:
         return Imported(image.name, manifest.digest, 0, 0, time.monotonic() - started, True)
-    skip = frozenset(b.digest for b, chain in zip(manifest.layers, chains) if chain in have)
+    skip = frozenset(
+        b.digest for b, chain in zip(manifest.layers, chains, strict=True) if chain in have
+    )
     dirs = {layer.blob.digest: layer.dir for layer in image.layers}
     proc = subprocess.Popen(
         ctr.cmd("images", "import", "--snapshotter", SNAPSHOTTER, "-"),

@@ -37,7 +37,7 @@ class Instruction:
 def _logical_lines(text: str) -> list[tuple[int, str]]:
     """Join backslash continuations; drop comments and blank lines (also inside a join)."""
     lines: list[tuple[int, str]] = []
-    start, parts = 0, []
+    start, parts = 0, list[str]()
     for number, raw in enumerate(text.splitlines(), 1):
         stripped = raw.strip()
         if not parts and (not stripped or stripped.startswith("#")):

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from spyre_operator.local.images.store import ImageBuildError, remove_tree
@@ -29,7 +30,7 @@ def host_suite() -> str:
 
 
 def _deb822_mirrors(text: str, suite: str) -> list[str]:
-    found = []
+    found: list[str] = []
     for stanza in re.split(r"\n\s*\n", text):
         fields = {}
         for line in stanza.splitlines():
@@ -124,7 +125,7 @@ def debootstrap(target: Path, suite: str, packages: list[str]) -> None:
 
 
 def _checked(cmd: list[str]) -> None:
-    print(f"   $ {' '.join(cmd)}", flush=True)
+    print(f"   $ {' '.join(cmd)}", file=sys.stderr, flush=True)
     proc = subprocess.run(
         cmd,
         capture_output=True,

@@ -242,8 +242,7 @@ class Manifest:
             "mediaType": MEDIA_MANIFEST,
             "config": {"mediaType": MEDIA_CONFIG, "digest": cfg.digest, "size": cfg.size},
             "layers": [
-                {"mediaType": MEDIA_LAYER, "digest": b.digest, "size": b.size}
-                for b in self.layers
+                {"mediaType": MEDIA_LAYER, "digest": b.digest, "size": b.size} for b in self.layers
             ],
         }
         object.__setattr__(self, "manifest_bytes", canonical(manifest))
@@ -326,4 +325,3 @@ def write_archive(
         out.write(b"\0" * (-blob.size % tarfile.BLOCKSIZE))
     _file_entry(out, "index.json", manifest.index_bytes())
     out.write(b"\0" * (2 * tarfile.BLOCKSIZE))
-

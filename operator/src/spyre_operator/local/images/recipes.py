@@ -149,11 +149,23 @@ def _python_keep(version: str) -> Callable[[str], bool]:
 
 
 def _extend(
-    base: Image, slug: str, name: str, source: Path, keep: Callable[[str], bool], env: dict
+    base: Image,
+    slug: str,
+    name: str,
+    source: Path,
+    keep: Callable[[str], bool],
+    env: dict[str, str],
+    cmd: tuple[str, ...] | None = None,
 ) -> Image:
     """base plus one layer holding a host tree at its own path."""
     key = inputs_key(
-        {"base": base.key, "source": str(source), "tree": tree_fingerprint(source, keep)}
+        {
+            "base": base.key,
+            "source": str(source),
+            "tree": tree_fingerprint(source, keep),
+            "env": env,
+            "cmd": cmd,
+        }
     )
     found = cached(slug, key)
     if found:
@@ -163,7 +175,7 @@ def _extend(
         link_tree(source, scratch / "layer", keep)
         layer = _final(new_layer(scratch / "layer"), scratch)
         merged = base.config.env_dict() | env
-        config = ImageConfig(env=tuple(merged.items()), cmd=base.config.cmd)
+        config = ImageConfig(env=tuple(merged.items()), cmd=cmd or base.config.cmd)
         image = Image(name, key, (*base.layers, layer), config)
         image.save(scratch)
     return image
@@ -179,6 +191,7 @@ def python_image(prefix: Path) -> Image:
         prefix,
         _python_keep(version),
         env,
+        ("python3",),
     )
     return image
 
@@ -208,9 +221,7 @@ def _containerfile(
         return found
     _say(f"building {name} from {path.relative_to(context)}")
     with building(slug, key) as scratch:
-        image = build.build(
-            plan, base, context, name, key, scratch, final_path(scratch, scratch)
-        )
+        image = build.build(plan, base, context, name, key, scratch, final_path(scratch, scratch))
         shutil.rmtree(scratch / "mnt", ignore_errors=True)
         image.save(scratch)
     return image

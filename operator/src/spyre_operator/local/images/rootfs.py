@@ -80,16 +80,16 @@ class Mounts:
 
 
 @contextlib.contextmanager
-def overlay(lower: Sequence[Path], upper: Path, scratch: Path) -> Iterator[Path]:
-    """Mount lower (bottom first) + upper at a fresh folder under scratch."""
+def overlay(lower: Sequence[Path], upper: Path | None, scratch: Path) -> Iterator[Path]:
+    """Mount lower (bottom first) + upper at a fresh folder under scratch; without an
+    upper the mount is read-only (a look at an image's root filesystem)."""
     work, merged = scratch / "work", scratch / "merged"
-    for folder in (upper, work, merged):
+    for folder in (work, merged) if upper is None else (upper, work, merged):
         folder.mkdir(parents=True, exist_ok=True)
-    # metacopy off: a copy-up must carry the data, or the upper would not be a full layer
-    options = (
-        f"lowerdir={':'.join(str(p) for p in reversed(lower))},upperdir={upper},"
-        f"workdir={work},redirect_dir=off,metacopy=off,index=off"
-    )
+    options = f"lowerdir={':'.join(str(p) for p in reversed(lower))}"
+    if upper is not None:
+        # metacopy off: a copy-up must carry the data, or the upper is not a full layer
+        options += f",upperdir={upper},workdir={work},redirect_dir=off,metacopy=off,index=off"
     _sh("mount", "-t", "overlay", "overlay", "-o", options, str(merged))
     try:
         yield merged

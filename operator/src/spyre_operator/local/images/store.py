@@ -1,7 +1,7 @@
 """Built images in the cache folder, keyed by their inputs.
 
-`$SPYRE_SERVING_CACHE/images/<slug>/<key>/` holds `image.json` (name, layers, config) and
-the image's own layer tree(s). A layer is a directory laid out as the image's `/`; its
+`$SPYRE_SERVING_CACHE/images/<slug>/<key>/` holds `image.json` (name, layers, config)
+and the image's own layer tree(s). A layer is a directory laid out as the image's `/`; its
 digest comes from one hash pass when it is made and is stored beside it, so importing
 never hashes a multi-GB layer again. A finished entry is renamed into place, so a
 half-built one never counts; older keys of the same slug are removed after a new build.
@@ -36,7 +36,9 @@ class ImageBuildError(RuntimeError):
 
 
 def images_root() -> Path:
-    return cache_root() / "images"
+    """$SPYRE_SERVING_IMAGES, default <cache>/images (the benchmark points it elsewhere to
+    build from nothing while the runtime venvs stay in the cache)."""
+    return Path(os.environ.get("SPYRE_SERVING_IMAGES", cache_root() / "images"))
 
 
 def inputs_key(inputs: dict[str, object]) -> str:
