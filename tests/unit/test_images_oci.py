@@ -147,6 +147,4 @@ def test_a_tree_changed_after_hashing_is_refused(tmp_path: Path) -> None:
     manifest = manifest_of(root)
     (root / "etc" / "new").write_text("late")
     with pytest.raises(LayerChanged, match="changed since it was hashed"):
-        write_archive(
-            io.BytesIO(), manifest, {manifest.layers[0].digest: root}, frozenset()
-        )
+        write_archive(io.BytesIO(), manifest, {manifest.layers[0].digest: root}, frozenset())
