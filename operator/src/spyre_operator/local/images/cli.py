@@ -10,6 +10,7 @@ from typing import Any
 from spyre_operator.local.images import recipes
 from spyre_operator.local.images.containerd import NAMESPACE, import_image
 from spyre_operator.local.images.containerfile import ContainerfileError
+from spyre_operator.local.images.oci import LayerChanged
 from spyre_operator.local.images.store import Image, ImageBuildError, images_root
 
 DEFAULT = ["pause", "operator", "runtime-cpu"]
@@ -52,7 +53,7 @@ def _build_named(names: list[str]) -> list[Image]:
 def _build(args: argparse.Namespace) -> int:
     try:
         _build_named(args.names)
-    except (ImageBuildError, ContainerfileError) as exc:
+    except (ImageBuildError, ContainerfileError, LayerChanged) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -66,7 +67,7 @@ def _import(args: argparse.Namespace) -> int:
             print(
                 f"imported {done.name}: {state}, {done.skipped} layers reused, {done.seconds:.1f}s"
             )
-    except (ImageBuildError, ContainerfileError) as exc:
+    except (ImageBuildError, ContainerfileError, LayerChanged) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -79,8 +79,6 @@ def _info(path: Path, name: str, st: os.stat_result) -> tarfile.TarInfo:
     elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
         info.type = tarfile.CHRTYPE if stat.S_ISCHR(st.st_mode) else tarfile.BLKTYPE
         info.devmajor, info.devminor = os.major(st.st_rdev), os.minor(st.st_rdev)
-    else:  # sockets have no place in an image
-        raise ValueError(f"{path}: unsupported file type")
     return info
 
 
@@ -106,6 +104,8 @@ def _walk(root: Path, rel: str = "") -> Iterator[tuple[Path, str, os.stat_result
         path = folder / name
         arc = f"{rel}/{name}" if rel else name
         st = path.lstat()
+        if stat.S_ISSOCK(st.st_mode):  # a socket left by a process has no place in an image
+            continue
         yield path, arc, st
         if stat.S_ISDIR(st.st_mode):
             yield from _walk(root, arc)
