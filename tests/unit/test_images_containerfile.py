@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spyre_operator.local.images import build, debian, recipes
+from spyre_operator.local.images import build, debian, recipes, rootfs
 from spyre_operator.local.images.containerfile import ContainerfileError, parse
 from spyre_operator.local.images.oci import ImageConfig
 from spyre_operator.local.images.store import ImageBuildError
@@ -147,3 +147,17 @@ def test_venv_layer_leaves_out_the_editable_project_install(tmp_path: Path) -> N
     assert not keep("lib/python3.11/site-packages/spyre_serving-0.1.0.dist-info")
     assert not keep(".spyre-runtime-src")
     assert keep("bin/python3") and keep("lib/python3.11/site-packages/vllm")
+
+
+def test_pip_config_paths_are_mounted_with_index_folders(tmp_path: Path) -> None:
+    (tmp_path / "pypi" / "simple").mkdir(parents=True)
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "ca.crt").write_text("x")
+    env = {
+        "PIP_EXTRA_INDEX_URL": f"file://{tmp_path}/pypi/simple https://pypi.example/simple",
+        "PIP_FIND_LINKS": f"{tmp_path}/wheels {tmp_path}/missing",
+        "PIP_CERT": f"{tmp_path}/ca.crt",
+        "PIP_DEFAULT_TIMEOUT": "180",
+    }
+    # an index page links to files beside its folder: the folder around it is mounted
+    assert rootfs.local_paths(env) == [tmp_path / "ca.crt", tmp_path / "pypi", tmp_path / "wheels"]
