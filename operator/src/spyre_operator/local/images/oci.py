@@ -316,7 +316,12 @@ def write_archive(
         info.size, info.mode = blob.size, 0o644
         out.write(_header(info))
         sink = Digester(out)
-        write_layer(layer_dirs[blob.digest], sink)
+        try:
+            write_layer(layer_dirs[blob.digest], sink)
+        except FileNotFoundError as exc:
+            raise LayerChanged(
+                f"{exc.filename} is gone: a newer build replaced this image; build it again"
+            ) from exc
         if (sink.digest, sink.size) != (blob.digest, blob.size):
             raise LayerChanged(
                 f"layer {layer_dirs[blob.digest]} changed since it was hashed "
