@@ -36,16 +36,19 @@ def node_processes(node: Node, binaries: list[str]) -> list[int]:
     ]
 
 
-def test_down_leaves_nothing_behind(shared_node: SharedNode, tmp_path: Path) -> None:
+def test_down_leaves_nothing_behind(
+    shared_node: SharedNode, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     shared_node.stop()  # one node per machine: this test needs its own
     before = host_snapshot()
-    node = Node(tmp_path / "cluster")
+    folder = tmp_path_factory.mktemp("own")
+    node = Node(folder)
     state = node.up()
     try:
         binaries = [p.binary for p in state.processes]
         assert host.pod_cgroups() and host.lo_has(NODE_IP)
         with pytest.raises(NodeError, match="a node already runs on this machine"):
-            Node(tmp_path / "second").up()
+            Node(folder.with_name("second")).up()
         # a pod with a volume, so the bridge, veths, netns, shm and volume mounts exist
         image = import_python_image(node)
         kubectl = Kubectl(node.kubeconfig, "default")

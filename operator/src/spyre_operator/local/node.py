@@ -7,7 +7,7 @@ except containerd's root: it is kept in the cache folder, keyed by containerd's 
 so images imported once survive `down` and the next `up`.
 
 One node per machine: kube-proxy's iptables chains and the kubelet's cgroups have fixed
-names. The folder of the running node is recorded in /run/spyre-serving-node.
+names. The folder of the running node is recorded in /run/spyre-node/folder.
 """
 
 from __future__ import annotations
@@ -38,9 +38,16 @@ from spyre_operator.local.controlplane import (
 from spyre_operator.local.images import recipes
 from spyre_operator.local.images.containerd import import_image
 from spyre_operator.local.kubeapi import Api, ApiError
-from spyre_operator.local.node_config import BRIDGE, NODE_IP, NODE_NAME, Layout
+from spyre_operator.local.node_config import (
+    BRIDGE,
+    NODE_IP,
+    NODE_NAME,
+    RUN_DIR,
+    SOCKET_PATH_MAX,
+    Layout,
+)
 
-MACHINE_RECORD = Path("/run/spyre-serving-node")
+MACHINE_RECORD = RUN_DIR / "folder"
 NODE_STATE = "node.json"
 READY_TIMEOUT = 120.0
 NODE_PROCESSES = ("provisioner", PROXY, KUBELET)  # stopped before containers are removed
@@ -139,6 +146,12 @@ class Node:
         found = preflight.problems()
         if found:
             raise NodeError(preflight.report(found))
+        longest = len(str(self.layout.kubelet_socket))
+        if longest > SOCKET_PATH_MAX:
+            raise NodeError(
+                f"the folder {self.dir} is too long for the kubelet's unix sockets "
+                f"({longest} > {SOCKET_PATH_MAX} characters): use a shorter --dir"
+            )
         self._claim_machine()
         try:
             return self._up(log, etcd_port, apiserver_port)
@@ -156,7 +169,9 @@ class Node:
                     f"fixed names); use it, or stop it with "
                     f"`spyre-operator cluster down --dir {other}`"
                 )
-            Node(other).down()  # a node that was not shut down cleanly
+            stale = Node(other)  # a node that was not shut down cleanly
+            stale.down()
+            stale.clean_host()  # also when its folder is gone
         chains = host.all_our_chains()
         if chains:
             raise NodeError(
@@ -181,6 +196,7 @@ class Node:
             "lo_address": not host.lo_has(NODE_IP),
         }
         self.state_file.write_text(json.dumps(saved, indent=2))
+        RUN_DIR.mkdir(mode=0o700, exist_ok=True)
         MACHINE_RECORD.write_text(str(self.dir))
 
     def _up(
@@ -296,7 +312,8 @@ class Node:
         self._remove_containers()  # left by a node that was killed
 
     def _import_pause(self) -> str:
-        import_image(recipes.pause(), str(self.layout.containerd_socket))
+        (pause,) = recipes.build_images(["pause"])  # cached after the first build
+        import_image(pause, str(self.layout.containerd_socket))
         return recipes.PAUSE
 
     def _ctr(self, *args: str) -> list[str]:
@@ -349,18 +366,26 @@ class Node:
         """Stop everything and put the host back as `up` found it."""
         state = self.plane.load_state()
         procs = state.processes if state else []
+        ours = self._owns_machine()  # never touch the containerd or host of another node
         stopped = [p for p in procs if p.name in NODE_PROCESSES and self.plane.stop(p)]
         containerd = [p for p in procs if p.name == "containerd"]
-        if containerd and self._containerd_answers():
+        if ours and containerd and self._containerd_answers():
             self._remove_containers()
         stopped += [p for p in containerd if self.plane.stop(p)]
-        if self.is_node():
-            self._clean_host()
+        if ours and self.is_node():
+            self.clean_host()
         stopped += self.plane.down()
-        self._restore_host()
+        if self.is_node():
+            self._restore_host(ours)
         return stopped
 
-    def _clean_host(self) -> None:
+    def _owns_machine(self) -> bool:
+        if not MACHINE_RECORD.exists():
+            return True
+        return MACHINE_RECORD.read_text().strip() == str(self.dir)
+
+    def clean_host(self) -> None:
+        """Remove what the node's components leave on the host (idempotent)."""
         for pid in host.pids_with_cmdline("containerd-shim", str(self.layout.containerd_socket)):
             host.kill(pid)
         host.kill_pod_processes()
@@ -369,19 +394,16 @@ class Node:
         host.remove_chains()
         host.delete_link(BRIDGE)
 
-    def _restore_host(self) -> None:
-        if not self.state_file.exists():
-            return
-        saved = json.loads(self.state_file.read_text())
-        if saved["lo_address"]:
-            host.delete_lo_address(NODE_IP)
-        host.restore_sysctls(saved["sysctls"])
-        host.remove_paths(saved["absent_paths"])
+    def _restore_host(self, ours: bool) -> None:
         host.remove_paths([str(self.layout.dir)])
-        self._forget_cri_objects()
+        if ours:
+            saved = json.loads(self.state_file.read_text())
+            if saved["lo_address"]:
+                host.delete_lo_address(NODE_IP)
+            host.restore_sysctls(saved["sysctls"])
+            host.remove_paths([*saved["absent_paths"], str(RUN_DIR)])
+            self._forget_cri_objects()
         self.state_file.unlink()
-        if MACHINE_RECORD.exists() and MACHINE_RECORD.read_text().strip() == str(self.dir):
-            MACHINE_RECORD.unlink()
 
     def _forget_cri_objects(self) -> None:
         """The CRI plugin's per-sandbox/container folders in the kept root: their

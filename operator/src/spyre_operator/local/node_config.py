@@ -20,10 +20,16 @@ STORAGE_CLASS = "spyre-hostpath"
 PROVISIONER_NAME = "spyre.dev/hostpath"
 
 
+# Unix socket paths must stay under 108 bytes, whatever the folder: containerd's sockets
+# live in this fixed folder (one node per machine anyway), beside the machine's record.
+RUN_DIR = Path("/run/spyre-node")
+SOCKET_PATH_MAX = 107
+
+
 @dataclass(frozen=True)
 class Layout:
-    """Where the node keeps its files: under DIR/node, except containerd's root (kept in
-    the cache so imported images survive `down`)."""
+    """Where the node keeps its files: under DIR/node, except containerd's sockets (in
+    RUN_DIR) and its root (kept in the cache so imported images survive `down`)."""
 
     dir: Path  # DIR/node
     containerd_root: Path
@@ -38,7 +44,12 @@ class Layout:
 
     @property
     def containerd_socket(self) -> Path:
-        return self.containerd_state / "containerd.sock"
+        return RUN_DIR / "containerd.sock"
+
+    @property
+    def kubelet_socket(self) -> Path:
+        """The longest socket path under the folder (the kubelet's pod-resources API)."""
+        return self.kubelet_root / "pod-resources" / "kubelet.sock"
 
     @property
     def cni(self) -> Path:
@@ -72,7 +83,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   address = {_toml(str(layout.containerd_socket))}
 
 [ttrpc]
-  address = {_toml(str(layout.containerd_state / "containerd.ttrpc.sock"))}
+  address = {_toml(str(RUN_DIR / "containerd.ttrpc.sock"))}
 
 [plugins."io.containerd.internal.v1.opt"]
   path = {_toml(str(layout.containerd_state / "opt"))}
