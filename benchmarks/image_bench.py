@@ -38,6 +38,7 @@ def timed(names: list[str]) -> list[tuple[recipes.Image, float]]:
         started = time.monotonic()
         (image,) = recipes.build_images([name])
         results.append((image, time.monotonic() - started))
+        print(f"build {name}: {results[-1][1]:.1f}s", flush=True)
     return results
 
 
