@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 from nodelib import Kubectl, SharedNode, import_python_image
@@ -95,16 +94,3 @@ def test_down_leaves_nothing_behind(
     assert not (node.dir / "node").exists()
     # the image store stays for the next `up`
     assert (node.layout.containerd_root / "io.containerd.metadata.v1.bolt").is_dir()
-
-
-def test_preflight_problems_are_one_clear_message(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(NodeError) as err:
-        Node(tmp_path).up()
-    assert str(err.value) == (
-        "this machine cannot run a node:\n  - not root: run `cluster up --node` "
-        "(and its tests) as root"
-    )
-    assert not (tmp_path / "node.json").exists()
