@@ -5,10 +5,12 @@ One node per machine, so one shared node serves every test that asks for `node`;
 that needs its own (the up/down check) stops the shared one first, and the next test
 that asks for `node` starts it again. Tests skip only when the preflight says this
 machine cannot run a node (not root, no cgroup v1, ...), with its reasons.
+`SPYRE_KEEP_NODE=1` leaves the shared node running after the session, to look around.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +32,13 @@ def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedNode
     try:
         yield shared
     finally:
-        shared.stop()
+        if os.environ.get("SPYRE_KEEP_NODE") and shared.node is not None:
+            print(
+                f"\nnode kept (SPYRE_KEEP_NODE): kubectl --kubeconfig {shared.node.kubeconfig}"
+                f" ...; stop it with `spyre-operator cluster down --dir {shared.folder}`"
+            )
+        else:
+            shared.stop()
 
 
 @pytest.fixture
