@@ -10,16 +10,19 @@ runs find the images cached.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from ctdlib import private_containerd
 
-from spyre_operator.local.images import recipes, rootfs
+from spyre_operator.local.images import build, recipes, rootfs
 from spyre_operator.local.images.containerd import Ctr, import_image
+from spyre_operator.local.images.oci import write_layer
 from spyre_operator.local.images.store import Image
 
 pytestmark = pytest.mark.images
@@ -110,3 +113,33 @@ def as_uid_2000(root: Path) -> None:
     os.setgroups([])
     os.setgid(0)  # group 0, as the upstream image's senuser
     os.setuid(2000)
+
+
+def test_files_a_step_deletes_become_whiteouts(
+    built: dict[str, Image], containerd: str, tmp_path: Path
+) -> None:
+    """A RUN that deletes base files, or replaces a folder, gives OCI whiteouts that
+    containerd applies: the files are gone in the container."""
+    base = built["operator"]
+    text = (
+        "FROM base\nUSER 0\n"
+        "RUN rm /etc/debian_version && rm -rf /usr/share/doc && mkdir /usr/share/doc"
+        " && touch /usr/share/doc/new\n"
+    )
+    plan = build.plan(text, {}, base.config)
+    scratch = tmp_path / "build"
+    scratch.mkdir()
+    name = "localhost/spyre-serving/whiteout-test:1"
+    image = build.build(plan, base, tmp_path, name, "test", scratch, scratch)
+    out = io.BytesIO()
+    write_layer(scratch / "layer", out)
+    with tarfile.open(fileobj=io.BytesIO(out.getvalue())) as tar:
+        names = tar.getnames()
+    assert "etc/.wh.debian_version" in names
+    assert "usr/share/doc/.wh..wh..opq" in names and "usr/share/doc/new" in names
+    import_image(image, containerd)
+    listing = ctr_out(
+        containerd, "run", "--rm", name, "spyre-images-test-wh", "sh", "-c",
+        "test ! -e /etc/debian_version && ls /usr/share/doc",
+    )  # fmt: skip
+    assert listing.split() == ["new"]
