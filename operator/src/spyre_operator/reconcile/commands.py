@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.kubeconfig:  # before kopf and the client are imported: they read it then
         os.environ["KUBECONFIG"] = args.kubeconfig
     import kopf
+    from kopf._core.engines.peering import Identity  # the type kopf.run's identity wants
 
     kopf.configure(verbose=args.verbose, log_prefix=True)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
@@ -92,6 +94,9 @@ def _run(args: argparse.Namespace) -> int:
         namespaces=args.namespace,
         liveness_endpoint=args.liveness,
         standalone=True,
+        # kopf's default identity looks the uid up in /etc/passwd, which has no entry for
+        # the image's non-root uid 65532 (KeyError at start-up); the pod name is unique
+        identity=Identity(f"spyre-operator@{socket.gethostname()}"),
     )
     return 0
 
