@@ -9,6 +9,7 @@ the snapshot is what containers run from, and it halves the disk the image takes
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -97,9 +98,14 @@ def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Impo
     if ctr.image_digest(image.name) != manifest.digest:
         raise ImageBuildError(f"{image.name} is not in containerd after the import")
     sent = [b for b in manifest.layers if b.digest not in skip]
-    for blob in sent:
-        if blob.size > DROP_BLOBS_OVER:
-            ctr.run("content", "rm", blob.digest)
+    dropped = [b.digest for b in sent if b.size > DROP_BLOBS_OVER]
+    if dropped:
+        ctr.run("content", "rm", *dropped)
+        # a lease deleted with --sync runs containerd's garbage collection now, so the
+        # blobs' disk is free when this returns (otherwise it waits for a later GC)
+        lease = f"spyre-images-{os.getpid()}"
+        ctr.run("leases", "create", "--id", lease)
+        ctr.run("leases", "delete", "--sync", lease)
     return Imported(
         image.name,
         manifest.digest,
