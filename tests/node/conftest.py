@@ -13,10 +13,8 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from kubernetes import client, config
 from nodelib import Kubectl, SharedNode, import_python_image
 
 from spyre_operator.local import preflight
@@ -47,27 +45,12 @@ def node(shared_node: SharedNode) -> Node:
 
 
 @pytest.fixture
-def kubeconfig(node: Node) -> Path:
-    return node.kubeconfig
-
-
-@pytest.fixture
-def api_client(kubeconfig: Path) -> client.ApiClient:
-    return config.new_client_from_config(config_file=str(kubeconfig))
-
-
-@pytest.fixture
-def namespace(api_client: client.ApiClient) -> Iterator[str]:
+def kubectl(node: Node) -> Iterator[Kubectl]:
+    """kubectl on the node, in a fresh namespace of its own."""
     name = f"t-{uuid.uuid4().hex[:10]}"
-    core = client.CoreV1Api(api_client)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
-
-
-@pytest.fixture
-def kubectl(kubeconfig: Path, namespace: str) -> Kubectl:
-    return Kubectl(kubeconfig, namespace)
+    Kubectl(node.kubeconfig, "default")("create", "namespace", name)
+    yield Kubectl(node.kubeconfig, name)
+    Kubectl(node.kubeconfig, "default")("delete", "namespace", name, "--wait=false")
 
 
 @pytest.fixture
