@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -90,21 +88,6 @@ def test_a_completion_is_answered_through_the_services_cluster_ip(
     services = json.loads(kubectl("get", "svc", "-o", "json"))["items"]
     (service,) = [s for s in services if s["metadata"]["name"].startswith(NAME)]
     ip, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
-    body = json.dumps({"model": NAME, "prompt": "Hello", "max_tokens": 5}).encode()
-    request = urllib.request.Request(
-        f"http://{ip}:{port}/v1/completions",
-        data=body,
-        headers={"Content-Type": "application/json"},
-    )
-    deadline = time.monotonic() + 60  # kube-proxy follows the endpoint within a second or so
-    while True:
-        try:
-            with urllib.request.urlopen(request, timeout=60) as resp:
-                answer = json.loads(resp.read())
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
+    answer = node_operator.complete(ip, port, "Hello")
     assert answer["choices"][0]["text"]
     assert answer["usage"]["completion_tokens"] >= 1

@@ -6,7 +6,10 @@ no hub). Shared by the node tests and `scripts/demo`.
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,3 +83,23 @@ def tiny_model(models: Path) -> dict[str, Any]:
             "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}},
         },
     }
+
+
+def complete(cluster_ip: str, port: int, prompt: str, timeout: float = 60) -> dict[str, Any]:
+    """POST /v1/completions to a Service's ClusterIP (from the host, through kube-proxy);
+    retried until timeout, as kube-proxy follows a new endpoint within a second or so."""
+    request = urllib.request.Request(
+        f"http://{cluster_ip}:{port}/v1/completions",
+        data=json.dumps({"model": MODEL_NAME, "prompt": prompt, "max_tokens": 8}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=60) as resp:
+                answer: dict[str, Any] = json.loads(resp.read())
+                return answer
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)

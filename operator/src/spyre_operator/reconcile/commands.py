@@ -66,6 +66,12 @@ def register(sub: Any) -> None:
         "--simulate", action="store_true", help="play the kubelet so the model gets Ready"
     )
     dev.add_argument(
+        "--node",
+        action="store_true",
+        help="for real: a local node, the operator installed by the chart, a tiny model "
+        "compiled and served, a completion through the Service (root; else --simulate)",
+    )
+    dev.add_argument(
         "--keep", action="store_true", help="leave the control plane running at the end"
     )
     dev.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each step")
