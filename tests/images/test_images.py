@@ -91,9 +91,13 @@ def test_serving_image_runs_the_real_entrypoint_and_vllm_as_uid_2000(tmp_path: P
         site = next((root / env["VIRTUAL_ENV"].lstrip("/")).glob("lib/python*/site-packages"))
         assert (site / "spyre_runtime" / "cli.py").is_file()
         assert not list(site.glob("_editable_impl_spyre_serving*"))
+        home = (root / "home" / "senuser").stat()
+        assert (home.st_uid, home.st_gid, home.st_mode & 0o777) == (2000, 0, 0o775)
         for argv in (
             [*(image.config.entrypoint or ()), "--help"],
             ["python", "-c", "import vllm, sendnn_inference, spyre_runtime"],
+            # uid 2000 has a name, as in the upstream image (getpass needs one)
+            ["sh", "-c", 'test "$(id -un)" = senuser'],
         ):
             proc = subprocess.run(
                 argv,

@@ -6,6 +6,7 @@
     operator:<version>            operator/Containerfile, FROM python:3.11-slim -> the above
     runtime-cpu-base:<fl>-<ver>   + a CPU runtime venv from scripts/runtime-env, at its path
     runtime-cpu:<fl>-<ver>        image/Containerfile with BASE_IMAGE/BASE_TAG -> the above
+                                  (`runtime-cpu`: sendnn-inference; `runtime-cpu-vllm-spyre`)
 
 The Containerfiles are the real ones from the checkout; only their FROM names are mapped
 to the local equivalents. Tags are stable; content changes give a new image ID.
@@ -45,6 +46,9 @@ PAUSE_SOURCE = Path(__file__).with_name("pause.c")
 # What the operator Containerfile's FROM names, and the Python it must be
 OPERATOR_BASE = "python:3.11-slim"
 RUNTIME_FLAVOURS = {"sendnn-inference": "2.6.3", "vllm-spyre": "1.10.0"}
+# The user the upstream Spyre base images run as (image/Containerfile: USER 2000): group 0
+# and a group-writable home, for platforms that run images under an arbitrary uid.
+SERVING_USER = "senuser:x:2000:0:senuser:/home/senuser:/bin/bash"
 
 
 def _say(message: str) -> None:
@@ -156,8 +160,10 @@ def _extend(
     keep: Callable[[str], bool],
     env: dict[str, str],
     cmd: tuple[str, ...] | None = None,
+    account: str = "",
 ) -> Image:
-    """base plus one layer holding a host tree at its own path."""
+    """base plus one layer holding a host tree at its own path (and, given a passwd line,
+    that user with its home folder)."""
     key = inputs_key(
         {
             "base": base.key,
@@ -165,6 +171,7 @@ def _extend(
             "tree": tree_fingerprint(source, keep),
             "env": env,
             "cmd": cmd,
+            "account": account,
         }
     )
     found = cached(slug, key)
@@ -173,12 +180,31 @@ def _extend(
     _say(f"making the {name} layer from {source} (hard links) and hashing it")
     with building(slug, key) as scratch:
         link_tree(source, scratch / "layer", keep)
+        if account:
+            _add_account(base, scratch / "layer", account)
         layer = _final(new_layer(scratch / "layer"), scratch)
         merged = base.config.env_dict() | env
         config = ImageConfig(env=tuple(merged.items()), cmd=cmd or base.config.cmd)
         image = Image(name, key, (*base.layers, layer), config)
         image.save(scratch)
     return image
+
+
+def _add_account(base: Image, layer: Path, line: str) -> None:
+    """Add a passwd entry and its home: Python's getpass (vLLM, torch's inductor cache
+    dir) fails for a uid that has no name."""
+    passwd = next(
+        x.dir / "etc/passwd" for x in reversed(base.layers) if (x.dir / "etc/passwd").exists()
+    )
+    _, _, uid, gid, _, home, _ = line.split(":")
+    (layer / "etc").mkdir(mode=0o755, exist_ok=True)
+    (layer / "etc" / "passwd").write_text(passwd.read_text() + line + "\n")
+    os.chmod(layer / "etc" / "passwd", 0o644)
+    folder = layer / home.lstrip("/")
+    folder.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    folder.mkdir()
+    os.chown(folder, int(uid), int(gid))
+    os.chmod(folder, 0o775)
 
 
 def python_image(prefix: Path) -> Image:
@@ -220,7 +246,7 @@ def _containerfile(
     if found:
         return found
     _say(f"building {name} from {path.relative_to(context)}")
-    with building(slug, key) as scratch:
+    with building(slug, key, keep=3) as scratch:
         image = build.build(plan, base, context, name, key, scratch, final_path(scratch, scratch))
         shutil.rmtree(scratch / "mnt", ignore_errors=True)
         image.save(scratch)
@@ -288,6 +314,7 @@ def runtime_base(flavour: str) -> Image:
         venv,
         _venv_keep(venv),
         env,
+        account=SERVING_USER,
     )
 
 
@@ -312,6 +339,7 @@ BUILDERS: dict[str, Callable[[], Image]] = {
     "pause": pause,
     "operator": operator,
     "runtime-cpu": runtime,
+    "runtime-cpu-vllm-spyre": lambda: runtime("vllm-spyre"),
 }
 
 

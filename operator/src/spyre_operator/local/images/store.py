@@ -22,13 +22,14 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from spyre_operator.local.binaries import cache_root
 from spyre_operator.local.images.oci import Blob, ImageConfig, Manifest, measure_layer
 
 REGISTRY = "localhost/spyre-serving"
 # Bump when what the builder writes changes: every cached image is then rebuilt.
-BUILDER_REV = "1"
+BUILDER_REV = "2"
 
 
 class ImageBuildError(RuntimeError):
@@ -81,15 +82,26 @@ class Image:
 
     @classmethod
     def load(cls, folder: Path) -> Image | None:
-        """The image recorded in folder, or None if it is missing or a layer is gone."""
-        try:
-            doc = json.loads((folder / "image.json").read_text())
-        except (OSError, ValueError):
+        """The image recorded in folder, or None if it is missing or a layer it reuses
+        from a base is gone or was built again since (its record disagrees)."""
+        doc = _read(folder)
+        if doc is None:
             return None
         layers = tuple(Layer(Path(x["dir"]), Blob(x["digest"], x["size"])) for x in doc["layers"])
-        if not all(layer.dir.is_dir() for layer in layers):
-            return None
+        for layer in layers:
+            owner = _read(layer.dir.parent) or {"layers": []}
+            recorded = {(x["dir"], x["digest"], x["size"]) for x in owner["layers"]}
+            if (str(layer.dir), layer.blob.digest, layer.blob.size) not in recorded:
+                return None
         return cls(doc["name"], doc["key"], layers, ImageConfig.from_json(doc["config"]))
+
+
+def _read(folder: Path) -> dict[str, Any] | None:
+    try:
+        doc: dict[str, Any] = json.loads((folder / "image.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return doc
 
 
 @contextlib.contextmanager
@@ -111,8 +123,10 @@ def new_layer(folder: Path) -> Layer:
 
 
 @contextlib.contextmanager
-def building(slug: str, key: str) -> Iterator[Path]:
-    """A scratch folder that becomes images/<slug>/<key> when the block succeeds.
+def building(slug: str, key: str, keep: int = 1) -> Iterator[Path]:
+    """A scratch folder that becomes images/<slug>/<key> when the block succeeds; then
+    only the `keep` newest keys of the slug stay (several checkouts on one machine each
+    build their own top layer: keeping a few spares them rebuilding each other's).
 
     Layer trees made inside it must be referenced by their final path (see `final`)."""
     final = images_root() / slug / key
@@ -125,9 +139,9 @@ def building(slug: str, key: str) -> Iterator[Path]:
         remove_tree(scratch)
         raise
     scratch.replace(final)
-    for old in final.parent.iterdir():
-        if old != final and not old.name.startswith("."):
-            remove_tree(old)
+    others = [p for p in final.parent.iterdir() if p != final and not p.name.startswith(".")]
+    for old in sorted(others, key=lambda p: p.stat().st_mtime, reverse=True)[keep - 1 :]:
+        remove_tree(old)
 
 
 def final_path(scratch: Path, inner: Path) -> Path:
