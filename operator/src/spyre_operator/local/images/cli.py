@@ -22,7 +22,8 @@ def register(actions: Any) -> None:
         help="build the node's images locally and import them into a containerd",
         description="Build the pause, operator and CPU serving images from Debian and PyPI "
         "packages and the real Containerfiles (no registry), cached by their inputs under "
-        f"$SPYRE_SERVING_CACHE/images. Images: {', '.join(DEFAULT)}. Needs root.",
+        f"$SPYRE_SERVING_CACHE/images. Images: {', '.join(recipes.BUILDERS)} (default: "
+        f"{' '.join(DEFAULT)}). Needs root. See docs/images.md.",
     )
     verbs = images.add_subparsers(dest="verb", required=True, metavar="VERB")
     build = verbs.add_parser("build", help="build (or find cached) images, print their names")
