@@ -14,7 +14,9 @@ import io
 import os
 import subprocess
 import tarfile
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from ctdlib import private_containerd
 
 from spyre_operator.local.images import build, recipes, rootfs
 from spyre_operator.local.images.containerd import Ctr, import_image
-from spyre_operator.local.images.oci import write_layer
+from spyre_operator.local.images.oci import chain_ids, write_layer
 from spyre_operator.local.images.store import Image
 
 pytestmark = pytest.mark.images
@@ -124,19 +126,12 @@ def test_files_a_step_deletes_become_whiteouts(
 ) -> None:
     """A RUN that deletes base files, or replaces a folder, gives OCI whiteouts that
     containerd applies: the files are gone in the container."""
-    base = built["operator"]
-    text = (
-        "FROM base\nUSER 0\n"
-        "RUN rm /etc/debian_version && rm -rf /usr/share/doc && mkdir /usr/share/doc"
-        " && touch /usr/share/doc/new\n"
-    )
-    plan = build.plan(text, {}, base.config)
-    scratch = tmp_path / "build"
-    scratch.mkdir()
     name = "localhost/spyre-serving/whiteout-test:1"
-    image = build.build(plan, base, tmp_path, name, "test", scratch, scratch)
+    run = "rm /etc/debian_version && rm -rf /usr/share/doc && mkdir /usr/share/doc"
+    run += " && touch /usr/share/doc/new"
+    image = derived(built["operator"], tmp_path, name, run)
     out = io.BytesIO()
-    write_layer(scratch / "layer", out)
+    write_layer(image.layers[-1].dir, out)
     with tarfile.open(fileobj=io.BytesIO(out.getvalue())) as tar:
         names = tar.getnames()
     assert "etc/.wh.debian_version" in names
@@ -147,3 +142,31 @@ def test_files_a_step_deletes_become_whiteouts(
         "test ! -e /etc/debian_version && ls /usr/share/doc",
     )  # fmt: skip
     assert listing.split() == ["new"]
+
+
+def derived(base: Image, tmp_path: Path, name: str, run: str) -> Image:
+    """An image built from base with one more RUN (as root) through the real builder."""
+    plan = build.plan(f"FROM base\nUSER 0\nRUN {run}\n", {}, base.config)
+    scratch = tmp_path / name.rpartition(":")[2]
+    scratch.mkdir()
+    return build.build(plan, base, tmp_path, name, "test", scratch, scratch)
+
+
+def test_a_new_version_replaces_the_old_one_and_frees_its_layers(
+    built: dict[str, Image], containerd: str, tmp_path: Path
+) -> None:
+    ctr = Ctr(containerd)
+    first = derived(built["operator"], tmp_path, "localhost/spyre-serving/versions:v1", "touch /a")
+    first = replace(first, name="localhost/spyre-serving/versions:test")
+    import_image(first, containerd)
+    # the CRI plugin records the image under its config digest too (asynchronously)
+    deadline = time.monotonic() + 30
+    while list(ctr.images().values()).count(first.manifest.digest) < 2:
+        assert time.monotonic() < deadline, "the CRI plugin never recorded the image"
+        time.sleep(0.1)
+    second = derived(built["operator"], tmp_path, "localhost/spyre-serving/versions:v2", "touch /b")
+    second = replace(second, name=first.name)
+    import_image(second, containerd)
+    assert first.manifest.digest not in ctr.images().values()
+    assert chain_ids(first.manifest.layers)[-1] not in ctr.snapshots()
+    assert chain_ids(second.manifest.layers)[-1] in ctr.snapshots()

@@ -51,12 +51,20 @@ class Ctr:
             raise ImageBuildError(f"`ctr {' '.join(args)}` failed: {out.stderr.strip()}")
         return out.stdout
 
+    def images(self) -> dict[str, str]:
+        """name -> manifest digest of every image record."""
+        rows = (line.split() for line in self.run("images", "ls").splitlines()[1:])
+        return {words[0]: words[2] for words in rows if len(words) > 2}
+
     def image_digest(self, name: str) -> str | None:
-        for line in self.run("images", "ls", f"name=={name}").splitlines()[1:]:
-            words = line.split()
-            if words and words[0] == name:
-                return words[2]
-        return None
+        return self.images().get(name)
+
+    def collect_garbage(self) -> None:
+        """A lease deleted with --sync runs containerd's garbage collection now, so freed
+        disk is free when this returns (otherwise it waits for a later collection)."""
+        lease = f"spyre-images-{os.getpid()}"
+        self.run("leases", "create", "--id", lease)
+        self.run("leases", "delete", "--sync", lease)
 
     def snapshots(self) -> set[str]:
         out = self.run("snapshots", "--snapshotter", SNAPSHOTTER, "ls")
@@ -70,7 +78,8 @@ def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Impo
     manifest = image.manifest
     have = ctr.snapshots()
     chains = chain_ids(manifest.layers)
-    if ctr.image_digest(image.name) == manifest.digest and chains[-1] in have:
+    previous = ctr.image_digest(image.name)
+    if previous == manifest.digest and chains[-1] in have:
         return Imported(image.name, manifest.digest, 0, 0, time.monotonic() - started, True)
     skip = frozenset(
         b.digest for b, chain in zip(manifest.layers, chains, strict=True) if chain in have
@@ -101,11 +110,13 @@ def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Impo
     dropped = [b.digest for b in sent if b.size > DROP_BLOBS_OVER]
     if dropped:
         ctr.run("content", "rm", *dropped)
-        # a lease deleted with --sync runs containerd's garbage collection now, so the
-        # blobs' disk is free when this returns (otherwise it waits for a later GC)
-        lease = f"spyre-images-{os.getpid()}"
-        ctr.run("leases", "create", "--id", lease)
-        ctr.run("leases", "delete", "--sync", lease)
+    # The CRI plugin keeps a record named after the config digest of every image it saw;
+    # the replaced version's record would keep its layers (GBs) for ever.
+    stale = [n for n, d in ctr.images().items() if d == previous and n.startswith("sha256:")]
+    if stale:
+        ctr.run("images", "rm", *stale)
+    if dropped or stale:
+        ctr.collect_garbage()
     return Imported(
         image.name,
         manifest.digest,
