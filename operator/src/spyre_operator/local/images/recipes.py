@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from spyre_operator import __version__
+from spyre_operator.api.runtimes import FLAVOURS
 from spyre_operator.local.images import build, debian
 from spyre_operator.local.images.oci import ImageConfig
 from spyre_operator.local.images.store import (
@@ -45,7 +46,6 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PAUSE_SOURCE = Path(__file__).with_name("pause.c")
 # What the operator Containerfile's FROM names, and the Python it must be
 OPERATOR_BASE = "python:3.11-slim"
-RUNTIME_FLAVOURS = {"sendnn-inference": "2.6.3", "vllm-spyre": "1.10.0"}
 # The user the upstream Spyre base images run as (image/Containerfile: USER 2000): group 0
 # and a group-writable home, for platforms that run images under an arbitrary uid.
 SERVING_USER = "senuser:x:2000:0:senuser:/home/senuser:/bin/bash"
@@ -72,7 +72,9 @@ def _tool_version(cmd: list[str]) -> str:
 
 
 def pause() -> Image:
-    key = inputs_key({"pause.c": PAUSE_SOURCE.read_text(), "gcc": _tool_version(["gcc", "-v"])})
+    key = inputs_key(
+        {"pause.c": PAUSE_SOURCE.read_text(), "gcc": _tool_version(["gcc", "--version"])}
+    )
     found = cached("pause", key)
     if found:
         return found
@@ -300,7 +302,7 @@ def _venv_keep(venv: Path) -> Callable[[str], bool]:
 
 
 def runtime_tag(flavour: str) -> str:
-    return f"{flavour}-{RUNTIME_FLAVOURS[flavour]}"
+    return f"{flavour}-{FLAVOURS[flavour].default_version}"
 
 
 def runtime_base(flavour: str) -> Image:
@@ -320,8 +322,8 @@ def runtime_base(flavour: str) -> Image:
 
 def runtime(flavour: str = "sendnn-inference") -> Image:
     """The CPU serving image: image/Containerfile over the CPU runtime base."""
-    if flavour not in RUNTIME_FLAVOURS:
-        raise ImageBuildError(f"unknown flavour {flavour}: {', '.join(RUNTIME_FLAVOURS)}")
+    if flavour not in FLAVOURS:
+        raise ImageBuildError(f"unknown flavour {flavour}: {', '.join(FLAVOURS)}")
     base = runtime_base(flavour)
     repository, _, tag = base.name.rpartition(":")
     args = {"BASE_IMAGE": repository, "BASE_TAG": tag, "FLAVOUR": flavour}
