@@ -4,6 +4,8 @@ Brings up (or reuses) a control plane, installs the CRD, runs `spyre-operator ru
 subprocess, applies an example and prints `kubectl get spyremodels` whenever it changes.
 The control plane has no kubelet, so without --simulate the model stops at Compiling (the
 compile Job exists, its pod never runs); with --simulate this command plays the kubelet.
+With --node the demo runs for real on the local node (local/node_demo.py), or says why
+this machine cannot run one and plays the simulated demo instead.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import yaml
 
 from spyre_operator.api.names import CRD_NAME
+from spyre_operator.local import node_demo, preflight
 from spyre_operator.local.binaries import cache_root
 from spyre_operator.local.controlplane import ControlPlane, ControlPlaneError
 from spyre_operator.local.operator_process import OperatorExited, OperatorProcess
@@ -31,6 +34,7 @@ from spyre_operator.render.commands import crd_yaml
 
 DEFAULT_EXAMPLE = "micro-granite-cpu.yaml"
 POLL = 0.5
+NODE_TIMEOUT = 1800.0  # a real compile and serving start on a loaded 2-core machine
 
 
 class DevError(RuntimeError):
@@ -122,6 +126,13 @@ def say(message: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.node:
+        found = preflight.problems()
+        if not found:
+            directory = args.dir or cache_root() / "dev-node"
+            return node_demo.main(directory, args.keep, max(args.timeout, NODE_TIMEOUT))
+        say(f"{preflight.report(found)}\n  so: the simulated demo on a control plane instead")
+        args.simulate = True
     directory = args.dir or cache_root() / "dev"
     try:
         example = _example(args.example)

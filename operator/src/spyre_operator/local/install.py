@@ -1,9 +1,15 @@
-"""Install the control-plane binaries from Debian's packages (`cluster install`).
+"""Install the Kubernetes binaries from Debian's packages (`cluster install [--node]`).
 
 Debian packages etcd (`etcd-server`) but ships Kubernetes only as a source package, so
-kube-apiserver and kube-controller-manager are built from it. Go 1.19 crashes the 1.20
-API server through the vendored reflect2 1.0.1, so that folder is replaced with Debian's
-reflect2 1.0.2 first. Results go to the cache folder, so this runs once per machine.
+kube-apiserver and kube-controller-manager are built from it, and in the same run (shared
+code generators and packages, a few minutes more) the node's kubelet, kube-scheduler and
+kube-proxy. Go 1.19 crashes the 1.20 API server through the vendored reflect2 1.0.1, so
+that folder is replaced with Debian's reflect2 1.0.2 first. Results go to the cache
+folder, so this runs once per machine.
+
+`--node` also installs the node's Debian packages (containerd, runc, the CNI plugins,
+iptables) and builds the node binaries if an older install lacks them. It is opt-in
+because on a systemd host the containerd package starts a system containerd.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ from spyre_operator.local.binaries import (
     APISERVER,
     CONTROLLER_MANAGER,
     ETCD,
+    NODE_BINARIES,
     Binaries,
     BinariesMissing,
     cache_bin_dir,
     cache_root,
     find_binaries,
+    missing_node_binaries,
 )
 
 APT_PACKAGES = [
@@ -37,6 +45,16 @@ APT_PACKAGES = [
     "golang-github-modern-go-reflect2-dev",
     "openssl",
 ]
+# gcc and libc6-dev make the static pause binary of the node's pod sandboxes
+NODE_APT_PACKAGES = [
+    "containerd",
+    "runc",
+    "containernetworking-plugins",
+    "iptables",
+    "gcc",
+    "libc6-dev",
+]
+BUILT = (APISERVER, CONTROLLER_MANAGER, *NODE_BINARIES)
 DEB_SRC_LIST = Path("/etc/apt/sources.list.d/spyre-serving-src.sources")
 DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 REFLECT2_SRC = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
@@ -142,7 +160,7 @@ def _unpack_source(work: Path, log: Log) -> Path:
     return top[0]
 
 
-def _build(tree: Path, log: Log) -> dict[str, Path]:
+def _build(tree: Path, names: Sequence[str], log: Log) -> dict[str, Path]:
     vendor = tree / "vendor" / "github.com" / "modern-go" / "reflect2"
     shutil.rmtree(vendor, ignore_errors=True)
     shutil.copytree(REFLECT2_SRC, vendor)
@@ -160,7 +178,7 @@ def _build(tree: Path, log: Log) -> dict[str, Path]:
         "HOME": tempfile.mkdtemp(prefix="k8s-build-home-"),
     }
     built: dict[str, Path] = {}
-    for name in (APISERVER, CONTROLLER_MANAGER):
+    for name in names:
         _run(
             f"build-{name}",
             ["make", f"WHAT=cmd/{name}"],
@@ -173,8 +191,9 @@ def _build(tree: Path, log: Log) -> dict[str, Path]:
     return built
 
 
-def install(log: Log = _say) -> Binaries:
-    """Make etcd, kube-apiserver and kube-controller-manager available in the cache.
+def install(log: Log = _say, *, node: bool = False) -> Binaries:
+    """Make etcd, kube-apiserver and kube-controller-manager available in the cache (and,
+    with node=True, the node's binaries and Debian packages).
 
     Serialised by a lock file: a second `install` waits for the first, then finds its result.
     """
@@ -182,28 +201,56 @@ def install(log: Log = _say) -> Binaries:
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _install_locked(log)
+        return _install_locked(log, node)
 
 
-def _install_locked(log: Log) -> Binaries:
+def _to_build(node: bool) -> list[str]:
+    """The binaries this install must build: all of them when the control plane is
+    missing (one run of the source tree), else the node's missing ones when asked."""
     try:
-        found = find_binaries()
-        if found.controller_manager is not None:
-            log(f"control-plane binaries already available ({found.source})")
-            return found
+        plane_ready = find_binaries().controller_manager is not None
     except BinariesMissing:
-        pass
+        plane_ready = False
+    if not plane_ready:
+        return list(BUILT)
+    if node:
+        return [name for name in missing_node_binaries() if name in BUILT]
+    return []
+
+
+def _missing_packages(names: Sequence[str]) -> list[str]:
+    return [
+        name
+        for name in names
+        if subprocess.run(["dpkg", "-s", name], capture_output=True, check=False).returncode
+    ]
+
+
+def _install_locked(log: Log, node: bool) -> Binaries:
+    targets = _to_build(node)
+    packages = (APT_PACKAGES if targets else []) + (NODE_APT_PACKAGES if node else [])
+    packages = _missing_packages(packages)
+    if not targets and not packages:
+        log(f"binaries already available ({find_binaries().source})")
+        return find_binaries()
     _require_root("apt-get install")
-    _enable_deb_src(log)
+    if targets:
+        _enable_deb_src(log)
     hint = "run `apt-get update` by hand to see the error"
     _run("apt-get update", ["apt-get", "update"], hint, log)
     _run(
         "apt-get install",
-        ["apt-get", "install", "-y", "--no-install-recommends", *APT_PACKAGES],
+        ["apt-get", "install", "-y", "--no-install-recommends", *packages],
         "check the package names with `apt-cache policy`",
         log,
         env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
     )
+    if targets:
+        _build_into_cache(targets, log)
+    return find_binaries()
+
+
+def _build_into_cache(targets: Sequence[str], log: Log) -> None:
     bin_dir = cache_bin_dir()
     bin_dir.mkdir(parents=True, exist_ok=True)
     etcd = shutil.which(ETCD)
@@ -216,7 +263,7 @@ def _install_locked(log: Log) -> Binaries:
     work = cache_root() / "k8s" / "build"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    built = _build(_unpack_source(work, log), log)
+    built = _build(_unpack_source(work, log), targets, log)
     for name, path in built.items():
         # copy to a temp name, then rename: a half-copied binary never looks installed
         tmp = bin_dir / f".{name}.tmp"
@@ -225,5 +272,4 @@ def _install_locked(log: Log) -> Binaries:
     (bin_dir / ETCD).unlink(missing_ok=True)
     (bin_dir / ETCD).symlink_to(etcd)
     shutil.rmtree(work, ignore_errors=True)
-    log(f"installed control-plane binaries into {bin_dir}")
-    return find_binaries()
+    log(f"installed {', '.join(built)} into {bin_dir}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ def register(sub: Any) -> None:
         "--simulate", action="store_true", help="play the kubelet so the model gets Ready"
     )
     dev.add_argument(
+        "--node",
+        action="store_true",
+        help="for real: a local node, the operator installed by the chart, a tiny model "
+        "compiled and served, a completion through the Service (root; else --simulate)",
+    )
+    dev.add_argument(
         "--keep", action="store_true", help="leave the control plane running at the end"
     )
     dev.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each step")
@@ -87,6 +94,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.kubeconfig:  # before kopf and the client are imported: they read it then
         os.environ["KUBECONFIG"] = args.kubeconfig
     import kopf
+    from kopf._core.engines.peering import Identity  # the type kopf.run's identity wants
 
     kopf.configure(verbose=args.verbose, log_prefix=True)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
@@ -101,6 +109,9 @@ def _run(args: argparse.Namespace) -> int:
         namespaces=args.namespace,
         liveness_endpoint=args.liveness,
         standalone=True,
+        # kopf's default identity looks the uid up in /etc/passwd, which has no entry for
+        # the image's non-root uid 65532 (KeyError at start-up); the pod name is unique
+        identity=Identity(f"spyre-operator@{socket.gethostname()}"),
     )
     return 0
 

@@ -1,0 +1,104 @@
+"""The operator on the local node, the way a user gets it: the project's images built and
+imported (no registry), the Helm chart installed with the local operator image, and a
+CPU SpyreModel whose model is made here (random weights, a locally trained tokenizer,
+no hub). Shared by the node tests and `scripts/demo`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from spyre_operator.local.images import recipes
+from spyre_operator.local.images.containerd import import_image
+from spyre_operator.local.node import Node, NodeError
+from spyre_operator.local.tools import tool
+
+RELEASE = "spyre-operator"
+NAMESPACE = "spyre-system"
+FLAVOUR = "sendnn-inference"
+MODEL_NAME = "tiny-granite"
+
+
+def import_images(node: Node, log: Callable[[str], None]) -> None:
+    """Build (or find cached) the operator and CPU serving images; import what the node's
+    image store lacks (the serving image, ~9 GB, once per store)."""
+    for image in recipes.build_images(["operator", "runtime-cpu"]):
+        done = import_image(image, str(node.layout.containerd_socket))
+        state = "already there" if done.already else f"{done.streamed / 1e6:.0f} MB imported"
+        log(f"{image.name}: {state} ({done.seconds:.1f}s)")
+
+
+def install_chart(node: Node) -> None:
+    chart = recipes.checkout() / "charts" / "spyre-operator"
+    result = subprocess.run(
+        [tool("helm"), "--kubeconfig", str(node.kubeconfig), "upgrade", "--install",
+         RELEASE, str(chart), "-n", NAMESPACE, "--create-namespace", "--wait",
+         "--timeout", "5m", "--set", f"image.repository={recipes.REGISTRY}/operator"],
+        capture_output=True, text=True, check=False, timeout=400,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise NodeError(f"helm install of the operator failed: {result.stderr.strip()}")
+
+
+def make_tiny_model(folder: Path) -> Path:
+    """The tiny Granite (`spyre-runtime tiny-models`, with the CPU runtime's transformers)
+    in folder/granite, readable by the serving pod's non-root user; returns folder (the
+    hostPath to mount)."""
+    runtime = recipes.runtime_venv(FLAVOUR) / "bin" / "spyre-runtime"
+    result = subprocess.run(
+        [str(runtime), "tiny-models", str(folder)], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise NodeError(f"making the tiny model failed: {result.stderr.strip()[-2000:]}")
+    return folder
+
+
+def tiny_model(models: Path) -> dict[str, Any]:
+    """A SpyreModel serving the tiny Granite from models (a folder on the node) on CPU."""
+    return {
+        "apiVersion": "serving.spyre.dev/v1alpha1",
+        "kind": "SpyreModel",
+        "metadata": {"name": MODEL_NAME},
+        "spec": {
+            "model": {
+                "id": MODEL_NAME,
+                "path": "/models/granite",
+                "source": {"hostPath": {"path": str(models)}},
+            },
+            "image": f"{recipes.REGISTRY}/runtime-cpu:{recipes.runtime_tag(FLAVOUR)}",
+            "backend": "eager",
+            "runtime": {"flavour": FLAVOUR},
+            "accelerator": {"count": 0},
+            "batching": {
+                "continuous": {"maxModelLen": 256, "maxNumSeqs": 2, "maxNumBatchedTokens": 128}
+            },
+            "cache": {"volume": {"size": "1Gi"}},
+            "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}},
+        },
+    }
+
+
+def complete(cluster_ip: str, port: int, prompt: str, timeout: float = 60) -> dict[str, Any]:
+    """POST /v1/completions to a Service's ClusterIP (from the host, through kube-proxy);
+    retried until timeout, as kube-proxy follows a new endpoint within a second or so."""
+    request = urllib.request.Request(
+        f"http://{cluster_ip}:{port}/v1/completions",
+        data=json.dumps({"model": MODEL_NAME, "prompt": prompt, "max_tokens": 8}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=60) as resp:
+                answer: dict[str, Any] = json.loads(resp.read())
+                return answer
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)

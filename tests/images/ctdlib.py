@@ -1,0 +1,64 @@
+"""A private containerd for the image tests and the image benchmark.
+
+Its own root, state and socket in a folder; the CRI settings a node on this kind of VM
+needs (`restrict_oom_score_adj`: the VM lacks CAP_SYS_RESOURCE) and the local pause image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from spyre_operator.local.images.recipes import PAUSE
+
+CONFIG = """version = 2
+root = "{dir}/root"
+state = "{dir}/state"
+[grpc]
+  address = "{dir}/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+  sandbox_image = "{pause}"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    conf_dir = "{dir}/cni"
+"""
+
+
+def ensure_containerd() -> None:
+    if shutil.which("containerd") and shutil.which("runc"):
+        return
+    subprocess.run(["apt-get", "update", "-qq"], check=False)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "containerd", "runc"],
+        check=True,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
+
+
+@contextlib.contextmanager
+def private_containerd(folder: Path) -> Iterator[str]:
+    """Run containerd from folder until the block ends; yields its socket path."""
+    ensure_containerd()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.toml").write_text(CONFIG.format(dir=folder, pause=PAUSE))
+    socket = str(folder / "containerd.sock")
+    with (folder / "containerd.log").open("w") as log:
+        proc = subprocess.Popen(
+            ["containerd", "--config", str(folder / "config.toml")], stdout=log, stderr=log
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while subprocess.run(["ctr", "-a", socket, "version"], capture_output=True).returncode:
+            assert proc.poll() is None, (folder / "containerd.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "containerd did not answer within 30 s"
+            time.sleep(0.2)
+        yield socket
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,60 @@
+"""Fixtures on a REAL node: the control plane plus containerd, kubelet, kube-proxy,
+scheduler and the hostPath provisioner, started by the product's own `Node`.
+
+One node per machine, so one shared node serves every test that asks for `node`; a test
+that needs its own (the up/down check) stops the shared one first, and the next test
+that asks for `node` starts it again. Tests skip only when the preflight says this
+machine cannot run a node (not root, no cgroup v1, ...), with its reasons.
+`SPYRE_KEEP_NODE=1` leaves the shared node running after the session, to look around.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from nodelib import Kubectl, SharedNode, import_python_image
+
+from spyre_operator.local import preflight
+from spyre_operator.local.node import Node
+
+
+@pytest.fixture(scope="session")
+def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedNode]:
+    found = preflight.problems()
+    if found:
+        pytest.skip(preflight.report(found))
+    shared = SharedNode(tmp_path_factory.mktemp("node"))
+    try:
+        yield shared
+    finally:
+        if os.environ.get("SPYRE_KEEP_NODE") and shared.node is not None:
+            print(
+                f"\nnode kept (SPYRE_KEEP_NODE): kubectl --kubeconfig {shared.node.kubeconfig}"
+                f" ...; stop it with `spyre-operator cluster down --dir {shared.folder}`"
+            )
+        else:
+            shared.stop()
+
+
+@pytest.fixture
+def node(shared_node: SharedNode) -> Node:
+    return shared_node.get()
+
+
+@pytest.fixture
+def kubectl(node: Node) -> Iterator[Kubectl]:
+    """kubectl on the node, in a fresh namespace of its own."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    Kubectl(node.kubeconfig, "default")("create", "namespace", name)
+    yield Kubectl(node.kubeconfig, name)
+    Kubectl(node.kubeconfig, "default")("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def python_image(node: Node) -> str:
+    """A small image with Python (Debian minbase + the host's Python), built once and
+    kept in the node's image store across sessions."""
+    return import_python_image(node)

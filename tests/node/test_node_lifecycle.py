@@ -1,0 +1,96 @@
+"""`cluster up --node` then `down` leaves the host as it was: no process, mount, cgroup,
+link, address, iptables chain, sysctl change or fixed-path folder of the node remains."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from nodelib import Kubectl, SharedNode, import_python_image
+
+from spyre_operator.local import host
+from spyre_operator.local.node import MACHINE_RECORD, Node, NodeError
+from spyre_operator.local.node_config import NODE_IP
+
+pytestmark = pytest.mark.node
+
+
+def host_snapshot() -> dict[str, object]:
+    return {
+        "sysctls": host.read_sysctls(),
+        "links": sorted(os.listdir("/sys/class/net")),
+        "node address on lo": host.lo_has(NODE_IP),
+        "iptables chains": host.all_our_chains(),
+        "pod cgroups": host.pod_cgroups(),
+        "fixed paths": [p for p in host.FIXED_PATHS if os.path.lexists(p)],
+        "machine record": MACHINE_RECORD.exists(),
+    }
+
+
+def node_processes(node: Node, binaries: list[str]) -> list[int]:
+    return [
+        *host.pids_with_cmdline("containerd-shim", str(node.layout.containerd_socket)),
+        *(pid for b in binaries for pid in host.pids_with_cmdline(b, str(node.dir))),
+    ]
+
+
+def test_down_leaves_nothing_behind(
+    shared_node: SharedNode, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    shared_node.stop()  # one node per machine: this test needs its own
+    before = host_snapshot()
+    folder = tmp_path_factory.mktemp("own")
+    node = Node(folder)
+    state = node.up()
+    try:
+        binaries = [p.binary for p in state.processes]
+        assert host.pod_cgroups() and host.lo_has(NODE_IP)
+        with pytest.raises(NodeError, match="a node already runs on this machine"):
+            Node(folder.with_name("second")).up()
+        # a pod with a volume, so the bridge, veths, netns, shm and volume mounts exist
+        image = import_python_image(node)
+        kubectl = Kubectl(node.kubeconfig, "default")
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data"},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": "1Mi"}},
+            },
+        }
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "sleeper"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": image,
+                        "imagePullPolicy": "Never",
+                        "command": ["python3", "-c", "import time; time.sleep(3600)"],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    }
+                ],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+            },
+        }
+        kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, pod]}),
+        )
+        kubectl.wait("pod/sleeper", "condition=Ready")
+        assert host.all_our_chains()
+        assert host.mounts_under([node.dir])
+    finally:
+        node.down()
+    assert node_processes(node, binaries) == []
+    assert host.mounts_under([node.dir, node.layout.containerd_root]) == []
+    assert host_snapshot() == before
+    assert not (node.dir / "node").exists()
+    # the image store stays for the next `up`
+    assert (node.layout.containerd_root / "io.containerd.metadata.v1.bolt").is_dir()

@@ -1,0 +1,128 @@
+"""Pods really run on the node: a local image, shared storage of the default class, and a
+ClusterIP Service answered through kube-proxy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from nodelib import Kubectl
+
+from spyre_operator.local.node import Node
+from spyre_operator.local.node_config import NODE_NAME, STORAGE_CLASS
+
+pytestmark = pytest.mark.node
+
+
+def pod(name: str, image: str, script: str, **spec: object) -> dict[str, object]:
+    container = {
+        "name": "main",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["python3", "-c", script],
+        **spec.pop("container", {}),  # type: ignore[dict-item]
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"restartPolicy": "Never", "containers": [container], **spec},
+    }
+
+
+def apply(kubectl: Kubectl, *docs: dict[str, object]) -> None:
+    kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+    )
+
+
+def test_the_node_is_ready_and_status_shows_it(node: Node, kubectl: Kubectl) -> None:
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json"))["items"]
+    assert [n["metadata"]["name"] for n in nodes] == [NODE_NAME]
+    ready = {c["type"]: c["status"] for c in nodes[0]["status"]["conditions"]}["Ready"]
+    assert ready == "True"
+    status = subprocess.run(
+        [sys.executable, "-m", "spyre_operator.cli", "cluster", "status", "--dir", str(node.dir)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert f"node: {NODE_NAME}, Ready" in status
+    assert "kubelet: pid" in status
+
+
+def test_a_pod_from_a_locally_imported_image_runs(kubectl: Kubectl, python_image: str) -> None:
+    apply(
+        kubectl, pod("hello", python_image, "import os; print('hello from', os.uname().nodename)")
+    )
+    kubectl.wait("pod/hello", "jsonpath={.status.phase}=Succeeded")
+    assert kubectl("logs", "hello").strip() == "hello from hello"
+
+
+def test_the_default_class_binds_rwx_and_two_pods_share_it(
+    kubectl: Kubectl, python_image: str
+) -> None:
+    claims = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {"accessModes": [mode], "resources": {"requests": {"storage": "1Mi"}}},
+        }
+        for name, mode in (("shared", "ReadWriteMany"), ("single", "ReadWriteOnce"))
+    ]
+    apply(kubectl, *claims)
+    kubectl.wait("pvc/shared", "jsonpath={.status.phase}=Bound")
+    kubectl.wait("pvc/single", "jsonpath={.status.phase}=Bound")
+    assert kubectl("get", "pvc/shared", "-o", "jsonpath={.spec.storageClassName}") == STORAGE_CLASS
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}
+    mount = {"container": {"volumeMounts": [{"name": "data", "mountPath": "/data"}]}}
+    as_user = {"securityContext": {"runAsUser": 2000}}  # a non-root pod may write too
+    apply(
+        kubectl,
+        pod("writer", python_image, "open('/data/note','w').write('shared')",
+            volumes=[volume], **mount, **as_user),
+    )  # fmt: skip
+    kubectl.wait("pod/writer", "jsonpath={.status.phase}=Succeeded")
+    apply(
+        kubectl,
+        pod("reader", python_image, "print(open('/data/note').read())", volumes=[volume], **mount),
+    )
+    kubectl.wait("pod/reader", "jsonpath={.status.phase}=Succeeded")
+    assert kubectl("logs", "reader").strip() == "shared"
+
+
+def test_a_cluster_ip_service_answers_through_kube_proxy(
+    kubectl: Kubectl, python_image: str
+) -> None:
+    server = pod(
+        "web",
+        python_image,
+        "import http.server as h; h.ThreadingHTTPServer(('', 8080), type('H', "
+        "(h.BaseHTTPRequestHandler,), {'do_GET': lambda s: (s.send_response(200), "
+        "s.end_headers(), s.wfile.write(b'answered'))})).serve_forever()",
+        container={"readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1}},
+        restartPolicy="Always",
+    )
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+    apply(kubectl, server, service)
+    kubectl.wait("pod/web", "condition=Ready")
+    ip = kubectl("get", "svc/web", "-o", "jsonpath={.spec.clusterIP}")
+    # kube-proxy programs the rules a moment after the endpoint turns ready
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://{ip}:80/", timeout=5) as resp:
+                assert resp.read() == b"answered"
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

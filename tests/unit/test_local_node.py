@@ -1,0 +1,93 @@
+"""The node's pure parts: what the provisioner creates, what install builds, the preflight
+message. The node itself is tested for real in tests/node."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from spyre_operator.local import install, preflight
+from spyre_operator.local.node import Node, NodeError
+from spyre_operator.local.node_config import STORAGE_CLASS
+from spyre_operator.local.provisioner import volume_for, wants_volume
+
+pytestmark = pytest.mark.unit
+
+
+def claim(**spec: object) -> dict[str, object]:
+    return {
+        "metadata": {"name": "cache", "namespace": "llm", "uid": "1234-abcd"},
+        "spec": {
+            "storageClassName": STORAGE_CLASS,
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": "20Gi"}},
+            **spec,
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_a_claim_gets_its_own_folder_and_a_volume_bound_to_it() -> None:
+    volume = volume_for(claim(), Path("/n/volumes"))
+    assert volume["metadata"]["name"] == "pvc-1234-abcd"
+    spec = volume["spec"]
+    assert spec["hostPath"] == {"path": "/n/volumes/llm-cache-1234-abcd"}
+    assert spec["accessModes"] == ["ReadWriteMany"]
+    assert spec["capacity"] == {"storage": "20Gi"}
+    assert spec["storageClassName"] == STORAGE_CLASS
+    assert spec["claimRef"]["uid"] == "1234-abcd"
+    assert spec["persistentVolumeReclaimPolicy"] == "Delete"
+
+
+def test_only_pending_unbound_claims_of_the_class_get_a_volume() -> None:
+    assert wants_volume(claim())
+    assert not wants_volume(claim(storageClassName="other"))
+    assert not wants_volume(claim(volumeName="pv-1"))
+    bound = claim()
+    bound["status"] = {"phase": "Bound"}
+    assert not wants_volume(bound)
+
+
+def test_install_builds_all_five_when_the_plane_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.setenv("SPYRE_SERVING_CACHE", str(tmp_path))
+    expected = [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kubelet",
+        "kube-scheduler",
+        "kube-proxy",
+    ]
+    assert install._to_build(node=False) == expected
+    assert install._to_build(node=True) == expected
+
+
+def test_install_node_builds_only_the_missing_node_binaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.setenv("SPYRE_SERVING_CACHE", str(tmp_path))
+    bin_dir = tmp_path / "k8s" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    assert install._to_build(node=False) == []
+    assert install._to_build(node=True) == ["kubelet", "kube-scheduler"]
+
+
+def test_preflight_names_what_is_missing_in_one_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert [str(p) for p in preflight.problems()] == [
+        "not root: run `cluster up --node` (and its tests) as root"
+    ]
+    with pytest.raises(NodeError) as err:
+        Node(tmp_path).up()
+    assert str(err.value).startswith("this machine cannot run a node:\n  - not root")
+    assert not (tmp_path / "node.json").exists()
