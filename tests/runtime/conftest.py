@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from rtlib import REPO, Runtime, installed_venv
+from rtlib import Runtime, installed_venv
 
 
 @pytest.fixture(scope="session", params=["vllm-spyre", "sendnn-inference"])
