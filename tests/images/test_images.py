@@ -170,3 +170,29 @@ def test_a_new_version_replaces_the_old_one_and_frees_its_layers(
     assert first.manifest.digest not in ctr.images().values()
     assert chain_ids(first.manifest.layers)[-1] not in ctr.snapshots()
     assert chain_ids(second.manifest.layers)[-1] in ctr.snapshots()
+
+
+# every C extension of the standard library, Tk's aside (no X11 in a server image)
+IMPORT_EXTENSIONS = """
+import importlib, pathlib, sysconfig
+folder = pathlib.Path(sysconfig.get_path("platstdlib")) / "lib-dynload"
+skip = ("_tkinter", "_test", "_ctypes_test", "_xxtest", "xx")
+for so in sorted(folder.glob("*.so")):
+    name = so.name.split(".")[0]
+    if not name.startswith(skip):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            print(name, exc)
+"""
+
+
+def test_the_images_python_finds_all_its_libraries(
+    built: dict[str, Image], containerd: str
+) -> None:
+    import_image(built["operator"], containerd)
+    out = ctr_out(
+        containerd, "run", "--rm", built["operator"].name, "spyre-images-test-py",
+        "python3", "-c", IMPORT_EXTENSIONS,
+    )  # fmt: skip
+    assert out == ""

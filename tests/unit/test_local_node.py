@@ -91,3 +91,13 @@ def test_preflight_names_what_is_missing_in_one_message(
         Node(tmp_path).up()
     assert str(err.value).startswith("this machine cannot run a node:\n  - not root")
     assert not (tmp_path / "node.json").exists()
+
+
+def test_down_and_status_work_where_containerd_is_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no containerd, no ctr
+    node = Node(tmp_path / "plane")
+    assert node.layout.containerd_root.name == "containerd-unknown"
+    assert node.status() is None
+    assert node.down() == []

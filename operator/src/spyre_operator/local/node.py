@@ -66,7 +66,12 @@ class NodeStatus:
 
 
 def containerd_version() -> str:
-    out = subprocess.run(["containerd", "--version"], capture_output=True, text=True)
+    """The version part of `containerd --version` ("unknown" when it is not installed:
+    `cluster down` and `status` also run on machines without it)."""
+    try:
+        out = subprocess.run(["containerd", "--version"], capture_output=True, text=True)
+    except OSError:
+        return "unknown"
     words = out.stdout.split()
     return re.sub(r"[^A-Za-z0-9.+-]", "-", words[2]) if len(words) > 2 else "unknown"
 

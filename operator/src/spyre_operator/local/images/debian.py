@@ -77,7 +77,10 @@ def library_packages(python_prefix: Path) -> list[str]:
     version = re.sub(r"^(\d+\.\d+).*", r"\1", python_prefix.name)
     elves = [python_prefix / "bin" / f"python{version}"]
     elves += sorted((python_prefix / "lib").glob("libpython*.so*"))
-    elves += sorted((python_prefix / "lib" / f"python{version}" / "lib-dynload").glob("*.so"))
+    # all extension modules but Tk's (X11 and fonts have no use in a server image; like
+    # the python:slim images, `import tkinter` fails there)
+    dynload = python_prefix / "lib" / f"python{version}" / "lib-dynload"
+    elves += sorted(p for p in dynload.glob("*.so") if not p.name.startswith("_tkinter"))
     libraries: set[str] = set()
     for elf in elves:
         out = subprocess.run(["ldd", str(elf)], capture_output=True, text=True, check=False)
@@ -87,11 +90,26 @@ def library_packages(python_prefix: Path) -> list[str]:
                 libraries.add(match.group(1))
     if not libraries:
         raise ImageBuildError(f"ldd found no libraries for the Python in {python_prefix}")
+    # with merged /usr, ldd says /lib/... where dpkg may know /usr/lib/... (or the reverse)
+    candidates = set()
+    for library in libraries:
+        real = str(Path(library).resolve())
+        candidates |= {library, real, real.removeprefix("/usr"), "/usr" + library}
     owners = subprocess.run(
-        ["dpkg", "-S", *sorted(libraries)], capture_output=True, text=True, check=False
+        ["dpkg", "-S", *sorted(candidates)], capture_output=True, text=True, check=False
     )
-    packages = {line.split(":", 1)[0] for line in owners.stdout.splitlines() if ":" in line}
-    return sorted(packages | set(ALWAYS))
+    found: dict[str, str] = {}
+    for line in owners.stdout.splitlines():
+        package, _, path = line.partition(": ")
+        found[path] = package.split(":")[0]
+    missing = [
+        lib
+        for lib in sorted(libraries)
+        if not any(c in found for c in (lib, "/usr" + lib, str(Path(lib).resolve())))
+    ]
+    if missing:
+        raise ImageBuildError(f"no Debian package owns {', '.join(missing)} (dpkg -S)")
+    return sorted(set(found.values()) | set(ALWAYS))
 
 
 def debootstrap(target: Path, suite: str, packages: list[str]) -> None:
