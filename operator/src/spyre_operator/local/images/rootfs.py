@@ -144,7 +144,8 @@ def runnable(root: Path, pip_env: dict[str, str]) -> Iterator[None]:
         for name in DEVICES:
             (dev / name).touch()
             mounts.mount(dev / name, "--bind", f"/dev/{name}")
-        (dev / "shm").mkdir(mode=0o1777)
+        (dev / "shm").mkdir()
+        os.chmod(dev / "shm", 0o1777)  # mkdir's mode goes through the umask
         for i, name in enumerate(("stdin", "stdout", "stderr")):
             (dev / name).symlink_to(f"/proc/self/fd/{i}")
         (dev / "fd").symlink_to("/proc/self/fd")
