@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +202,35 @@ def test_containerfile_keeps_the_base_images_torch() -> None:
     entrypoint = (REPO / "image" / "entrypoint").read_text()
     assert "source /etc/profile.d/ibm-aiu-setup.sh" in entrypoint
     assert entrypoint.rstrip().endswith('exec spyre-runtime "$@"')
+
+
+def _as_uid(uid: int, check: Any) -> Any:
+    """check() in a forked child running as uid (root passes every mode check)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to uid, report, never return into pytest
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            os.write(write, json.dumps(check()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        got = answer.read()
+    os.waitpid(pid, 0)
+    return json.loads(got)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to run the check as another uid")
+def test_a_model_folder_the_pod_cannot_read_is_named_not_a_traceback() -> None:
+    """Seen on the real node: a hostPath model folder of mode 0700 owned by root."""
+    model = Path(tempfile.mkdtemp(prefix="spyre-model-"))  # under /tmp, not pytest's 0700 tree
+    try:
+        problem = _as_uid(65534, lambda: precompile._local_model_problem(str(model)))
+        expected = f"model path {model} is not readable by uid 65534 (check the volume's modes)"
+        assert problem == expected
+        model.chmod(0o755)
+        assert _as_uid(65534, lambda: precompile._local_model_problem(str(model))) is None
+    finally:
+        shutil.rmtree(model)

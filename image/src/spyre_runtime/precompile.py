@@ -8,6 +8,7 @@ the catalog and then write READY, last: no READY means not ready, whatever else 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -37,11 +38,19 @@ def versions(flavour: Flavour) -> dict[str, str]:
     return found
 
 
-def _local_model_missing(model: str | None) -> bool:
-    # Paths, unlike hub ids ("org/name"), can be checked before spending a minute on vLLM.
+def _local_model_problem(model: str | None) -> str | None:
+    """Why a local model path cannot be read, if it cannot. Paths, unlike hub ids
+    ("org/name"), can be checked before spending a minute on vLLM."""
     if not model or not model.startswith(("/", "./", "../", "~")):
-        return False
-    return not Path(model).expanduser().exists()
+        return None
+    path = Path(model).expanduser()
+    try:
+        if not path.exists():
+            return f"model path {model} does not exist"
+        os.listdir(path)
+    except PermissionError:
+        return f"model path {model} is not readable by uid {os.getuid()} (check the volume's modes)"
+    return None
 
 
 def _run_warmup(cfg: RuntimeConfig, env: Mapping[str, str], progress: Progress) -> dict[str, Any]:
@@ -89,8 +98,9 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
         return fail(failure("InvalidConfig", str(e)))
     if not cfg.vllm_args:
         return fail(failure("InvalidConfig", "no vllm serve arguments (the model comes first)"))
-    if _local_model_missing(cfg.model):
-        return fail(failure("ModelNotFound", f"model path {cfg.model} does not exist"))
+    problem = _local_model_problem(cfg.model)
+    if problem:
+        return fail(failure("ModelNotFound", problem))
     if cfg.require_precompiled:
         log.warning("%s=1 ignored: precompile is what compiles", require_var)
     # The compile must be allowed; the engine core runs in the warmup process (see warmup.py).

@@ -56,6 +56,7 @@ def make_tiny_model(folder: Path) -> Path:
     )
     if result.returncode != 0:
         raise NodeError(f"making the tiny model failed: {result.stderr.strip()[-2000:]}")
+    folder.chmod(0o755)  # the hostPath itself: a test's tmp folder is 0700
     return folder
 
 
