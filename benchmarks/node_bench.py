@@ -9,6 +9,11 @@ find the images imported already. With --operator, each run also imports the ope
 and CPU serving images (built first if not cached), installs the chart, applies the tiny
 CPU SpyreModel and times apply -> Ready and apply -> first completion through the
 Service's ClusterIP. Prints each run's figures, then the medians.
+
+Yardsticks, measured in the same runs: the API-server-only control plane (what the fast
+tests start) beside node up; a bare pod of the pause image, create -> Running, beside the
+operator's pods; and the compile pod's own seconds (from its termination message, in
+status.cache) beside apply -> Ready, so what the operator adds is visible.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,8 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from spyre_operator.local import node_operator, preflight
+from spyre_operator.local.controlplane import ControlPlane
+from spyre_operator.local.images import recipes
+from spyre_operator.local.kubectl import Kubectl
 from spyre_operator.local.node import Node
-from spyre_operator.local.tools import tool
 
 
 def timed(figures: dict[str, list[float]], name: str, step: Callable[[], object]) -> None:
@@ -33,6 +39,28 @@ def timed(figures: dict[str, list[float]], name: str, step: Callable[[], object]
     step()
     figures.setdefault(name, []).append(time.monotonic() - started)
     print(f"  {name}: {figures[name][-1]:.1f} s", flush=True)
+
+
+def record(figures: dict[str, list[float]], name: str, seconds: float) -> None:
+    figures.setdefault(name, []).append(seconds)
+    print(f"  {name}: {seconds:.1f} s", flush=True)
+
+
+def control_plane_run(folder: Path, figures: dict[str, list[float]]) -> None:
+    """Yardstick: the control plane alone (no containerd, kubelet, proxy or scheduler)."""
+    plane = ControlPlane(folder)
+    timed(figures, "yardstick: control plane alone up", plane.up)
+    plane.down()
+
+
+def bare_pod(node: Node, figures: dict[str, list[float]]) -> None:
+    """Yardstick: a pod of the pause image (already in the node), create -> Running."""
+    run = Kubectl(node.kubeconfig)
+    started = time.monotonic()
+    run("run", "bench-bare", f"--image={recipes.PAUSE}", "--restart=Never")
+    run("wait", "--for=jsonpath={.status.phase}=Running", "--timeout=300s", "pod/bench-bare")
+    record(figures, "yardstick: bare pod create -> Running", time.monotonic() - started)
+    run("delete", "pod", "bench-bare", "--wait=false")
 
 
 def operator_run(node: Node, folder: Path, figures: dict[str, list[float]]) -> None:
@@ -43,23 +71,17 @@ def operator_run(node: Node, folder: Path, figures: dict[str, list[float]]) -> N
     )
     timed(figures, "helm install of the operator", lambda: node_operator.install_chart(node))
     models = node_operator.make_tiny_model(folder / "models")
-    kubectl = [tool("kubectl"), "--kubeconfig", str(node.kubeconfig), "-n", "default"]
-
-    def run(*args: str, stdin: str | None = None) -> str:
-        done = subprocess.run([*kubectl, *args], input=stdin, capture_output=True, text=True)
-        done.check_returncode()
-        return done.stdout
-
+    run = Kubectl(node.kubeconfig)
     started = time.monotonic()
-    run("apply", "-f", "-", stdin=json.dumps(node_operator.tiny_model(models)))
+    run("apply", "-f", "-", input=json.dumps(node_operator.tiny_model(models)))
     ready = "--for=jsonpath={.status.phase}=Ready"
     run("wait", ready, "--timeout=1800s", f"spyremodel/{node_operator.MODEL_NAME}")
-    figures.setdefault("apply -> Ready", []).append(time.monotonic() - started)
-    service = json.loads(run("get", "svc", node_operator.MODEL_NAME, "-o", "json"))
+    record(figures, "apply -> Ready", time.monotonic() - started)
+    service = run.get("svc", node_operator.MODEL_NAME)
     node_operator.complete(service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"], "Hi")
-    figures.setdefault("apply -> first completion", []).append(time.monotonic() - started)
-    for name in ("apply -> Ready", "apply -> first completion"):
-        print(f"  {name}: {figures[name][-1]:.1f} s", flush=True)
+    record(figures, "apply -> first completion", time.monotonic() - started)
+    model = run.get("spyremodel", node_operator.MODEL_NAME)
+    record(figures, "yardstick: the compile pod's own seconds", model["status"]["cache"]["seconds"])
 
 
 def main() -> int:
@@ -75,11 +97,13 @@ def main() -> int:
     for run in range(1, args.runs + 1):
         print(f"run {run}", flush=True)
         with tempfile.TemporaryDirectory(prefix="node-bench-") as tmp:
-            node = Node(Path(tmp))
+            control_plane_run(Path(tmp) / "plane", figures)
+            node = Node(Path(tmp) / "node")
             try:
                 timed(figures, "node up (nothing -> Ready, schedulable)", node.up)
+                bare_pod(node, figures)
                 if args.operator:
-                    operator_run(node, Path(tmp), figures)
+                    operator_run(node, Path(tmp) / "node", figures)
             finally:
                 timed(figures, "node down (everything removed, host restored)", node.down)
     for name, values in figures.items():
