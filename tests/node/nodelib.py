@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
+from spyre_operator.local import node_operator
 from spyre_operator.local.images import recipes
 from spyre_operator.local.images.containerd import import_image
 from spyre_operator.local.images.store import locked
+from spyre_operator.local.kubectl import Kubectl
 from spyre_operator.local.node import Node
-from spyre_operator.local.tools import tool
 
-
-class Kubectl:
-    """kubectl against the node, in one namespace; failures raise with stderr."""
-
-    def __init__(self, kubeconfig: Path, namespace: str) -> None:
-        self.base = [tool("kubectl"), "--kubeconfig", str(kubeconfig), "-n", namespace]
-
-    def __call__(self, *args: str, input: str | None = None, timeout: float = 180) -> str:
-        result = subprocess.run(
-            [*self.base, *args], input=input, capture_output=True, text=True, timeout=timeout
-        )
-        if result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
-        return result.stdout
-
-    def wait(self, what: str, condition: str, timeout: int = 180) -> None:
-        self("wait", f"--for={condition}", what, f"--timeout={timeout}s", timeout=timeout + 30)
+__all__ = ["Kubectl", "SharedNode", "import_python_image"]
 
 
 class SharedNode:
@@ -36,6 +20,7 @@ class SharedNode:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.node: Node | None = None
+        self.operator_on: Node | None = None
 
     def get(self) -> Node:
         if self.node is None:
@@ -43,6 +28,15 @@ class SharedNode:
             node.up()
             self.node = node
         return self.node
+
+    def with_operator(self) -> Node:
+        """The node with the project's images imported and the chart installed."""
+        node = self.get()
+        if self.operator_on is not node:
+            node_operator.import_images(node, print)
+            node_operator.install_chart(node)
+            self.operator_on = node
+        return node
 
     def stop(self) -> None:
         if self.node is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +24,8 @@ from spyre_operator.api.names import CRD_NAME
 from spyre_operator.local import node_demo, preflight
 from spyre_operator.local.binaries import cache_root
 from spyre_operator.local.controlplane import ControlPlane, ControlPlaneError
+from spyre_operator.local.kubectl import Kubectl, KubectlError
+from spyre_operator.local.node_demo import say
 from spyre_operator.local.operator_process import OperatorExited, OperatorProcess
 from spyre_operator.local.tools import ToolMissing, tool
 from spyre_operator.reconcile import simulate
@@ -68,7 +69,7 @@ class Session:
         self.plane = ControlPlane(directory)
         self.started_plane = False
         self.operator: OperatorProcess | None = None
-        self.kubectl_bin = _kubectl_binary()
+        self.kubectl = Kubectl(self.plane.kubeconfig, namespace=None, binary=_kubectl_binary())
         self.operator_log = self.plane.dir / "operator.log"
 
     def up(self) -> Kube:
@@ -79,19 +80,6 @@ class Session:
             self.plane.up()
             self.started_plane = True
         return Kube(load_api_client(str(self.plane.kubeconfig)))
-
-    def kubectl(self, *args: str, stdin: str | None = None) -> str:
-        result = subprocess.run(
-            [self.kubectl_bin, "--kubeconfig", str(self.plane.kubeconfig), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise DevError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
-        return result.stdout
 
     def start_operator(self, namespace: str) -> None:
         say(
@@ -121,10 +109,6 @@ class Session:
                 raise DevError(str(exc)) from exc
 
 
-def say(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 def main(args: argparse.Namespace) -> int:
     if args.node:
         found = preflight.problems()
@@ -145,7 +129,7 @@ def main(args: argparse.Namespace) -> int:
         run(session, doc, example, args)
     except KeyboardInterrupt:
         say("interrupted")
-    except (DevError, ControlPlaneError) as err:
+    except (DevError, ControlPlaneError, KubectlError) as err:
         print(f"error: {err}", file=sys.stderr)
         session.stop(args.keep)
         return 1
@@ -158,7 +142,7 @@ def run(session: Session, doc: dict[str, Any], example: Path, args: argparse.Nam
     name = doc["metadata"]["name"]
     namespace = doc["metadata"].get("namespace") or "default"
     say("installing the SpyreModel CRD")
-    session.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crd_yaml())
+    session.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=crd_yaml())
     session.kubectl("wait", "--for", "condition=established", f"crd/{CRD_NAME}")
     session.start_operator(namespace)
     say(f"applying {example}")

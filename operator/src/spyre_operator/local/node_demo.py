@@ -9,7 +9,6 @@ ClusterIP. Without --keep the node is taken down at the end.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,8 @@ from typing import Any
 from spyre_operator.local import node_operator
 from spyre_operator.local.controlplane import ControlPlaneError
 from spyre_operator.local.images.store import ImageBuildError
+from spyre_operator.local.kubectl import Kubectl, KubectlError
 from spyre_operator.local.node import Node
-from spyre_operator.local.tools import tool
 
 POLL = 1.0
 
@@ -27,18 +26,9 @@ def say(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def kubectl(node: Node, *args: str, stdin: str | None = None) -> str:
-    result = subprocess.run(
-        [tool("kubectl"), "--kubeconfig", str(node.kubeconfig), "-n", "default", *args],
-        input=stdin, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
-    if result.returncode != 0:
-        raise ControlPlaneError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
-    return result.stdout
-
-
 def main(directory: Path, keep: bool, timeout: float) -> int:
     node = Node(directory)
+    kubectl = Kubectl(node.kubeconfig)
     try:
         say("bringing up the node (root; one per machine)")
         node.up(log=say)
@@ -48,18 +38,18 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
         node_operator.install_chart(node)
         models = node_operator.make_tiny_model(directory / "models")
         say(f"made a tiny Granite (random weights) in {models}; applying a CPU SpyreModel")
-        kubectl(node, "apply", "-f", "-", stdin=json.dumps(node_operator.tiny_model(models)))
-        status = watch(node, timeout)
+        kubectl("apply", "-f", "-", input=json.dumps(node_operator.tiny_model(models)))
+        status = watch(kubectl, timeout)
         if status.get("phase") != "Ready":
             say(f"the model did not get Ready: {status}")
             return 1
-        service = json.loads(kubectl(node, "get", "svc", node_operator.MODEL_NAME, "-o", "json"))
+        service = kubectl.get("svc", node_operator.MODEL_NAME)
         ip, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
         say(f"POST http://{ip}:{port}/v1/completions (the Service's ClusterIP, via kube-proxy)")
         answer = node_operator.complete(ip, port, "Hello")
         say(f"answer: {answer['choices'][0]['text']!r} ({answer['usage']})")
         return 0
-    except (ControlPlaneError, ImageBuildError, OSError) as err:
+    except (ControlPlaneError, KubectlError, ImageBuildError, OSError) as err:
         say(f"error: {err}")
         return 1
     finally:
@@ -71,18 +61,17 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
             node.down()
 
 
-def watch(node: Node, timeout: float) -> dict[str, Any]:
+def watch(kubectl: Kubectl, timeout: float) -> dict[str, Any]:
     """Print the SpyreModel and its pods whenever they change, until Ready or Failed."""
     deadline = time.monotonic() + timeout
     last = ""
     status: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        table = kubectl(node, "get", "spyremodels,pods", "-o", "wide")
+        table = kubectl("get", "spyremodels,pods", "-o", "wide")
         if table != last:
             print(table, flush=True)
             last = table
-        got = json.loads(kubectl(node, "get", "spyremodel", node_operator.MODEL_NAME, "-o", "json"))
-        status = got.get("status") or {}
+        status = kubectl.get("spyremodel", node_operator.MODEL_NAME).get("status") or {}
         if status.get("phase") in ("Ready", "Failed"):
             return status
         time.sleep(POLL)

@@ -24,7 +24,9 @@ class Timeout(AssertionError):
     """A polled condition did not come true in time."""
 
 
-def poll_until(probe: Callable[[], T | None], what: str, timeout: float) -> T:
+def poll_until(
+    probe: Callable[[], T | None], what: str, timeout: float, interval: float = 0.2
+) -> T:
     """Poll until probe() returns something truthy; fail with what was last seen."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -32,7 +34,7 @@ def poll_until(probe: Callable[[], T | None], what: str, timeout: float) -> T:
         last = probe()
         if last:
             return last
-        time.sleep(0.2)
+        time.sleep(interval)
     raise Timeout(f"timed out after {timeout:.0f}s waiting until {what}; last: {last!r}")
 
 
