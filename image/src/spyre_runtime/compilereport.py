@@ -81,7 +81,7 @@ _compiles = 0
 
 
 def _report(*_args: object) -> None:
-    """Dynamo's end-of-compile callback (torch >= 2.7 passes CallbackArgs, older nothing)."""
+    """Dynamo's end-of-compile callback (its CallbackArgs are not needed)."""
     global _compiles
     _compiles += 1
     try:
