@@ -71,9 +71,10 @@ def test_operator_image_runs_its_command_as_non_root(
     name = built["operator"].name
     out = ctr_out(
         containerd, "run", "--rm", name, "spyre-images-test-op", "sh", "-c",
-        "id -u; spyre-operator --version",
+        "id -u; spyre-operator --version; command -v g++ || echo no-g++",
     )  # fmt: skip
-    assert out.split() == ["65532", "spyre-operator", "0.1.0"]
+    # the C++ toolchain is the serving image's only
+    assert out.split() == ["65532", "spyre-operator", "0.1.0", "no-g++"]
     assert built["operator"].config.entrypoint == ("spyre-operator",)
     assert built["pause"].config.user == "65535:65535"
     assert built["pause"].config.entrypoint == ("/pause",)
@@ -100,6 +101,8 @@ def test_serving_image_runs_the_real_entrypoint_and_vllm_as_uid_2000(tmp_path: P
             ["python", "-c", "import vllm, sendnn_inference, spyre_runtime"],
             # uid 2000 has a name, as in the upstream image (getpass needs one)
             ["sh", "-c", 'test "$(id -un)" = senuser'],
+            # inductor's C++ code generation: g++ and the Python headers (backend inductor)
+            ["python", "-c", INDUCTOR_COMPILE],
         ):
             proc = subprocess.run(
                 argv,
@@ -111,6 +114,12 @@ def test_serving_image_runs_the_real_entrypoint_and_vllm_as_uid_2000(tmp_path: P
             )
             assert proc.returncode == 0, (argv, proc.stdout[-2000:], proc.stderr[-3000:])
         scratch.undo()
+
+
+INDUCTOR_COMPILE = (
+    "import torch; f = torch.compile(lambda x: x.sin() + 1, backend='inductor'); "
+    "assert torch.allclose(f(torch.ones(8)), torch.ones(8).sin() + 1)"
+)
 
 
 def as_uid_2000(root: Path) -> None:

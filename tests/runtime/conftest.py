@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
-from rtlib import Runtime, installed_venv
+from rtlib import (
+    ENGINE_TIMEOUT,
+    Runtime,
+    Workload,
+    free_port,
+    installed_venv,
+    stop,
+    wait_for_server,
+)
 
 
 @pytest.fixture(scope="session", params=["vllm-spyre", "sendnn-inference"])
@@ -22,3 +33,24 @@ def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         timeout=600,
     )
     return rt
+
+
+@pytest.fixture
+def server(runtime: Runtime) -> Any:
+    """start(workload, root, require_precompiled) -> (port, log): `spyre-runtime serve`,
+    up and answering; stopped after the test."""
+    started: list[Any] = []
+
+    def start(workload: Workload, root: Path, require_precompiled: bool) -> tuple[int, Path]:
+        port = free_port()
+        name = f"serve-{workload.name}-{port}"
+        env = workload.env(runtime, root, require_precompiled=require_precompiled)
+        proc = runtime.start(name, ["serve", *workload.args, "--port", str(port)], env)
+        started.append(proc)
+        log = runtime.logs / f"{name}.log"
+        wait_for_server(proc, port, log, timeout=ENGINE_TIMEOUT)
+        return port, log
+
+    yield start
+    for proc in started:
+        stop(proc)

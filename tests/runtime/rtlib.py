@@ -1,4 +1,5 @@
-"""Helpers shared by the runtime tests: the contract env as the operator renders it."""
+"""Helpers shared by the runtime tests: the contract env as the operator renders it, the
+workloads and how they are precompiled."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
+from spyre_runtime.catalog import CATALOG_NAME, READY_NAME
+
+ENGINE_TIMEOUT = 900  # one engine start-up on a loaded 2-core machine, generously
 PREFIX = {"vllm-spyre": "VLLM_SPYRE_", "sendnn-inference": "SENDNN_INFERENCE_"}
 PLUGIN = {"vllm-spyre": "spyre", "sendnn-inference": "sendnn_inference"}
 
@@ -34,10 +38,15 @@ def contract_env(
     require_precompiled: bool = False,
     key: str | None = None,
 ) -> dict[str, str]:
-    """The env docs/contract.md says the operator sets, for one compile config."""
+    """The env docs/contract.md says the operator sets, for one compile config: its
+    `backend` (a CPU one: eager unless given) as the operator renders it."""
     key = key or cache_key(config)
     prefix = PREFIX[flavour]
+    backend = config.get("backend", "eager")
+    inductor = {"TORCHINDUCTOR_CACHE_DIR": str(root / key / "inductor")}
     return {
+        f"{prefix}DYNAMO_BACKEND": backend,
+        **(inductor if backend == "inductor" else {}),
         "SPYRE_SERVING_FLAVOUR": flavour,
         "SPYRE_SERVING_CACHE_KEY": key,
         "SPYRE_SERVING_CACHE_ROOT": str(root),
@@ -70,11 +79,11 @@ def installed_venv(flavour: str) -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-BACKEND_ENV = {
-    # eager: the plugin's CPU path; USE_CB=1: 1.x decoders use continuous batching, which is
-    # what 2.x always does, so both flavours warm up the same kind of graphs.
-    "vllm-spyre": {"VLLM_SPYRE_DYNAMO_BACKEND": "eager", "VLLM_SPYRE_USE_CB": "1"},
-    "sendnn-inference": {"SENDNN_INFERENCE_DYNAMO_BACKEND": "eager"},
+BATCHING_ENV = {
+    # USE_CB=1: 1.x decoders use continuous batching, which is what 2.x always does, so
+    # both flavours warm up the same kind of graphs.
+    "vllm-spyre": {"VLLM_SPYRE_USE_CB": "1"},
+    "sendnn-inference": {},
 }
 # Pooling models warm up static shapes in every version (1.x: static batching, USE_CB=0).
 POOLING_ENV = {
@@ -123,7 +132,7 @@ class Runtime:
                 require_precompiled,
                 key,
             ),
-            **BACKEND_ENV[self.flavour],
+            **BATCHING_ENV[self.flavour],
             **(extra or {}),
             "MASTER_ADDR": "localhost",
             "MASTER_PORT": str(free_port()),
@@ -223,3 +232,75 @@ def wait_for_server(
 
 def _tail(log: Path) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+
+
+@dataclass
+class Workload:
+    """A model plus the compile config the operator would derive for it."""
+
+    name: str
+    args: list[str]
+    config: dict[str, Any]
+    extra_env: dict[str, str]
+
+    def env(self, rt: Runtime, root: Path, **kwargs: Any) -> dict[str, str]:
+        return rt.env(root, self.config, extra=self.extra_env, **kwargs)
+
+
+def decoder(rt: Runtime, max_model_len: int = 256, backend: str = "eager") -> Workload:
+    model = str(rt.models / "granite")
+    args = [model, "--max-model-len", str(max_model_len), "--max-num-seqs", "2",
+            "--max-num-batched-tokens", "256"]  # fmt: skip
+    config = {"flavour": rt.flavour, "model": model, "maxModelLen": max_model_len,
+              "maxNumSeqs": 2, "maxNumBatchedTokens": 256, "backend": backend}  # fmt: skip
+    name = "decoder" if backend == "eager" else f"decoder-{backend}"
+    return Workload(name, args, config, {})
+
+
+def embedding(rt: Runtime) -> Workload:
+    model = str(rt.models / "roberta")
+    shapes = {f"{rt.prefix}WARMUP_PROMPT_LENS": "64", f"{rt.prefix}WARMUP_BATCH_SIZES": "2"}
+    config = {"flavour": rt.flavour, "model": model, "runner": "pooling", "warmup": shapes}
+    return Workload("embedding", [model, "--runner", "pooling"], config,
+                    {**POOLING_ENV[rt.flavour], **shapes})  # fmt: skip
+
+
+@dataclass
+class Precompiled:
+    workload: Workload
+    root: Path
+    result: Result
+    seconds: float
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / cache_key(self.workload.config)
+
+
+def precompile(rt: Runtime, workload: Workload, root: Path) -> Precompiled:
+    started = time.monotonic()
+    result = rt.run(
+        f"precompile-{workload.name}-{root.name}",
+        ["precompile", *workload.args],
+        workload.env(rt, root),
+        timeout=ENGINE_TIMEOUT,
+    )
+    return Precompiled(workload, root, result, time.monotonic() - started)
+
+
+def assert_published(done: Precompiled, rt: Runtime) -> dict[str, Any]:
+    assert done.result.returncode == 0, done.result.tail()
+    ready = json.loads((done.cache_dir / READY_NAME).read_text())
+    assert ready["cacheKey"] == done.cache_dir.name
+    assert ready["config"] == done.workload.config
+    assert ready["versions"]["spyre_runtime"] and ready["versions"]["vllm"]
+    catalog = json.loads((done.cache_dir / CATALOG_NAME).read_text())
+    assert catalog == [ready["catalogEntry"]]
+    assert done.result.summary == {
+        "ok": True,
+        "cacheKey": done.cache_dir.name,
+        "seconds": ready["timings"]["totalSeconds"],
+        "versions": ready["versions"],
+    }
+    assert not [p for p in done.cache_dir.iterdir() if p.name.endswith(".tmp")]
+    return ready

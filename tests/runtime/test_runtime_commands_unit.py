@@ -69,6 +69,8 @@ def test_serve_execs_vllm_with_the_cache_env(env: dict[str, str], execs: list[An
     assert args[1:] == ["serve", "/m", "--port", "8001"]
     assert Path(args[0]).name == "vllm"
     assert exec_env["TORCH_SENDNN_CACHE_DIR"] == env["TORCH_SENDNN_CACHE_DIR"]
+    # the compile report (spyre_runtime.compilereport) is loaded next to the plugin
+    assert exec_env["VLLM_PLUGINS"] == "spyre,spyre_runtime"
     assert "torch" not in sys.modules and "vllm" not in sys.modules
 
 

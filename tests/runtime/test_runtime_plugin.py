@@ -11,105 +11,33 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from rtlib import (
-    POOLING_ENV,
+    ENGINE_TIMEOUT,
     REPO,
-    Result,
+    Precompiled,
     Runtime,
+    assert_published,
     cache_key,
-    free_port,
+    decoder,
+    embedding,
+    precompile,
     stop,
     termination,
-    wait_for_server,
 )
 
 from spyre_runtime.catalog import CATALOG_NAME, READY_NAME
 
 pytestmark = pytest.mark.runtime
 
-ENGINE_TIMEOUT = 900  # one engine start-up on a loaded 2-core machine, generously
-
-
-@dataclass
-class Workload:
-    """A model plus the compile config the operator would derive for it."""
-
-    name: str
-    args: list[str]
-    config: dict[str, Any]
-    extra_env: dict[str, str]
-
-    def env(self, rt: Runtime, root: Path, **kwargs: Any) -> dict[str, str]:
-        return rt.env(root, self.config, extra=self.extra_env, **kwargs)
-
-
-def decoder(rt: Runtime, max_model_len: int = 256) -> Workload:
-    model = str(rt.models / "granite")
-    args = [model, "--max-model-len", str(max_model_len), "--max-num-seqs", "2",
-            "--max-num-batched-tokens", "256"]  # fmt: skip
-    config = {"flavour": rt.flavour, "model": model, "maxModelLen": max_model_len,
-              "maxNumSeqs": 2, "maxNumBatchedTokens": 256}  # fmt: skip
-    return Workload("decoder", args, config, {})
-
-
-def embedding(rt: Runtime) -> Workload:
-    model = str(rt.models / "roberta")
-    shapes = {f"{rt.prefix}WARMUP_PROMPT_LENS": "64", f"{rt.prefix}WARMUP_BATCH_SIZES": "2"}
-    config = {"flavour": rt.flavour, "model": model, "runner": "pooling", "warmup": shapes}
-    return Workload("embedding", [model, "--runner", "pooling"], config,
-                    {**POOLING_ENV[rt.flavour], **shapes})  # fmt: skip
-
-
-@dataclass
-class Precompiled:
-    workload: Workload
-    root: Path
-    result: Result
-    seconds: float
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.root / cache_key(self.workload.config)
-
-
-def precompile(rt: Runtime, workload: Workload, root: Path) -> Precompiled:
-    started = time.monotonic()
-    result = rt.run(
-        f"precompile-{workload.name}-{root.name}",
-        ["precompile", *workload.args],
-        workload.env(rt, root),
-        timeout=ENGINE_TIMEOUT,
-    )
-    return Precompiled(workload, root, result, time.monotonic() - started)
-
 
 @pytest.fixture(scope="module")
 def decoder_cache(runtime: Runtime, tmp_path_factory: pytest.TempPathFactory) -> Precompiled:
     return precompile(runtime, decoder(runtime), tmp_path_factory.mktemp("decoder-cache"))
-
-
-def assert_published(done: Precompiled, rt: Runtime) -> dict[str, Any]:
-    assert done.result.returncode == 0, done.result.tail()
-    ready = json.loads((done.cache_dir / READY_NAME).read_text())
-    assert ready["cacheKey"] == done.cache_dir.name
-    assert ready["config"] == done.workload.config
-    assert ready["versions"]["spyre_runtime"] and ready["versions"]["vllm"]
-    catalog = json.loads((done.cache_dir / CATALOG_NAME).read_text())
-    assert catalog == [ready["catalogEntry"]]
-    assert done.result.summary == {
-        "ok": True,
-        "cacheKey": done.cache_dir.name,
-        "seconds": ready["timings"]["totalSeconds"],
-        "versions": ready["versions"],
-    }
-    assert not [p for p in done.cache_dir.iterdir() if p.name.endswith(".tmp")]
-    return ready
 
 
 def plugin_match(rt: Runtime, done: Precompiled) -> int:
@@ -141,25 +69,6 @@ def test_precompile_fills_an_empty_cache(runtime: Runtime, decoder_cache: Precom
     assert plugin_match(runtime, decoder_cache) == 0
     for step in ("step=warmup", "step=catalog", "step=ready"):
         assert step in decoder_cache.result.log
-
-
-@pytest.fixture
-def server(runtime: Runtime) -> Any:
-    started: list[Any] = []
-
-    def start(workload: Workload, root: Path, require_precompiled: bool) -> tuple[int, Path]:
-        port = free_port()
-        name = f"serve-{workload.name}-{port}"
-        env = workload.env(runtime, root, require_precompiled=require_precompiled)
-        proc = runtime.start(name, ["serve", *workload.args, "--port", str(port)], env)
-        started.append(proc)
-        log = runtime.logs / f"{name}.log"
-        wait_for_server(proc, port, log, timeout=ENGINE_TIMEOUT)
-        return port, log
-
-    yield start
-    for proc in started:
-        stop(proc)
 
 
 def test_serve_answers_from_the_precompiled_cache(

@@ -58,6 +58,7 @@ def _static(*shapes: tuple[int, int, int]) -> dict[str, Any]:
         "granite-embedding-125m-english",
         "granite-8b-static-vllm-spyre",  # by path on a pvc: no id, no config
         "micro-granite-cpu",  # eager: the registry does not apply
+        "micro-granite-inductor",  # inductor (CPU) neither
     ],
 )
 def test_examples_are_on_the_registry(stem: str) -> None:

@@ -77,6 +77,8 @@ GOOD: dict[str, dict[str, Any]] = {
     "TP 4 on 4 cards": {"tensorParallelSize": 4, "accelerator": {"count": 4}},
     "eager on CPU": {"backend": "eager"},
     "eager with cards": {"backend": "eager", "accelerator": {"count": 1}},
+    "inductor on CPU": {"backend": "inductor"},
+    "inductor in vllm-spyre": {**VLLM_SPYRE, "backend": "inductor"},
     "compile on CPU with sendnn-inference": {
         "cache": {"compile": {"backend": "sendnn_compile_only"}}
     },
@@ -229,6 +231,21 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         {"backend": "eager", "cache": {"compile": {"backend": "sendnn"}}},
         "spec.cache.compile.backend",
         "the eager backend compiles nothing",
+    ),
+    "inductor with a wrong card count": (
+        {"backend": "inductor", "tensorParallelSize": 2, "accelerator": {"count": 1}},
+        "spec.accelerator.count",
+        "the inductor backend runs on CPU: set 0 (the default) or 2",
+    ),
+    "compile backend for inductor": (
+        {"backend": "inductor", "cache": {"compile": {"backend": "sendnn_compile_only"}}},
+        "spec.cache.compile.backend",
+        "its compile Job warms up with inductor too",
+    ),
+    "inductor cache dir in env": (
+        {"env": [{"name": "TORCHINDUCTOR_CACHE_DIR", "value": "/tmp/x"}]},
+        "spec.env[0].name",
+        "TORCHINDUCTOR_CACHE_DIR is set by the operator: with backend inductor it is",
     ),
     "compile on CPU in vllm-spyre": (
         {**VLLM_SPYRE, "cache": {"compile": {"backend": "sendnn_compile_only"}}},

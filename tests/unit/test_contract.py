@@ -54,6 +54,10 @@ def test_runtime_reads_what_the_operator_renders(path: Path) -> None:
             "TORCH_SENDNN_CACHE_ENABLE": "1",
             "TORCH_SENDNN_CACHE_DIR": str(config.cache_dir),
         }
+        # inductor's cache (backend inductor) is inside the key's directory
+        inductor = env.get("TORCHINDUCTOR_CACHE_DIR")
+        assert inductor is None or Path(inductor).parent == config.cache_dir
+        assert (inductor is not None) == (spec.backend == "inductor")
         mounts = {m["mountPath"] for m in c["volumeMounts"]}
         assert str(config.cache_root) in mounts
         # serving pods of decoders never compile; the compile Job must be allowed to

@@ -109,7 +109,16 @@ CHANGES_KEY = {
         "cache": {"compile": {"backend": None}},
     },
     "backend": {"backend": "eager", "cache": {"compile": None}},
+    "inductor backend": {"backend": "inductor", "cache": {"compile": None}},
 }
+
+
+def test_eager_and_inductor_have_their_own_keys() -> None:
+    """Each CPU backend fills (or, eager, leaves empty) its own key directory."""
+    eager, inductor = (
+        _key({"backend": b, "cache": {"compile": None}}) for b in ("eager", "inductor")
+    )
+    assert eager != inductor
 
 
 @pytest.mark.parametrize("patch", KEEPS_KEY.values(), ids=KEEPS_KEY.keys())

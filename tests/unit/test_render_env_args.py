@@ -116,6 +116,23 @@ def test_stack_env_follows_the_device() -> None:
     assert "FLEX_DEVICE" not in eager and "FLEX_COMPUTE" not in eager
 
 
+def test_inductor_keeps_its_cache_in_the_key_directory() -> None:
+    """The compile Job fills TORCHINDUCTOR_CACHE_DIR, serving pods of the key read it."""
+    obj = with_spec({"backend": "inductor"})
+    serve, job = _env(obj), _env(obj, "precompile")
+    key = serve["SPYRE_SERVING_CACHE_KEY"]
+    for env in (serve, job):
+        assert env["TORCHINDUCTOR_CACHE_DIR"] == f"/var/cache/spyre/{key}/inductor"
+        assert env["SENDNN_INFERENCE_DYNAMO_BACKEND"] == "inductor"
+        assert not [name for name in env if name.startswith(("FLEX_", "DT", "TORCH_SENDNN_L"))]
+    assert job["SENDNN_INFERENCE_REQUIRE_PRECOMPILED_DECODERS"] == "0"
+    assert serve["SENDNN_INFERENCE_REQUIRE_PRECOMPILED_DECODERS"] == "1"
+    spec = _spec(obj)
+    assert spec.accelerator_count == 0
+    assert "TORCHINDUCTOR_CACHE_DIR" not in _env(with_spec({"backend": "eager"}))
+    assert "TORCHINDUCTOR_CACHE_DIR" not in _env(with_spec({}))
+
+
 def test_tkv_override_and_user_env_come_last() -> None:
     spec = {
         "batching": {"continuous": {"maxBatchTkvLimit": 131072}},

@@ -29,13 +29,20 @@ commands:
 The env/args contract is docs/contract.md."""
 
 # Non-plugin variables that the plugin or torch_sendnn read (docs/contract.md).
-_RELIED_ON = ("VLLM_PLUGINS", "TORCH_SENDNN_", "MASTER_ADDR", "MASTER_PORT", "SPYRE_SERVING_")
+_RELIED_ON = (
+    "VLLM_PLUGINS",
+    "TORCH_SENDNN_",
+    "TORCHINDUCTOR_",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SPYRE_SERVING_",
+)
 
 
 def describe(cfg: RuntimeConfig, environ: dict[str, str]) -> int:
-    from .serve import serving_env, vllm_command
+    from .serve import vllm_command
 
-    env = serving_env(cfg, environ)
+    env = cfg.vllm_env(environ)
     relied_on = sorted(name for name in env if name.startswith((*_RELIED_ON, cfg.flavour.prefix)))
     state = check_cache(cfg)
     lines = [

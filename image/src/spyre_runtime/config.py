@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .compilereport import with_plugin
+
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 _CACHE_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -112,6 +114,15 @@ class RuntimeConfig:
                 f"SPYRE_SERVING_CACHE_KEY ({cache_dir})"
             )
         return {"TORCH_SENDNN_CACHE_ENABLE": "1", "TORCH_SENDNN_CACHE_DIR": str(cache_dir)}
+
+    def vllm_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The environment vLLM runs with: the pod's, the cache variables for this key, and
+        VLLM_PLUGINS with the runtime's compile report (compilereport.py) added."""
+        env = {**environ, **self.cache_env(environ)}
+        plugins = with_plugin(environ.get("VLLM_PLUGINS"))
+        if plugins is not None:
+            env["VLLM_PLUGINS"] = plugins
+        return env
 
 
 def model_argument(args: Sequence[str]) -> str | None:

@@ -93,7 +93,7 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
 
     try:
         cache_dir = cfg.require_cache()
-        env = {**environ, **cfg.cache_env(environ)}
+        env = cfg.vllm_env(environ)
     except ContractError as e:
         return fail(failure("InvalidConfig", str(e)))
     if not cfg.vllm_args:

@@ -25,11 +25,6 @@ def vllm_command(cfg: RuntimeConfig) -> list[str]:
     return [exe, "serve", *cfg.vllm_args]
 
 
-def serving_env(cfg: RuntimeConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment vLLM runs with: the pod's, plus the cache variables for this key."""
-    return {**environ, **cfg.cache_env(environ)}
-
-
 def refusal(cfg: RuntimeConfig, state: CacheState) -> str:
     return (
         f"{cfg.flavour.require_precompiled_var}=1 but {state.summary}. Serving pods never "
@@ -40,7 +35,7 @@ def refusal(cfg: RuntimeConfig, state: CacheState) -> str:
 
 def serve(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
     """Exec vLLM; returns an exit code only when refusing to start."""
-    env = serving_env(cfg, environ)
+    env = cfg.vllm_env(environ)
     state = check_cache(cfg)
     if state.ready:
         log.info("%s", state.summary)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.api.spec import CPU_BACKENDS, SpyreModelSpec
 
 Shape = tuple[int, ...]
 
@@ -275,7 +275,7 @@ def known_config_warning(
     model's config.json), else by `model.id` (case-insensitive); a model given only by path
     and no config cannot be looked up.
     """
-    if spec.backend == "eager":
+    if spec.backend in CPU_BACKENDS:
         return None
     registry = REGISTRIES[spec.flavour.name]
     where = f"{registry.flavour} {registry.version}'s known-config registry"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from spyre_operator.api import runtimes
 from spyre_operator.api.base import cpu_cores
 from spyre_operator.api.problem import Problem, join_path
-from spyre_operator.api.spec import SPYRE_BLOCK, Resources, SpyreModelSpec
+from spyre_operator.api.spec import CPU_BACKENDS, SPYRE_BLOCK, Resources, SpyreModelSpec
 
 Rule = Callable[[SpyreModelSpec], Iterator[Problem]]
 
@@ -192,10 +192,10 @@ def accelerators(s: SpyreModelSpec) -> Iterator[Problem]:
             f"must equal tensorParallelSize ({tp}), one Spyre card per tensor-parallel rank: "
             f"set {tp} or leave it unset",
         )
-    elif s.backend == "eager" and count not in (0, tp):
+    elif s.backend in CPU_BACKENDS and count not in (0, tp):
         yield Problem(
             "spec.accelerator.count",
-            f"the eager backend runs on CPU: set 0 (the default) or {tp}",
+            f"the {s.backend} backend runs on CPU: set 0 (the default) or {tp}",
         )
 
 
@@ -206,6 +206,12 @@ def compile_step(s: SpyreModelSpec) -> Iterator[Problem]:
         return
     if s.backend == "eager":
         yield Problem(path, "the eager backend compiles nothing: remove cache.compile.backend")
+    elif s.backend == "inductor":
+        yield Problem(
+            path,
+            "the inductor backend compiles on CPU and its compile Job warms up with inductor "
+            "too (the serving pods load exactly those graphs): remove cache.compile.backend",
+        )
     elif backend == "sendnn_compile_only" and not f.compile_only_backend:
         yield Problem(
             path,
@@ -253,6 +259,13 @@ def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:
                 "settings shape the compiled graphs, and the file's content cannot be part "
                 "of the cache key: set batching.continuous.maxBatchTkvLimit or "
                 "numGpuBlocksOverride instead",
+            )
+        elif e.name == runtimes.TORCHINDUCTOR_CACHE_DIR:
+            yield Problem(
+                f"{path}.name",
+                f"{e.name} is set by the operator: with backend inductor it is inductor's "
+                "cache in the cache key's directory, which the compile Job fills for the "
+                "serving pods: remove it",
             )
         elif runtimes.is_reserved_env(e.name):
             yield Problem(

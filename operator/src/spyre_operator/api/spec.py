@@ -26,7 +26,9 @@ QUANTIZED_NAME = re.compile(r"fp8|gptq|w[0-9]+a[0-9]+", re.IGNORECASE)
 
 Task = Literal["generate", "embed", "score", "rerank"]
 POOLING_TASKS = ("embed", "score", "rerank")
-Backend = Literal["sendnn", "eager"]
+Backend = Literal["sendnn", "eager", "inductor"]
+# Backends that run on CPU: eager compiles nothing, inductor compiles with torch.compile.
+CPU_BACKENDS = ("eager", "inductor")
 CompileBackend = Literal["sendnn", "sendnn_compile_only"]
 
 BlockMultiple = Annotated[int, Field(ge=SPYRE_BLOCK, le=MAX_CONTEXT, multiple_of=SPYRE_BLOCK)]
@@ -182,7 +184,8 @@ class CompileSpec(ApiModel):
 
     backend: CompileBackend | None = None
     """Backend of the compile step; sendnn_compile_only compiles on CPU nodes
-    (sendnn-inference only, not for quantized models). Defaults to spec.backend."""
+    (sendnn-inference only, not for quantized models). Defaults to spec.backend, the only
+    choice with the CPU backends (eager, inductor)."""
     resources: Resources | None = None
     node_selector: LabelMap | None = None
     tolerations: list[Toleration] | None = None
@@ -206,7 +209,8 @@ class Accelerator(ApiModel):
     )
     """Extended resource of the Spyre device plugin (ibm.com/aiu_pf on older clusters)."""
     count: Annotated[int, Field(ge=0, le=4)] | None = None
-    """Cards per replica; must equal tensorParallelSize (default), 0 for eager on CPU."""
+    """Cards per replica; must equal tensorParallelSize (default), 0 for the CPU backends
+    (eager, inductor)."""
 
 
 class ServiceSpec(ApiModel):
@@ -243,7 +247,9 @@ class SpyreModelSpec(ApiModel):
     task: Task = "generate"
     """generate (decoders) or a pooling task: embed, score, rerank."""
     backend: Backend = "sendnn"
-    """sendnn (Spyre cards) or eager (CPU, for tests)."""
+    """sendnn (Spyre cards), or a CPU backend for tests: eager (compiles nothing) or
+    inductor (torch.compile on CPU: the compile Job fills a real compiled-graph cache,
+    TORCHINDUCTOR_CACHE_DIR in the cache key's directory, and serving pods load from it)."""
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
     tensor_parallel_size: Literal[1, 2, 4] = 1
     """Cards one replica spans (--tensor-parallel-size)."""
@@ -287,7 +293,7 @@ class SpyreModelSpec(ApiModel):
     def accelerator_count(self) -> int:
         if self.accelerator.count is not None:
             return self.accelerator.count
-        return 0 if self.backend == "eager" else self.tensor_parallel_size
+        return 0 if self.backend in CPU_BACKENDS else self.tensor_parallel_size
 
     @property
     def require_precompiled(self) -> bool:

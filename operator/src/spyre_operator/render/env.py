@@ -28,8 +28,12 @@ def backend_for(spec: SpyreModelSpec, role: Role) -> str:
     return spec.backend if role == "serve" else spec.compile_backend
 
 
-def _stack_env(spec: SpyreModelSpec, backend: str) -> dict[str, str]:
-    """The Spyre runtime stack (torch_sendnn, deeptools); nothing reads it on CPU."""
+def _backend_env(spec: SpyreModelSpec, backend: str, cache_dir: str) -> dict[str, str]:
+    """What the backend's own stack reads: nothing for eager; for inductor its cache, in the
+    key's directory (the compile Job fills it, serving pods of the key load from it); the
+    Spyre stack's settings (torch_sendnn, deeptools) for the sendnn backends."""
+    if backend == "inductor":
+        return {rt.TORCHINDUCTOR_CACHE_DIR: f"{cache_dir}/{rt.INDUCTOR_CACHE_SUBDIR}"}
     if backend == "eager":
         return {}
     if backend == "sendnn_compile_only":
@@ -71,6 +75,7 @@ def container_env(spec: SpyreModelSpec, role: Role) -> list[dict[str, Any]]:
     config = compile_config(spec)
     key = cache_key(spec)
     backend = backend_for(spec, role)
+    cache_dir = f"{rt.CACHE_ROOT}/{key}"
     cb = spec.batching.continuous
     values = {
         rt.SPYRE_SERVING_FLAVOUR: spec.flavour.name,
@@ -78,14 +83,14 @@ def container_env(spec: SpyreModelSpec, role: Role) -> list[dict[str, Any]]:
         rt.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,
         rt.SPYRE_SERVING_COMPILE_CONFIG: canonical_json(config),
         rt.TORCH_SENDNN_CACHE_ENABLE: "1",
-        rt.TORCH_SENDNN_CACHE_DIR: f"{rt.CACHE_ROOT}/{key}",
+        rt.TORCH_SENDNN_CACHE_DIR: cache_dir,
         rt.VLLM_PLUGINS: spec.flavour.plugin,
         rt.MASTER_ADDR: "localhost",
         rt.MASTER_PORT: rt.MASTER_PORT_VALUE,
         rt.DISTRIBUTED_STRATEGY_IGNORE_MODULES: "WordEmbedding,Embedding",
         rt.TOKENIZERS_PARALLELISM: "false",
         rt.HOME: rt.HOME_DIR,
-        **_stack_env(spec, backend),
+        **_backend_env(spec, backend, cache_dir),
         **_plugin_env(spec, role, backend),
     }
     if cb is not None and cb.max_batch_tkv_limit is not None:

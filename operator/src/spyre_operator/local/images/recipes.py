@@ -4,6 +4,8 @@
     debian:<suite>                debootstrap minbase + the libraries the Python needs
     python:<version>              + the host's Python at its own path (no site-packages)
     operator:<version>            operator/Containerfile, FROM python:3.11-slim -> the above
+    debian:<suite>-toolchain      debian:<suite> + g++ (inductor's C++ code generation)
+    python:<version>-toolchain    the same Python over it
     runtime-cpu-base:<fl>-<ver>   + a CPU runtime venv from scripts/runtime-env, at its path
     runtime-cpu:<fl>-<ver>        image/Containerfile with BASE_IMAGE/BASE_TAG -> the above
                                   (`runtime-cpu`: sendnn-inference; `runtime-cpu-vllm-spyre`)
@@ -49,6 +51,12 @@ OPERATOR_BASE = "python:3.11-slim"
 # The user the upstream Spyre base images run as (image/Containerfile: USER 2000): group 0
 # and a group-writable home, for platforms that run images under an arbitrary uid.
 SERVING_USER = "senuser:x:2000:0:senuser:/home/senuser:/bin/bash"
+# Extra Debian packages of a base variant. The runtime's: inductor's C++ code generation on
+# CPU (backend inductor, and the sampler helpers vLLM-Spyre compiles with its default
+# SIMPLE_COMPILE_BACKEND=inductor, e.g. for logprobs) runs g++ against the Python headers,
+# which the Python prefix carries in include/. The operator image stays without them.
+TOOLCHAIN = "toolchain"
+VARIANTS: dict[str, tuple[str, ...]] = {"": (), TOOLCHAIN: ("g++", "libc6-dev")}
 
 
 def _say(message: str) -> None:
@@ -114,9 +122,13 @@ def python_prefix() -> Path:
     return Path(out.stdout.strip())
 
 
-def debian_base(prefix: Path) -> Image:
+def _suffix(variant: str) -> str:
+    return f"-{variant}" if variant else ""
+
+
+def debian_base(prefix: Path, variant: str = "") -> Image:
     suite = debian.host_suite()
-    packages = debian.library_packages(prefix)
+    packages = sorted({*debian.library_packages(prefix), *VARIANTS[variant]})
     key = inputs_key(
         {
             "suite": suite,
@@ -124,15 +136,17 @@ def debian_base(prefix: Path) -> Image:
             "debootstrap": _tool_version(["dpkg-query", "-W", "debootstrap"]),
         }
     )
-    found = cached("debian", key)
+    # each variant its own slug: one slug keeps only its newest key
+    slug = f"debian{_suffix(variant)}"
+    found = cached(slug, key)
     if found:
         return found
-    _say(f"debootstrap {suite} minbase with {', '.join(packages)} (about a minute)")
-    with building("debian", key) as scratch:
+    _say(f"debootstrap {suite} minbase with {', '.join(packages)} (a minute or two)")
+    with building(slug, key) as scratch:
         debian.debootstrap(scratch / "rootfs", suite, packages)
         layer = _final(new_layer(scratch / "rootfs"), scratch)
         config = ImageConfig(env=(("PATH", SYSTEM_PATH),), cmd=("bash",))
-        image = Image(f"{REGISTRY}/debian:{suite}", key, (layer,), config)
+        image = Image(f"{REGISTRY}/debian:{suite}{_suffix(variant)}", key, (layer,), config)
         image.save(scratch)
     return image
 
@@ -209,13 +223,13 @@ def _add_account(base: Image, layer: Path, line: str) -> None:
     os.chmod(folder, 0o775)
 
 
-def python_image(prefix: Path) -> Image:
+def python_image(prefix: Path, variant: str = "") -> Image:
     version = re.sub(r"^(\d+\.\d+).*", r"\1", prefix.name)
     env = {"PATH": f"{prefix}/bin:{SYSTEM_PATH}", "LANG": "C.UTF-8"}
     image = _extend(
-        debian_base(prefix),
-        "python",
-        f"{REGISTRY}/python:{prefix.name}",
+        debian_base(prefix, variant),
+        f"python{_suffix(variant)}",
+        f"{REGISTRY}/python:{prefix.name}{_suffix(variant)}",
         prefix,
         _python_keep(version),
         env,
@@ -307,7 +321,7 @@ def runtime_tag(flavour: str) -> str:
 
 def runtime_base(flavour: str) -> Image:
     venv = runtime_venv(flavour)
-    python = python_image(python_prefix())
+    python = python_image(python_prefix(), TOOLCHAIN)
     env = {"PATH": f"{venv}/bin:{python.config.env_dict()['PATH']}", "VIRTUAL_ENV": str(venv)}
     return _extend(
         python,
