@@ -112,11 +112,18 @@ def library_packages(python_prefix: Path) -> list[str]:
     return sorted(set(found.values()) | set(ALWAYS))
 
 
-def debootstrap(target: Path, suite: str, packages: list[str]) -> None:
-    """Make a minbase root filesystem in target, cleaned for use as a layer."""
+def ensure_debootstrap() -> None:
+    """Install debootstrap if missing. Before the base's key is computed: the key holds
+    its version, and a key taken before the install would change after the first build
+    (found in a cold run: the next call rebuilt the base and pruned the one in use)."""
     if shutil.which("debootstrap") is None:
         subprocess.run(["apt-get", "update", "-qq"], check=False)
         _checked(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"])
+
+
+def debootstrap(target: Path, suite: str, packages: list[str]) -> None:
+    """Make a minbase root filesystem in target, cleaned for use as a layer."""
+    ensure_debootstrap()
     remove_tree(target)
     _checked(
         [

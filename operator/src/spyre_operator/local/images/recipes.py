@@ -129,6 +129,7 @@ def _suffix(variant: str) -> str:
 def debian_base(prefix: Path, variant: str = "") -> Image:
     suite = debian.host_suite()
     packages = sorted({*debian.library_packages(prefix), *VARIANTS[variant]})
+    debian.ensure_debootstrap()
     key = inputs_key(
         {
             "suite": suite,
