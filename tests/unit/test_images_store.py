@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,17 @@ def test_a_slug_keeps_its_newest_keys(images_root: Path) -> None:
     assert sorted(p.name for p in (images_root / "top").iterdir()) == ["k2", "k3", "k4"]
     make("top", "k5", "k5")
     assert [p.name for p in (images_root / "top").iterdir()] == ["k5"]
+
+
+def test_a_trees_fingerprint_ignores_what_running_python_adds(tmp_path: Path) -> None:
+    tree = tmp_path / "venv"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "mod.py").write_text("x = 1\n")
+    os.utime(tree / "pkg", (0, 0))  # the folder older than a second
+    before = store.tree_fingerprint(tree)
+    # importing pkg.mod writes pkg/__pycache__/mod.*.pyc, which also changes pkg's mtime
+    (tree / "pkg" / "__pycache__").mkdir()
+    (tree / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"\0" * 16)
+    assert store.tree_fingerprint(tree) == before
+    (tree / "pkg" / "mod.py").write_text("x = 22\n")
+    assert store.tree_fingerprint(tree) != before

@@ -167,10 +167,15 @@ def _keep_all(rel: str) -> bool:
 
 def tree_fingerprint(source: Path, keep: Callable[[str], bool] = _keep_all) -> str:
     """A cheap identity of a host tree: names, modes, sizes and mtimes (no __pycache__,
-    which running Python keeps adding to)."""
+    which running Python keeps adding to; no folder sizes and mtimes either, which change
+    when Python adds a __pycache__ to them, while their files say what changed)."""
     sha = hashlib.sha256()
     for rel, st in _scan(source, keep):
-        if "__pycache__" not in rel:
+        if "__pycache__" in rel:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            sha.update(f"{rel}\0{st.st_mode}\n".encode())
+        else:
             sha.update(f"{rel}\0{st.st_mode}\0{st.st_size}\0{int(st.st_mtime)}\n".encode())
     return sha.hexdigest()
 
