@@ -107,3 +107,15 @@ def test_kubectl_scale_goes_through_the_scale_subresource(
     )  # fmt: skip
     assert scale["kind"] == "Scale"
     assert scale["spec"]["replicas"] == 3
+
+
+def test_an_unset_replicas_reads_as_one_through_the_scale_subresource(
+    crd: None, kubectl: Any, namespace: str
+) -> None:
+    # what an HPA reads: 0 here would make it report "scaling is disabled"
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(valid("unset")))
+    path = f"/apis/{API_VERSION}/namespaces/{namespace}/spyremodels/unset/scale"
+    scale = json.loads(kubectl("get", "--raw", path).stdout)
+    assert scale["spec"]["replicas"] == 1
+    row = kubectl("get", "-n", namespace, "sm", "unset", "--no-headers").stdout.split()
+    assert row[-2:-1] == ["1"], row  # the Replicas column (Endpoint is empty: not reconciled)

@@ -5,6 +5,8 @@ $refs are inlined, `X | None` becomes an optional X (not nullable: the API serve
 nulls), `additionalProperties: false` is dropped (Python forbids unknown fields) and
 defaults move into the descriptions. The operator applies the defaults when it parses the
 spec, so a changed default reaches existing objects and stored objects stay as written.
+One exception: `spec.replicas` has its default in the schema too, because the scale
+subresource reads the stored field (unset reads as 0: an HPA reports scaling disabled).
 Anything the schema cannot express raises, so a new field type is never silently lost.
 """
 
@@ -106,6 +108,11 @@ _PRINTER_COLUMNS = [
 ]
 
 
+def _with_replicas_default(spec: dict[str, Any]) -> dict[str, Any]:
+    spec["properties"]["replicas"]["default"] = SpyreModelSpec.model_fields["replicas"].default
+    return spec
+
+
 def build_crd() -> dict[str, Any]:
     schema = {
         "type": "object",
@@ -115,7 +122,7 @@ def build_crd() -> dict[str, Any]:
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": model_schema(SpyreModelSpec),
+            "spec": _with_replicas_default(model_schema(SpyreModelSpec)),
             "status": model_schema(SpyreModelStatus),
         },
     }

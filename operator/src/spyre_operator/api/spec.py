@@ -256,6 +256,7 @@ class SpyreModelSpec(ApiModel):
     batching: Batching
     cache: CacheSpec = Field(default_factory=CacheSpec)
     replicas: Annotated[int, Field(ge=0, le=1000)] = 1
+    """Serving replicas; `kubectl scale`, HPA and KEDA set it through the scale subresource."""
     image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
     """Serving image; defaults to quay.io/spyre-serving/runtime:<operator>-<flavour>-<version>."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
