@@ -97,6 +97,9 @@ def _probes(spec: SpyreModelSpec) -> dict[str, Any]:
     }  # fmt: skip
 
 
+DRAIN_SECONDS = "10"
+
+
 def _container(spec: SpyreModelSpec, role: Role, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "vllm" if role == "serve" else "precompile",
@@ -116,6 +119,11 @@ def _container(spec: SpyreModelSpec, role: Role, mounts: list[dict[str, Any]]) -
     if role == "serve":
         container["ports"] = [{"name": "http", "containerPort": rt.SERVING_PORT, "protocol": "TCP"}]
         container |= _probes(spec)
+        # Leave the Service before vLLM stops: the endpoint goes at once, but kube-proxy
+        # (on every node) follows within seconds; without the pause a rollout or a
+        # scale-down refuses and breaks requests (seen on the real node: a 500 and a
+        # connection refused in one rollout). The grace period (30 s) covers it.
+        container["lifecycle"] = {"preStop": {"exec": {"command": ["sleep", DRAIN_SECONDS]}}}
     return container
 
 
