@@ -22,7 +22,7 @@ def test_the_line_reads_back_per_process_last_one_wins() -> None:
         [
             "INFO 11-23 13:00:00 [api_server.py:1] vLLM API server",
             # vLLM prefixes the engine core's output with its name
-            *(f"(EngineCore_DP0 pid=812) {c.line()}" for c in engine),
+            *(f"(EngineCore pid=812) {c.line()}" for c in engine),
             counts(99, 1, 1, 0).line(),
             f"{MARKER} unavailable: ImportError: no torch",
         ]

@@ -12,9 +12,19 @@ import httpx
 import pytest
 from rtlib import Precompiled, Runtime, assert_published, decoder, precompile
 
+from spyre_operator.api.runtimes import FLAVOURS
 from spyre_runtime.compilereport import CompileCounts, parse
 
 pytestmark = pytest.mark.runtime
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _flavour_with_inductor(runtime: Runtime) -> None:
+    if not FLAVOURS[runtime.flavour].inductor_continuous_batching:
+        pytest.skip(
+            f"{runtime.flavour} cannot compile continuous batching with inductor (it passes "
+            "sendnn.dynamic to torch.compile; docs/runtime.md), and the API refuses it"
+        )
 
 
 @pytest.fixture(scope="module")

@@ -78,7 +78,13 @@ GOOD: dict[str, dict[str, Any]] = {
     "eager on CPU": {"backend": "eager"},
     "eager with cards": {"backend": "eager", "accelerator": {"count": 1}},
     "inductor on CPU": {"backend": "inductor"},
-    "inductor in vllm-spyre": {**VLLM_SPYRE, "backend": "inductor"},
+    "inductor with static batching in vllm-spyre": {
+        **VLLM_SPYRE,
+        "backend": "inductor",
+        "model": {"id": "ibm-granite/granite-embedding-125m-english"},
+        "task": "embed",
+        "batching": {"continuous": None, "static": {"promptLens": [64], "batchSizes": [2]}},
+    },
     "compile on CPU with sendnn-inference": {
         "cache": {"compile": {"backend": "sendnn_compile_only"}}
     },
@@ -236,6 +242,12 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         {"backend": "inductor", "tensorParallelSize": 2, "accelerator": {"count": 1}},
         "spec.accelerator.count",
         "the inductor backend runs on CPU: set 0 (the default) or 2",
+    ),
+    "inductor with continuous batching in vllm-spyre": (
+        {**VLLM_SPYRE, "backend": "inductor"},
+        "spec.backend",
+        "vllm-spyre cannot compile continuous batching with inductor (it passes the "
+        "Spyre-only torch.compile option sendnn.dynamic",
     ),
     "compile backend for inductor": (
         {"backend": "inductor", "cache": {"compile": {"backend": "sendnn_compile_only"}}},

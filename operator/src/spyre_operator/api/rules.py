@@ -199,6 +199,17 @@ def accelerators(s: SpyreModelSpec) -> Iterator[Problem]:
         )
 
 
+def inductor_batching(s: SpyreModelSpec) -> Iterator[Problem]:
+    f = s.flavour
+    if s.backend == "inductor" and s.batching.continuous and not f.inductor_continuous_batching:
+        yield Problem(
+            "spec.backend",
+            f"{f.name} cannot compile continuous batching with inductor (it passes the "
+            "Spyre-only torch.compile option sendnn.dynamic, which inductor refuses): use "
+            "runtime.flavour sendnn-inference, or backend eager",
+        )
+
+
 def compile_step(s: SpyreModelSpec) -> Iterator[Problem]:
     backend, f = s.cache.compile.backend, s.flavour
     path = "spec.cache.compile.backend"
@@ -319,6 +330,7 @@ RULES: tuple[Rule, ...] = (
     static_shapes,
     continuous_batching,
     accelerators,
+    inductor_batching,
     compile_step,
     precompiled_pooling,
     extra_env,

@@ -153,6 +153,9 @@ class Flavour:
     catalog_version_field: str
     knobs: frozenset[str]
     compile_only_backend: bool
+    # 1.10 passes the Spyre-only torch.compile option `sendnn.dynamic` for continuous
+    # batching whatever the backend, and inductor refuses unknown options.
+    inductor_continuous_batching: bool
 
     def env(self, knob: str) -> str:
         return self.env_prefix + knob
@@ -176,6 +179,7 @@ FLAVOURS: dict[str, Flavour] = {
         catalog_version_field="vllm_spyre_version",
         knobs=_COMMON_KNOBS | {USE_CB, USE_CHUNKED_PREFILL, WARMUP_NEW_TOKENS},
         compile_only_backend=False,
+        inductor_continuous_batching=False,
     ),
     SENDNN_INFERENCE: Flavour(
         name=SENDNN_INFERENCE,
@@ -186,6 +190,7 @@ FLAVOURS: dict[str, Flavour] = {
         catalog_version_field="sendnn_inference_version",
         knobs=_COMMON_KNOBS,
         compile_only_backend=True,
+        inductor_continuous_batching=True,
     ),
 }
 
