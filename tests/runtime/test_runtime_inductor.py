@@ -15,16 +15,14 @@ from rtlib import Precompiled, Runtime, assert_published, decoder, precompile
 from spyre_operator.api.runtimes import FLAVOURS
 from spyre_runtime.compilereport import CompileCounts, parse
 
-pytestmark = pytest.mark.runtime
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _flavour_with_inductor(runtime: Runtime) -> None:
-    if not FLAVOURS[runtime.flavour].inductor_continuous_batching:
-        pytest.skip(
-            f"{runtime.flavour} cannot compile continuous batching with inductor (it passes "
-            "sendnn.dynamic to torch.compile; docs/runtime.md), and the API refuses it"
-        )
+# Only the flavours that can compile continuous batching with inductor (vllm-spyre 1.10
+# passes the Spyre-only torch.compile option sendnn.dynamic; the API refuses it there,
+# tests/unit/test_api_validation.py; docs/runtime.md).
+WITH_INDUCTOR = [name for name, f in FLAVOURS.items() if f.inductor_continuous_batching]
+pytestmark = [
+    pytest.mark.runtime,
+    pytest.mark.parametrize("runtime", WITH_INDUCTOR, indirect=True),
+]
 
 
 @pytest.fixture(scope="module")
