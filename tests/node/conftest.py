@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from nodelib import Kubectl, SharedNode, import_python_image
 
-from spyre_operator.local import preflight
+from spyre_operator.local import node_operator, preflight
 from spyre_operator.local.node import Node
 
 
@@ -58,3 +59,16 @@ def python_image(node: Node) -> str:
     """A small image with Python (Debian minbase + the host's Python), built once and
     kept in the node's image store across sessions."""
     return import_python_image(node)
+
+
+@pytest.fixture
+def operator_node(shared_node: SharedNode) -> Node:
+    """The node with the project's images imported and the operator installed by its chart
+    (once per node: a test that restarts the node makes the next one install again)."""
+    return shared_node.with_operator()
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A hostPath folder with the tiny Granite in granite/ (random weights, no hub)."""
+    return node_operator.make_tiny_model(tmp_path_factory.mktemp("models"))

@@ -23,6 +23,7 @@ RELEASE = "spyre-operator"
 NAMESPACE = "spyre-system"
 FLAVOUR = "sendnn-inference"
 MODEL_NAME = "tiny-granite"
+BACKEND = "inductor"  # the CPU backend with a real compiled-graph cache (docs/runtime.md)
 
 
 def import_images(node: Node, log: Callable[[str], None]) -> None:
@@ -60,12 +61,12 @@ def make_tiny_model(folder: Path) -> Path:
     return folder
 
 
-def tiny_model(models: Path) -> dict[str, Any]:
+def tiny_model(models: Path, name: str = MODEL_NAME) -> dict[str, Any]:
     """A SpyreModel serving the tiny Granite from models (a folder on the node) on CPU."""
     return {
         "apiVersion": "serving.spyre.dev/v1alpha1",
         "kind": "SpyreModel",
-        "metadata": {"name": MODEL_NAME},
+        "metadata": {"name": name},
         "spec": {
             "model": {
                 "id": MODEL_NAME,
@@ -73,23 +74,25 @@ def tiny_model(models: Path) -> dict[str, Any]:
                 "source": {"hostPath": {"path": str(models)}},
             },
             "image": f"{recipes.REGISTRY}/runtime-cpu:{recipes.runtime_tag(FLAVOUR)}",
-            "backend": "eager",
+            "backend": BACKEND,
             "runtime": {"flavour": FLAVOUR},
             "accelerator": {"count": 0},
             "batching": {
                 "continuous": {"maxModelLen": 256, "maxNumSeqs": 2, "maxNumBatchedTokens": 128}
             },
             "cache": {"volume": {"size": "1Gi"}},
-            "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}},
+            # small requests: a 2-core node holds two models, a second replica and a compile
+            "resources": {"requests": {"cpu": "250m", "memory": "2Gi"}},
         },
     }
 
 
-def complete(cluster_ip: str, port: int, prompt: str, timeout: float = 60) -> dict[str, Any]:
-    """POST /v1/completions to a Service's ClusterIP (from the host, through kube-proxy);
-    retried until timeout, as kube-proxy follows a new endpoint within a second or so."""
+def complete(ip: str, port: int, prompt: str, timeout: float = 60) -> dict[str, Any]:
+    """POST /v1/completions to a Service's ClusterIP (from the host, through kube-proxy)
+    or a pod's IP; retried until timeout, as kube-proxy follows a new endpoint within a
+    second or so."""
     request = urllib.request.Request(
-        f"http://{cluster_ip}:{port}/v1/completions",
+        f"http://{ip}:{port}/v1/completions",
         data=json.dumps({"model": MODEL_NAME, "prompt": prompt, "max_tokens": 8}).encode(),
         headers={"Content-Type": "application/json"},
     )

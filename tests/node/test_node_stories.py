@@ -1,0 +1,331 @@
+"""The user stories, on the real node with real pods: the operator installed by its chart,
+the project's own images, the tiny Granite made here (no hub).
+
+The tests run in file order in one namespace, each story starting from where the one
+before left the cluster: first deploy, scale to two, a serving pod killed, a new cache key
+rolled out while the old pod answers, a second model sharing the compile, a failing
+compile and its fix, the operator killed during a compile, and a model deleted. Each
+asserts what a user sees: `kubectl get sm`, status, Events, answers, pod logs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nodelib import Kubectl, SharedNode
+
+from spyre_operator.local import node_operator
+from spyre_operator.local.kubectl import KubectlError
+from spyre_operator.local.node import Node
+from spyre_operator.reconcile.simulate import poll_until
+from spyre_runtime import compilereport
+
+pytestmark = pytest.mark.node
+
+WAIT = 1500  # a compile plus a serving start, on a loaded 2-core machine
+FIRST = "story"
+COMPILE = "app.kubernetes.io/component=compile"
+OPERATOR = "app.kubernetes.io/name=spyre-operator"
+
+
+@dataclass
+class Cluster:
+    node: Node
+    kubectl: Kubectl
+    models: Path
+    batching: dict[str, int] = field(
+        default_factory=lambda: {"maxModelLen": 256, "maxNumSeqs": 2, "maxNumBatchedTokens": 128}
+    )
+
+    def get(self, *what: str) -> dict[str, Any]:
+        return self.kubectl.get(*what)
+
+    def status(self, name: str = FIRST) -> dict[str, Any]:
+        return self.get(f"spyremodel/{name}").get("status") or {}
+
+    def apply(self, name: str, **model: str) -> None:
+        doc = node_operator.tiny_model(self.models, name)
+        doc["spec"]["model"] |= model
+        doc["spec"]["batching"]["continuous"] = dict(self.batching)
+        self.kubectl("apply", "-f", "-", input=json.dumps(doc))
+
+    def patch(self, name: str, spec: dict[str, Any]) -> None:
+        self.kubectl(
+            "patch", f"spyremodel/{name}", "--type=merge", "-p", json.dumps({"spec": spec})
+        )
+
+    def rebatch(self, name: str, **limits: int) -> None:
+        self.batching |= limits
+        self.patch(name, {"batching": {"continuous": limits}})
+
+    def wait(self, what: str, probe: Callable[[], Any], timeout: float = WAIT) -> Any:
+        try:
+            return poll_until(probe, what, timeout, interval=1.0)  # each probe runs kubectl
+        except Exception:
+            self.dump()
+            raise
+
+    def ready(self, name: str = FIRST, replicas: int = 1) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            s = self.status(name)
+            done = s.get("phase") == "Ready" and s.get("readyReplicas") == replicas
+            return s if done and s.get("activeCacheKey") == s.get("targetCacheKey") else None
+
+        status: dict[str, Any] = self.wait(f"{name} Ready with {replicas} replicas", probe)
+        return status
+
+    def jobs(self) -> dict[str, str]:
+        """Compile Jobs of the namespace: name -> uid."""
+        items = self.get("jobs", "-l", COMPILE)["items"]
+        return {j["metadata"]["name"]: j["metadata"]["uid"] for j in items}
+
+    def pods(self, name: str = FIRST) -> list[dict[str, Any]]:
+        selector = self.status(name)["selector"]
+        items: list[dict[str, Any]] = self.get("pods", "-l", selector)["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def answer(self, ip: str, port: int, timeout: float = 60) -> str:
+        got = node_operator.complete(ip, port, "Hello", timeout)
+        assert got["usage"]["completion_tokens"] >= 1, got
+        text: str = got["choices"][0]["text"]
+        return text
+
+    def service(self, name: str = FIRST) -> tuple[str, int]:
+        svc = self.get(f"service/{name}")["spec"]
+        return svc["clusterIP"], svc["ports"][0]["port"]
+
+    def events(self, name: str) -> list[tuple[str, str]]:
+        """(type, reason) of the model's Events, oldest first."""
+        selector = f"involvedObject.kind=SpyreModel,involvedObject.name={name}"
+        items = self.get("events", "--field-selector", selector)["items"]
+        items.sort(
+            key=lambda e: (e.get("firstTimestamp") or "", int(e["metadata"]["resourceVersion"]))
+        )
+        return [(e["type"], e["reason"]) for e in items]
+
+    def dump(self) -> None:
+        print(self.kubectl("get", "spyremodel,job,pod,pvc", "-o", "wide"))
+        print(self.kubectl("describe", "spyremodel,pod"))
+
+
+def pod_address(pod: dict[str, Any]) -> tuple[str, int]:
+    port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
+    return pod["status"]["podIP"], port
+
+
+def phases(events: list[tuple[str, str]]) -> list[str]:
+    """The phase Events, collapsed: [Compiling, Starting, Ready] for a first deploy."""
+    seen = [r for _, r in events if r in ("Compiling", "Starting", "Ready", "Failed", "Degraded")]
+    return [r for i, r in enumerate(seen) if i == 0 or seen[i - 1] != r]
+
+
+@pytest.fixture(scope="module")
+def cluster(shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
+    node = shared_node.with_operator()
+    namespace = f"stories-{uuid.uuid4().hex[:8]}"
+    Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
+    yield Cluster(node, Kubectl(node.kubeconfig, namespace), models)
+    Kubectl(node.kubeconfig, "default")("delete", "namespace", namespace, "--wait=false")
+
+
+def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
+    cluster.apply(FIRST)
+    status = cluster.ready()
+    assert phases(cluster.events(FIRST)) == ["Compiling", "Starting", "Ready"]
+    # NAME PHASE CACHE READY REPLICAS ENDPOINT AGE, as `kubectl get sm` prints it
+    row = cluster.kubectl("get", "sm", FIRST, "--no-headers").split()
+    assert row[:2] == [FIRST, "Ready"] and row[3:5] == ["1", "1"], row
+    # the compile pod's own summary (its termination message), copied by the operator
+    cache = status["cache"]
+    assert cache["ok"] is True and cache["cacheKey"] == status["activeCacheKey"], cache
+    assert cache["seconds"] > 0 and cache["versions"], cache
+    # the compile pod really compiled (inductor's code generation, into the volume) ...
+    assert any(c.compiled for c in compile_reports(cluster, f"job/{cache['jobName']}"))
+    (pod,) = cluster.pods()
+    name = pod["metadata"]["name"]
+    uid = cluster.kubectl("exec", name, "--", "python3", "-c", "import os; print(os.getuid())")
+    assert uid.strip() != "0"
+    with pytest.raises(KubectlError, match="Read-only file system"):
+        cluster.kubectl("exec", name, "--", "python3", "-c", "open('/probe', 'w')")
+    # ... and the serving pod loaded what it wrote
+    assert_started_from_cache(cluster, pod)
+    assert cluster.answer(*cluster.service())
+
+
+def test_scaling_to_two_starts_the_second_replica_from_the_cache(cluster: Cluster) -> None:
+    jobs = cluster.jobs()
+    (first,) = cluster.pods()
+    cluster.kubectl("scale", f"sm/{FIRST}", "--replicas=2")
+    cluster.ready(replicas=2)
+    pods = cluster.pods()
+    (second,) = [p for p in pods if p["metadata"]["name"] != first["metadata"]["name"]]
+    assert_started_from_cache(cluster, second)
+    for pod in pods:
+        assert cluster.answer(*pod_address(pod))
+    assert cluster.jobs() == jobs
+
+
+def test_a_killed_serving_pod_comes_back_from_the_cache(cluster: Cluster) -> None:
+    jobs = cluster.jobs()
+    victim = cluster.pods()[0]["metadata"]["name"]
+    cluster.kubectl("delete", "pod", victim, "--wait=false")
+    cluster.wait(
+        "a new pod in place of the deleted one, and two ready replicas",
+        lambda: (
+            victim not in {p["metadata"]["name"] for p in cluster.pods()}
+            and cluster.status().get("readyReplicas") == 2
+        ),
+    )
+    cluster.ready(replicas=2)
+    (newcomer,) = sorted(cluster.pods(), key=lambda p: p["metadata"]["creationTimestamp"])[1:]
+    assert_started_from_cache(cluster, newcomer)
+    assert cluster.answer(*pod_address(newcomer))
+    assert cluster.jobs() == jobs
+
+
+class Poller:
+    """Completions through a Service, one after another, from a thread; counts failures."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.address = address
+        self.answered = 0
+        self.failures: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                node_operator.complete(*self.address, "Hi", timeout=0)
+                self.answered += 1
+            except OSError as err:
+                self.failures.append(f"{time.strftime('%H:%M:%S')} {err}")
+            self.stop.wait(0.2)
+
+    def __enter__(self) -> Poller:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(120)
+
+
+def test_a_new_cache_key_rolls_out_while_the_old_pod_answers(cluster: Cluster) -> None:
+    cluster.kubectl("scale", f"sm/{FIRST}", "--replicas=1")
+    old = cluster.ready()["activeCacheKey"]
+    with Poller(cluster.service()) as poller:
+        cluster.rebatch(FIRST, maxNumBatchedTokens=64)  # the prefill chunk: a new cache key
+        compiling = cluster.wait(
+            "the new key compiling",
+            lambda: (s := cluster.status())["targetCacheKey"] != old and s,
+        )
+        assert compiling["activeCacheKey"] == old
+        status = cluster.ready()
+        cluster.wait("the old pod gone", lambda: all(serves_key(p, status) for p in cluster.pods()))
+        answered_during = poller.answered
+    assert status["activeCacheKey"] not in (None, old)
+    assert poller.failures == [], poller.failures
+    assert answered_during >= 10, answered_during
+
+
+def serves_key(pod: dict[str, Any], status: dict[str, Any]) -> bool:
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env", [])}
+    return env.get("SPYRE_SERVING_CACHE_KEY") == status["activeCacheKey"]
+
+
+def test_two_models_with_the_same_compile_config_share_one_compile(cluster: Cluster) -> None:
+    jobs = cluster.jobs()
+    cluster.apply("twin")
+    twin = cluster.ready("twin")
+    assert twin["activeCacheKey"] == cluster.status()["activeCacheKey"]
+    assert cluster.jobs() == jobs
+    job = cluster.get(f"job/{twin['cache']['jobName']}")
+    assert {o["name"] for o in job["metadata"]["ownerReferences"]} == {FIRST, "twin"}
+    assert cluster.answer(*cluster.service("twin"))
+
+
+def test_a_failing_compile_shows_the_runtimes_reason_and_a_fix_recovers(cluster: Cluster) -> None:
+    broken = cluster.models / "broken"
+    broken.mkdir(mode=0o755, exist_ok=True)  # an empty model folder
+    cluster.apply("broken", path="/models/broken")
+    status = cluster.wait(
+        "broken Failed", lambda: (s := cluster.status("broken")).get("phase") == "Failed" and s
+    )
+    cache = status["cache"]
+    assert cache["ok"] is False and cache["reason"] == "ModelNotFound", cache
+    degraded = {c["type"]: c for c in status["conditions"]}["Degraded"]
+    assert degraded["status"] == "True" and degraded["reason"] == "ModelNotFound", degraded
+    assert ("Warning", "ModelNotFound") in cluster.events("broken")
+    jobs = cluster.jobs()
+    cluster.patch("broken", {"model": {"path": "/models/granite"}})  # the fix: the same key
+    fixed = cluster.ready("broken")
+    assert fixed["activeCacheKey"] == cluster.status()["activeCacheKey"]
+    assert cluster.jobs() == jobs  # the key's cache is there: nothing compiled
+    assert cluster.answer(*cluster.service("broken"))
+
+
+def test_the_operator_killed_during_a_compile_resumes_the_same_job(cluster: Cluster) -> None:
+    before = cluster.jobs()
+    cluster.rebatch(FIRST, maxModelLen=192)
+    (job,) = cluster.wait("a new compile Job", lambda: set(cluster.jobs()) - set(before))
+    uid = cluster.jobs()[job]
+    cluster.wait(
+        "the compile pod running",
+        lambda: any(
+            p["status"]["phase"] == "Running"
+            for p in cluster.get("pods", "-l", f"job-name={job}")["items"]
+        ),
+    )
+    system = Kubectl(cluster.node.kubeconfig, node_operator.NAMESPACE)
+    (operator,) = system.get("pods", "-l", OPERATOR)["items"]
+    system("delete", "pod", operator["metadata"]["name"], "--wait=false")
+    status = cluster.ready()
+    assert cluster.jobs()[job] == uid
+    compile_pods = cluster.get("pods", "-l", f"job-name={job}")["items"]
+    assert len(compile_pods) == 1, [p["metadata"]["name"] for p in compile_pods]
+    assert status["cache"]["jobName"] == job and status["cache"]["ok"] is True
+    restarted = system.get("pods", "-l", OPERATOR)["items"]
+    assert operator["metadata"]["name"] not in {p["metadata"]["name"] for p in restarted}
+
+
+def test_deleting_a_model_removes_its_children_and_keeps_the_cache(cluster: Cluster) -> None:
+    key = cluster.status()["activeCacheKey"]
+    claim = cluster.get("pvc")["items"]
+    (pvc,) = claim
+    volume = cluster.get(f"pv/{pvc['spec']['volumeName']}")["spec"]["hostPath"]["path"]
+    cluster.kubectl("delete", "sm", FIRST)
+
+    def gone(kind: str) -> bool:
+        return not cluster.kubectl("get", kind, FIRST, "--ignore-not-found", "-o", "name").strip()
+
+    cluster.wait(
+        "the garbage collector removing the children", lambda: gone("deploy") and gone("svc")
+    )
+    (after,) = cluster.get("pvc")["items"]
+    assert after["metadata"]["uid"] == pvc["metadata"]["uid"]
+    assert after["status"]["phase"] == "Bound"
+    assert (Path(volume) / key / "READY").exists()
+    assert cluster.answer(*cluster.service("twin"))  # the other models keep serving
+
+
+def compile_reports(cluster: Cluster, *what: str) -> list[compilereport.CompileCounts]:
+    """The compile-cache report lines (spyre_runtime.compilereport) in a pod's output."""
+    logs = cluster.kubectl("logs", *what)
+    reports = list(compilereport.parse(logs).values())
+    assert reports, f"no {compilereport.MARKER} line in the logs of {what}:\n{logs[-3000:]}"
+    return reports
+
+
+def assert_started_from_cache(cluster: Cluster, pod: dict[str, Any]) -> None:
+    """The serving pod's own output says it loaded its graphs and compiled nothing."""
+    for counts in compile_reports(cluster, pod["metadata"]["name"]):
+        assert counts.from_cache and not counts.compiled, counts
