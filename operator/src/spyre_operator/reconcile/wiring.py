@@ -242,15 +242,15 @@ def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[
 
 
 def pod_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
-    """A compile pod finished (its Job's owners read its summary) or a serving pod got
-    stuck (its SpyreModel reports why)."""
+    """A compile or weights pod finished (its Job's owners read its summary) or a serving
+    pod got stuck (its SpyreModel reports why)."""
     if event_type not in ("MODIFIED", "DELETED"):
         return
     namespace = body["metadata"]["namespace"]
     labels = body["metadata"].get("labels") or {}
     if labels.get(COMPONENT) == meta.SERVER and meta.MODEL_LABEL in labels:
         reconcile_each(reconciler, [(namespace, labels[meta.MODEL_LABEL])])
-    elif labels.get(COMPONENT) == meta.COMPILE and "job-name" in labels:
+    elif labels.get(COMPONENT) in (meta.COMPILE, meta.WEIGHTS) and "job-name" in labels:
         job = reconciler.kube.get("Job", namespace, labels["job-name"])
         reconcile_each(reconciler, [(namespace, name) for name in owners(job or {})])
 
