@@ -10,6 +10,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     condition,
     create,
     deployment_key,
+    download,
     events_for,
     get,
     job_name,
@@ -27,6 +28,7 @@ from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
+from spyre_operator.render.weights import weights_job_name
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +44,10 @@ def test_create_compiles_then_serves(kube: Kube, namespace: str, operator: Opera
     key, job = cache_key(spec), job_name(doc)
     create(kube, doc)
 
+    st = wait_phase(kube, namespace, "m1", "Downloading")
+    assert condition(st, "CacheReady")[:2] == ("False", "Downloading")
+    assert "targetCacheKey" not in st and kube.get("Job", namespace, job) is None
+    download(kube, doc)
     st = wait_phase(kube, namespace, "m1", "Compiling", targetCacheKey=key)
     assert condition(st, "CacheReady")[:2] == ("False", "Compiling")
     live_job = wait_for(lambda: kube.get("Job", namespace, job), "the compile Job exists")
@@ -73,13 +79,14 @@ def test_create_compiles_then_serves(kube: Kube, namespace: str, operator: Opera
     assert condition(st, "Degraded")[:2] == ("False", "AsExpected")
 
     # One Event per transition, naming the children written on the way.
-    wanted = ["Compiling", "Ready", "Starting"]
+    wanted = ["Compiling", "Downloading", "Ready", "Starting"]
     wait_for(
         lambda: sorted(r for _, r in events_for(kube, namespace, "m1")) == wanted,
         f"exactly the Events {wanted}",
     )
     items = kube.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
     said = {e["reason"]: e["message"] for e in items if e["involvedObject"]["name"] == "m1"}
+    assert f"in Job {weights_job_name(spec)}" in said["Downloading"], said
     assert f"in Job {job}" in said["Compiling"], said
     assert "created Service m1" in said["Starting"], said
     # kopf kept no state on the SpyreModel: the operator's status patches were its only writes.
