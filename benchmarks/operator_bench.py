@@ -191,7 +191,12 @@ class Bench:
     def model(self, namespace: str, i: int) -> dict[str, Any]:
         doc = yaml.safe_load(yaml.safe_dump(self.doc))
         doc["metadata"] = {"name": f"m{i:04d}", "namespace": namespace}
-        doc["spec"]["model"]["revision"] = f"rev{i:04d}"  # its own cache key
+        # Its own cache key; a hostPath model: create -> compile Job, no weights step.
+        doc["spec"]["model"] = {
+            "id": doc["spec"]["model"]["id"],
+            "path": "/models/m",
+            "source": {"hostPath": {"path": f"/srv/models/m{i:04d}"}},
+        }
         return doc
 
     def raw_creates(self, namespace: str, count: int, gap: float = 0.0) -> list[float]:
