@@ -4,6 +4,8 @@ Ready, and spec changes (same cache key: in place; new key: compile, then roll).
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from cluster_sim import (  # noqa: F401 (fixtures)
     Operator,
@@ -132,3 +134,21 @@ def test_spec_changes_update_in_place_or_compile_then_roll(
     simulate.make_deployment_available(kube, namespace, "m2")
     st = wait_phase(kube, namespace, "m2", "Ready", activeCacheKey=new_key)
     assert st["targetCacheKey"] == new_key
+
+
+def test_kubectl_wait_for_ready_and_scale_to_zero(
+    kube: Kube, namespace: str, operator: Operator, kubectl: Any
+) -> None:
+    """What scripts and GitOps pipelines run: kubectl wait on the Ready condition, and
+    kubectl scale through the scale subresource."""
+    doc = model(namespace, "waited")
+    to_ready(kube, doc)
+    done = kubectl("wait", "-n", namespace, "--for=condition=Ready", "sm/waited", "--timeout=60s")
+    assert "condition met" in done.stdout
+    kubectl("scale", "-n", namespace, "sm/waited", "--replicas=0")
+    st = wait_phase(kube, namespace, "waited", "ScaledToZero")
+    assert condition(st, "Ready")[:2] == ("False", "ScaledToZero")
+    not_ready = kubectl(
+        "wait", "-n", namespace, "--for=condition=Ready=false", "sm/waited", "--timeout=60s"
+    )
+    assert "condition met" in not_ready.stdout

@@ -633,3 +633,42 @@ def test_a_moved_revision_is_resolved_again_only_on_request() -> None:
     same = step(obj, **kwargs | weights_done(obj, WEIGHTS_OK | {"downloaded": False}))
     assert same.actions == [] and "RevisionMoved" not in [e.reason for e in same.events]
     assert same.status["phase"] == "Ready"
+
+
+# ----- the Ready condition (kubectl wait --for=condition=Ready) ------------------------
+def test_ready_means_the_current_spec_is_served_and_rolled_out() -> None:
+    kwargs, status = ready_state()
+    assert cond(Plan([], status), "Ready") == ("True", "Serving")
+    assert status["conditions"][0]["type"] == "Ready"  # first, as kubectl describe shows it
+    rolling = step(body({"replicas": 3}, **status), **kwargs)
+    assert rolling.status["phase"] == "Ready"  # still serving: the old replicas answer
+    assert cond(rolling, "Ready") == ("False", "RollingOut")
+
+
+def test_scaled_to_zero_is_its_own_phase_and_not_ready() -> None:
+    kwargs, status = ready_state()
+    plan = step(body({"replicas": 0}, **status), **kwargs)
+    assert plan.status["phase"] == "ScaledToZero"
+    assert cond(plan, "Ready") == ("False", "ScaledToZero")
+    assert cond(plan, "Available") == ("False", "ScaledToZero")
+
+
+@pytest.mark.parametrize(
+    ("observed", "phase", "reason"),
+    [
+        ({"pvc_exists": True, "weights": None}, "Downloading", "Downloading"),
+        ({"pvc_exists": True}, "Compiling", "Compiling"),
+    ],
+)
+def test_not_ready_says_which_step_it_waits_for(
+    observed: dict[str, Any], phase: str, reason: str
+) -> None:
+    obj = body({"model": {"revision": None}} if phase == "Downloading" else None)
+    plan = step(obj, **observed)
+    assert (plan.status["phase"], cond(plan, "Ready")) == (phase, ("False", reason))
+
+
+def test_an_invalid_spec_is_not_ready() -> None:
+    obj = body({"batching": {"continuous": {"maxNumBatchedTokens": 100}}})
+    plan = decide_invalid(obj, validate(obj), T0)
+    assert cond(plan, "Ready") == ("False", "InvalidSpec")

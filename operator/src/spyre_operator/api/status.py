@@ -8,13 +8,23 @@ from pydantic import ConfigDict, Field
 
 from spyre_operator.api.base import ApiModel
 
+READY = "Ready"
 CACHE_READY = "CacheReady"
 AVAILABLE = "Available"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
-CONDITION_TYPES = (CACHE_READY, AVAILABLE, PROGRESSING, DEGRADED)
+CONDITION_TYPES = (READY, CACHE_READY, AVAILABLE, PROGRESSING, DEGRADED)
 
-Phase = Literal["Downloading", "Compiling", "Starting", "Ready", "Degraded", "Failed", "Invalid"]
+Phase = Literal[
+    "Downloading",
+    "Compiling",
+    "Starting",
+    "Ready",
+    "ScaledToZero",
+    "Degraded",
+    "Failed",
+    "Invalid",
+]
 WeightsState = Literal["Downloading", "Ready", "Failed"]
 
 
@@ -26,7 +36,9 @@ class StatusModel(ApiModel):
 class Condition(StatusModel):
     """metav1.Condition."""
 
-    type: Literal["CacheReady", "Available", "Progressing", "Degraded"]
+    type: Literal["Ready", "CacheReady", "Available", "Progressing", "Degraded"]
+    """Ready: the current spec is served (what `kubectl wait --for=condition=Ready` waits
+    for); the others say which part is not there yet."""
     status: Literal["True", "False", "Unknown"]
     reason: Annotated[
         str,

@@ -17,7 +17,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.problem import Problem
-from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING
+from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING, READY
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import (
@@ -461,11 +461,31 @@ def _conditions(
         phase = "Degraded"
     elif not cache_ready:
         phase = "Downloading" if downloading else "Compiling"
-    elif not is_available and spec.replicas > 0:
+    elif spec.replicas == 0:
+        phase = "ScaledToZero"
+    elif not is_available:
         phase = "Starting"
     else:
         phase = "Ready"
-    return [cache_cond, available, progressing, degraded], phase
+    ready = _ready(phase, [cache_cond, available, progressing, degraded])
+    return [ready, cache_cond, available, progressing, degraded], phase
+
+
+def _ready(phase: str, conds: list[Cond]) -> Cond:
+    """True once the current spec is served and rolled out; else why not, in the words of
+    the condition that explains it."""
+    by_type = {c.type: c for c in conds}
+    progressing, degraded = by_type[PROGRESSING], by_type[DEGRADED]
+    if phase == "Ready" and progressing.status == "False":
+        return Cond(READY, "True", "Serving", by_type[AVAILABLE].message)
+    if phase in ("Failed", "Degraded"):
+        return Cond(READY, "False", degraded.reason, degraded.message)
+    if phase == "Ready":
+        return Cond(READY, "False", progressing.reason, progressing.message)
+    if phase == "ScaledToZero":
+        return Cond(READY, "False", "ScaledToZero", "spec.replicas is 0")
+    explaining = by_type[AVAILABLE] if phase == "Starting" else by_type[CACHE_READY]
+    return Cond(READY, "False", phase, explaining.message)
 
 
 def decide_invalid(body: dict[str, Any], problems: list[Problem], now: str) -> Plan:
@@ -474,6 +494,7 @@ def decide_invalid(body: dict[str, Any], problems: list[Problem], now: str) -> P
     generation = int(body["metadata"].get("generation", 1))
     message = "; ".join(str(p) for p in problems)
     conds = [
+        Cond(READY, "False", "InvalidSpec", message),
         Cond(CACHE_READY, "Unknown", "InvalidSpec", "the spec is invalid"),
         Cond(
             AVAILABLE,
@@ -500,10 +521,11 @@ def with_apply_failure(
     kept = [
         Cond(c["type"], c["status"], c["reason"], c.get("message", ""))
         for c in status["conditions"]
-        if c["type"] not in (DEGRADED, PROGRESSING)
+        if c["type"] not in (DEGRADED, PROGRESSING, READY)
     ]
     conds = [
         *kept,
+        Cond(READY, "False", "ApplyFailed", message),
         Cond(PROGRESSING, "False", "ApplyFailed", message),
         Cond(DEGRADED, "True", "ApplyFailed", message),
     ]
