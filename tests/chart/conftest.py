@@ -11,7 +11,11 @@ from kubernetes import client
 
 # The smallest CRDs that let the API server accept Prometheus Operator objects in a
 # server-side dry run: the real schema is not what the chart tests check.
-MONITORING_KINDS = {"PodMonitor": "podmonitors", "ServiceMonitor": "servicemonitors"}
+MONITORING_KINDS = {
+    "PodMonitor": "podmonitors",
+    "ServiceMonitor": "servicemonitors",
+    "PrometheusRule": "prometheusrules",
+}
 
 
 def _crd(kind: str, plural: str) -> str:

@@ -20,7 +20,7 @@ from spyre_operator.api.crd import build_crd
 from spyre_operator.api.names import CRD_NAME
 from spyre_operator.api.validation import parse
 from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile import metrics, simulate
 from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
@@ -160,14 +160,13 @@ class Operator(OperatorProcess):
             return None
 
     def metrics(self) -> dict[str, float]:
+        return metrics.parse(self.metrics_text())
+
+    def metrics_text(self) -> str:
         url = f"http://127.0.0.1:{self.port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
-        out = {}
-        for line in text.splitlines():
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-        return out
+            text: str = response.read().decode()
+            return text
 
 
 @contextmanager
