@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from rtlib import Result, Runtime, Workload, stop
+from rtlib import Result, Runtime, Workload, stop, termination
 
 from spyre_operator.local.hub import LocalHub
 from spyre_runtime.weightstore import MANIFEST_NAME
@@ -47,6 +48,8 @@ class Weights:
             "SPYRE_SERVING_CACHE_ROOT": str(self.root),
             "SPYRE_SERVING_TERMINATION_LOG": str(self.root.parent / f"term-{uuid.uuid4().hex}"),
             "PYTHONUNBUFFERED": "1",
+            # The client's read timeout (10 s) would otherwise end a paused download.
+            "HF_HUB_DOWNLOAD_TIMEOUT": "300",
             **extra,
         }
         if revision is not None:
@@ -171,6 +174,32 @@ def test_a_download_killed_halfway_never_looks_ready_and_a_rerun_completes(
     assert_ready(weights, summary, runtime.models / "granite")
     # the killed request and the complete one
     assert hub.file_downloads(MODEL)["model.safetensors"] == 2
+
+
+def test_two_runs_for_one_commit_download_it_once(
+    weights: Weights, hub: LocalHub, runtime: Runtime
+) -> None:
+    """A Job for `main` and one for the commit it points at, as two SpyreModels may start."""
+    commit = hub.repos[MODEL].refs["main"]
+    pause = hub.pause_after(MODEL, 100_000)
+    first_env, second_env = weights.env(revision=commit), weights.env(revision="main")
+    first = runtime.start("weights-first", ["weights"], first_env)
+    second = None
+    try:
+        assert pause.reached.wait(TIMEOUT), runtime.log("weights-first")
+        second = runtime.start("weights-second", ["weights"], second_env)
+        while "step=lock" not in runtime.log("weights-second"):  # resolved, not ready: waits
+            assert second.poll() is None, runtime.log("weights-second")
+            time.sleep(0.05)
+        pause.release()
+        assert (first.wait(TIMEOUT), second.wait(TIMEOUT)) == (0, 0)
+    finally:
+        for proc in (first, second):
+            if proc:
+                stop(proc)
+    summaries = [termination(env) or {} for env in (first_env, second_env)]
+    assert [(s["commit"], s["downloaded"]) for s in summaries] == [(commit, True), (commit, False)]
+    assert set(hub.file_downloads(MODEL).values()) == {1}
 
 
 def test_a_corrupted_file_is_a_checksum_mismatch_and_never_ready(

@@ -322,6 +322,7 @@ def locked(path: Path, progress: Progress) -> Iterator[None]:
     from filelock import FileLock, Timeout
 
     lock = FileLock(str(path), mode=0o664)
+    progress.step("lock", f"{path}")
     while True:
         try:
             lock.acquire(timeout=LOCK_WAIT_LOG_SECONDS)
