@@ -1,4 +1,5 @@
-"""`spyre-runtime <precompile|serve|describe> [vllm args...]`, `spyre-runtime tiny-models DIR`.
+"""`spyre-runtime <precompile|serve|describe> [vllm args...]`, `spyre-runtime weights
+[--from DIR]`, `spyre-runtime tiny-models DIR`.
 
 Everything after the subcommand is passed to vLLM untouched, so no argparse here: it would
 try to interpret vLLM's own flags.
@@ -16,6 +17,7 @@ from .config import DEFAULT_TERMINATION_LOG, ContractError, RuntimeConfig, from_
 from .report import failure, log, setup_logging, write_summary
 
 USAGE = """usage: spyre-runtime <command> [vllm serve args...]
+       spyre-runtime weights [--from <dir>]
        spyre-runtime tiny-models <dir>
 
 commands:
@@ -23,6 +25,9 @@ commands:
               then write the catalog entry and the READY marker (the compile Job)
   serve       check that cache, then exec `vllm serve <args>` (the serving pods)
   describe    print what serve would run, the env it relies on and the cache state
+  weights     put SPYRE_SERVING_MODEL_ID at SPYRE_SERVING_MODEL_REVISION (resolved to its
+              commit) into <SPYRE_SERVING_CACHE_ROOT>/weights/<id>/<commit>/, from the hub
+              (HF_ENDPOINT, HF_TOKEN) or, with --from, from a local copy (the weights Job)
   tiny-models write <dir>/granite and <dir>/roberta: tiny random-weight models made here,
               nothing downloaded (to try the stack without hub access)
 
@@ -77,6 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, vllm_args = args[0], args[1:]
     if command == "tiny-models":
         return tiny_models(vllm_args)
+    if command == "weights":
+        from .weights import run
+
+        setup_logging()
+        return run(vllm_args, dict(os.environ))
     if command not in ("precompile", "serve", "describe"):
         print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2

@@ -14,8 +14,13 @@ log = logging.getLogger("spyre_runtime")
 # Kubernetes keeps at most 4096 bytes of a termination message.
 _MAX_MESSAGE = 1500
 
-# The first four are the compile Job's (docs/contract.md); CacheNotReady is serve's refusal.
-REASONS = ("OutOfMemory", "ModelNotFound", "InvalidConfig", "CompileFailed", "CacheNotReady")
+# The first four are the compile Job's (docs/contract.md); CacheNotReady is serve's refusal;
+# the weights Job adds the rest (ModelNotFound and InvalidConfig too).
+REASONS = (
+    "OutOfMemory", "ModelNotFound", "InvalidConfig", "CompileFailed", "CacheNotReady",
+    "GatedModel", "RevisionNotFound", "Unauthorized", "HubUnreachable", "ChecksumMismatch",
+    "OutOfSpace", "DownloadFailed",
+)  # fmt: skip
 
 
 def setup_logging() -> None:
