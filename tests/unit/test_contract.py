@@ -11,7 +11,8 @@ from apilib import EXAMPLES, load_example, pinned
 
 from spyre_operator.api.validation import parse
 from spyre_operator.render.cachekey import cache_key, compile_config
-from spyre_operator.render.children import build_compile_job, build_deployment
+from spyre_operator.render.children import build_compile_job, build_deployment, build_weights_job
+from spyre_runtime import weights
 from spyre_runtime.config import from_env
 
 pytestmark = pytest.mark.unit
@@ -63,3 +64,24 @@ def test_runtime_reads_what_the_operator_renders(path: Path) -> None:
         # serving pods of decoders never compile; the compile Job must be allowed to
         expected = subcommand == "serve" and decoder and spec.require_precompiled
         assert config.require_precompiled is expected
+
+
+HUB_EXAMPLES = [p for p in EXAMPLES if parse(load_example(p)).spec.model.from_hub]
+
+
+@pytest.mark.parametrize("path", HUB_EXAMPLES, ids=lambda p: p.stem)
+def test_the_weights_command_reads_what_the_operator_renders(path: Path, tmp_path: Path) -> None:
+    model = parse(load_example(path))
+    (c,) = build_weights_job(model.spec, model.namespace)["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["weights"]
+    env = plain_env(c) | {"SPYRE_SERVING_CACHE_ROOT": str(tmp_path)}  # the volume, here
+    cfg = weights.parse_env(env)
+    assert (cfg.model_id, cfg.revision) == (model.spec.model.id, model.spec.model.hub_revision)
+    # where the runtime publishes the download is what the pods mount (subPath)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    mount = next(
+        m
+        for m in container(build_deployment(model, commit=commit))["volumeMounts"]
+        if m.get("subPath")
+    )
+    assert cfg.layout.final(commit) == tmp_path / mount["subPath"]

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.reconcile.conditions import clip
+from spyre_runtime.weights import PERMANENT
 
 if TYPE_CHECKING:  # observe imports this module
     from spyre_operator.reconcile.observe import JobView
 from spyre_operator.render.weights import is_commit, weights_job_name
 
-# The runtime's reasons that no retry of the same Job can fix: shown at once, while the
-# Job may still be retrying.
-PERMANENT = ("ModelNotFound", "GatedModel", "RevisionNotFound", "Unauthorized", "InvalidConfig")
+# The runtime's reasons that no retry of the same Job can fix (its own list, the contract):
+# shown at once, while the Job may still be retrying.
 MESSAGE_LIMIT = 2000
 
 
