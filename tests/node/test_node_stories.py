@@ -1,11 +1,13 @@
 """The user stories, on the real node with real pods: the operator installed by its chart,
-the project's own images, the tiny Granite made here (no hub).
+the project's own images, the tiny Granite made here (from a hostPath, and from a hub the
+test runs on the host).
 
 The tests run in file order in one namespace, each story starting from where the one
 before left the cluster: first deploy, scale to two, a serving pod killed, a new cache key
 rolled out while the old pod answers, a second model sharing the compile, a failing
-compile and its fix, the operator killed during a compile, and a model deleted. Each
-asserts what a user sees: `kubectl get sm`, status, Events, answers, pod logs.
+compile and its fix, the operator killed during a compile, a model deleted, and a hub
+model downloaded once and served with the hub gone. Each asserts what a user sees:
+`kubectl get sm`, status, Events, answers, pod logs.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import pytest
 from nodelib import Kubectl, SharedNode
 
 from spyre_operator.local import node_operator
+from spyre_operator.local.hub import LocalHub
 from spyre_operator.local.kubectl import KubectlError
 from spyre_operator.local.node import Node
+from spyre_operator.local.node_config import NODE_IP
 from spyre_operator.reconcile.simulate import poll_until
 from spyre_runtime import compilereport
 
@@ -123,7 +127,8 @@ def pod_address(pod: dict[str, Any]) -> tuple[str, int]:
 
 def phases(events: list[tuple[str, str]]) -> list[str]:
     """The phase Events, collapsed: [Compiling, Starting, Ready] for a first deploy."""
-    seen = [r for _, r in events if r in ("Compiling", "Starting", "Ready", "Failed", "Degraded")]
+    kept = ("Downloading", "Compiling", "Starting", "Ready", "Failed", "Degraded")
+    seen = [r for _, r in events if r in kept]
     return [r for i, r in enumerate(seen) if i == 0 or seen[i - 1] != r]
 
 
@@ -315,6 +320,47 @@ def test_deleting_a_model_removes_its_children_and_keeps_the_cache(cluster: Clus
     assert after["status"]["phase"] == "Bound"
     assert (Path(volume) / key / "READY").exists()
     assert cluster.answer(*cluster.service("twin"))  # the other models keep serving
+
+
+def test_a_hub_model_is_downloaded_once_and_served_without_the_hub(cluster: Cluster) -> None:
+    """The tiny Granite from a hub the test runs on the host (the real huggingface_hub
+    client in the weights pod, HF_ENDPOINT pointing at it): one download, then the hub is
+    stopped and a second replica starts from the volume alone."""
+    name, hub_id = "hub", "spyre-tests/tiny-granite"
+    with LocalHub(host="0.0.0.0") as hub:
+        commit = hub.add_repo(hub_id, cluster.models / "granite")
+        doc = node_operator.tiny_model(cluster.models, name)
+        doc["spec"]["model"] = {
+            "id": hub_id,
+            "servedName": node_operator.MODEL_NAME,  # what the completion requests name
+            "source": {"hub": {"endpoint": f"http://{NODE_IP}:{hub.port}"}},
+        }
+        doc["spec"]["batching"]["continuous"] = dict(cluster.batching)
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+        status = cluster.ready(name)
+        downloads = hub.file_downloads(hub_id)
+    weights = status["weights"]
+    assert (weights["state"], weights["commit"], weights["downloaded"]) == ("Ready", commit, True)
+    assert downloads and set(downloads.values()) == {1}, downloads  # every file, once
+    assert phases(cluster.events(name)) == ["Downloading", "Compiling", "Starting", "Ready"]
+    row = cluster.kubectl("get", "sm", name, "-o", "wide", "--no-headers").split()
+    assert "Ready" in row and commit in row, row  # the Weights and Commit columns
+    (pod,) = cluster.pods(name)
+    model_dir = f"/models/{hub_id}"
+    with pytest.raises(KubectlError, match="Read-only file system"):
+        cluster.kubectl(
+            "exec", pod["metadata"]["name"], "--", "python3", "-c", f"open('{model_dir}/x', 'w')"
+        )
+
+    # The hub is gone: a second replica needs nothing from it.
+    cluster.kubectl("scale", f"sm/{name}", "--replicas=2")
+    cluster.ready(name, replicas=2)
+    for serving in cluster.pods(name):
+        assert cluster.answer(*pod_address(serving))
+    weights_jobs = cluster.get("jobs", "-l", "app.kubernetes.io/component=weights")["items"]
+    assert [j["metadata"]["name"] for j in weights_jobs] == [weights["jobName"]]
+    weights_pods = cluster.get("pods", "-l", f"job-name={weights['jobName']}")["items"]
+    assert len(weights_pods) == 1
 
 
 def compile_reports(cluster: Cluster, *what: str) -> list[compilereport.CompileCounts]:
