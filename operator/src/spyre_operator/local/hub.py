@@ -17,7 +17,6 @@ huggingface_hub. `python -m spyre_operator.local.hub --repo ID=DIR ...` serves f
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import re
@@ -470,8 +469,12 @@ def main(argv: list[str] | None = None) -> None:
         repo_id, _, folder = spec.partition("=")
         print(f"{repo_id} main -> {hub.add_repo(repo_id, Path(folder))}", flush=True)
     print(f"HF_ENDPOINT={hub.url}", flush=True)
-    with hub, contextlib.suppress(KeyboardInterrupt):
-        threading.Event().wait()
+    try:
+        hub._server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        hub._server.server_close()
 
 
 if __name__ == "__main__":
