@@ -67,14 +67,13 @@ class Blob:
 
     @classmethod
     def of(cls, source: Path, path: str) -> Blob:
-        data = source.read_bytes()
-        return cls(
-            source,
-            len(data),
-            hashlib.sha256(data).hexdigest(),
-            git_blob_sha1(data),
-            path.endswith(LFS_SUFFIXES),
-        )
+        size = source.stat().st_size
+        sha256, sha1 = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
+        with open(source, "rb") as f:
+            while chunk := f.read(1 << 20):
+                sha256.update(chunk)
+                sha1.update(chunk)
+        return cls(source, size, sha256.hexdigest(), sha1.hexdigest(), path.endswith(LFS_SUFFIXES))
 
     @property
     def pointer(self) -> bytes:
