@@ -17,7 +17,6 @@ huggingface_hub. `python -m spyre_operator.local.hub --repo ID=DIR ...` serves f
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import re
@@ -68,14 +67,13 @@ class Blob:
 
     @classmethod
     def of(cls, source: Path, path: str) -> Blob:
-        data = source.read_bytes()
-        return cls(
-            source,
-            len(data),
-            hashlib.sha256(data).hexdigest(),
-            git_blob_sha1(data),
-            path.endswith(LFS_SUFFIXES),
-        )
+        size = source.stat().st_size
+        sha256, sha1 = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
+        with open(source, "rb") as f:
+            while chunk := f.read(1 << 20):
+                sha256.update(chunk)
+                sha1.update(chunk)
+        return cls(source, size, sha256.hexdigest(), sha1.hexdigest(), path.endswith(LFS_SUFFIXES))
 
     @property
     def pointer(self) -> bytes:
@@ -470,8 +468,12 @@ def main(argv: list[str] | None = None) -> None:
         repo_id, _, folder = spec.partition("=")
         print(f"{repo_id} main -> {hub.add_repo(repo_id, Path(folder))}", flush=True)
     print(f"HF_ENDPOINT={hub.url}", flush=True)
-    with hub, contextlib.suppress(KeyboardInterrupt):
-        threading.Event().wait()
+    try:
+        hub._server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        hub._server.server_close()
 
 
 if __name__ == "__main__":
