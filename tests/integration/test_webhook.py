@@ -53,8 +53,10 @@ class Webhooked:
     """A namespace for SpyreModels, the operator serving the webhook for it, and the
     ValidatingWebhookConfiguration (failurePolicy Fail unless a test says otherwise)."""
 
-    def __init__(self, kubeconfig: Path, kube: Kube, log: Path) -> None:
-        self.kubeconfig, self.kube, self.log = kubeconfig, kube, log
+    def __init__(
+        self, kubeconfig: Path, kube: Kube, log: Path, cert_dir: Path | None = None
+    ) -> None:
+        self.kubeconfig, self.kube, self.log, self.cert_dir = kubeconfig, kube, log, cert_dir
         suffix = uuid.uuid4().hex[:8]
         self.namespace, self.system = f"wh-{suffix}", f"wh-system-{suffix}"
         self.configuration, self.secret = f"spyre-test-{suffix}", "webhook-cert"
@@ -82,9 +84,12 @@ class Webhooked:
 
     def start(self) -> None:
         args = ["run", "--namespace", self.namespace, "--webhook-port", str(self.port),
-                "--webhook-secret", f"{self.system}/{self.secret}", "--webhook-host", "127.0.0.1",
-                "--webhook-configuration", self.configuration,
                 "--webhook-check-seconds", "1"]  # fmt: skip
+        if self.cert_dir is None:  # the operator keeps its certificate (the chart's default)
+            args += ["--webhook-secret", f"{self.system}/{self.secret}", "--webhook-host",
+                     "127.0.0.1", "--webhook-configuration", self.configuration]  # fmt: skip
+        else:  # files someone else keeps (cert-manager), and the caBundle (its cainjector)
+            args += ["--webhook-cert-dir", str(self.cert_dir)]
         self.process = OperatorProcess(args, self.kubeconfig, self.log)
         wait_for(self._serving, "the webhook refuses an invalid SpyreModel")
 
@@ -107,9 +112,15 @@ class Webhooked:
         return self.kube.request("POST", url, body, query={"dryRun": "All"})
 
     def set_policy(self, policy: str) -> None:
-        patch = [{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": policy}]
+        self._set("failurePolicy", policy)
+
+    def _set(self, field: str, value: str) -> None:
+        patch = [{"op": "add", "path": f"/webhooks/0/{field}", "value": value}]
         url = f"{WEBHOOK_CONFIGURATIONS}/{self.configuration}"
         self.kube.request("PATCH", url, patch, content_type="application/json-patch+json")
+
+    def set_ca_bundle(self, bundle: bytes) -> None:
+        self._set("clientConfig/caBundle", base64.b64encode(bundle).decode())
 
     def ca_bundle(self) -> bytes:
         found = self.kube.request("GET", f"{WEBHOOK_CONFIGURATIONS}/{self.configuration}")
@@ -315,3 +326,37 @@ def test_a_renewed_certificate_is_served_and_trusted_through_the_ca_bundle(
     expected = x509.load_pem_x509_certificate(new.cert)
     wait_for(lambda: _served_certificate(hooked.port) == expected, "the webhook serves it")
     assert refusal(apply(kubectl, hooked, TYPO)).startswith("spec.tensorParalelSize")
+
+
+def test_a_certificate_kept_by_someone_else_is_served_and_reloaded_from_its_files(
+    kubeconfig: Path, kubectl: Any, tmp_path: Path
+) -> None:
+    # the chart with cert-manager: its Secret mounted into the pod (the kubelet replaces
+    # the files when cert-manager renews it) and its cainjector keeping the caBundle
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    now = datetime.datetime.now(datetime.UTC)
+    first, second = certs.issue(["127.0.0.1"], now), certs.issue(["127.0.0.1"], now)
+
+    def mount(made: certs.Certs) -> None:
+        (cert_dir / "tls.crt").write_bytes(made.cert)
+        (cert_dir / "tls.key").write_bytes(made.key)
+
+    mount(first)
+    running = Webhooked(kubeconfig, kube_for(kubeconfig), tmp_path / "operator.log", cert_dir)
+    running.set_ca_bundle(first.ca_cert + second.ca_cert)
+    try:
+        running.start()
+        assert refusal(apply(kubectl, running, TYPO)).startswith("spec.tensorParalelSize")
+        mount(second)
+        expected = x509.load_pem_x509_certificate(second.cert)
+        wait_for(lambda: _served_certificate(running.port) == expected, "the renewed files")
+        assert refusal(apply(kubectl, running, TYPO)).startswith("spec.tensorParalelSize")
+        found = running.kube.request("GET", f"/api/v1/namespaces/{running.system}/secrets")
+        assert all(s["metadata"]["name"] != running.secret for s in found["items"])  # untouched
+    except BaseException:
+        print(running.log.read_text(errors="replace")[-4000:])
+        raise
+    finally:
+        running.stop()
+        running.remove()
