@@ -348,6 +348,11 @@ def test_a_certificate_kept_by_someone_else_is_served_and_reloaded_from_its_file
     try:
         running.start()
         assert refusal(apply(kubectl, running, TYPO)).startswith("spec.tensorParalelSize")
+        # caught halfway through a replacement: the new certificate with the old key
+        (cert_dir / "tls.crt").write_bytes(second.cert)
+        wait_for(lambda: "kept the certificate served" in running.log.read_text(), "a check")
+        assert running.process is not None and running.process.running()
+        assert _served_certificate(running.port) == x509.load_pem_x509_certificate(first.cert)
         mount(second)
         expected = x509.load_pem_x509_certificate(second.cert)
         wait_for(lambda: _served_certificate(running.port) == expected, "the renewed files")

@@ -85,13 +85,15 @@ class AdmissionServer:
                 await asyncio.sleep(self.check_seconds)
                 try:
                     renewed = await asyncio.to_thread(self.source.current)
-                except Exception as err:  # the API or the files: try again at the next check
-                    log.warning("webhook: could not check the certificate: %s", err)
-                    continue
-                if renewed != (cert, key):
-                    cert, key = renewed
-                    load_into(context, cert, key)  # new connections get it; in the loop thread
-                    log.info("webhook: serving the renewed certificate")
+                    if renewed != (cert, key):
+                        # into a spare context first: a pair that does not load (files read
+                        # halfway through their replacement) must not break the live one
+                        load_into(ssl.create_default_context(ssl.Purpose.CLIENT_AUTH), *renewed)
+                        load_into(context, *renewed)  # new connections get it (loop thread)
+                        cert, key = renewed
+                        log.info("webhook: serving the renewed certificate")
+                except Exception as err:  # the API, the files: the next check tries again
+                    log.warning("webhook: kept the certificate served: %s", err)
         finally:
             await runner.cleanup()
 
