@@ -40,7 +40,7 @@ from spyre_operator.api.names import CRD_NAME
 from spyre_operator.api.validation import parse
 from spyre_operator.local.controlplane import ControlPlane, free_port
 from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile import metrics, simulate
 from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
@@ -172,8 +172,7 @@ class Bench:
 
     def metrics(self) -> dict[str, float]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            lines = r.read().decode().splitlines()
-        return {k: float(v) for k, _, v in (line.rpartition(" ") for line in lines)}
+            return metrics.parse(r.read().decode())
 
     def peak_rss_mb(self) -> float:
         assert self.operator is not None
@@ -191,7 +190,12 @@ class Bench:
     def model(self, namespace: str, i: int) -> dict[str, Any]:
         doc = yaml.safe_load(yaml.safe_dump(self.doc))
         doc["metadata"] = {"name": f"m{i:04d}", "namespace": namespace}
-        doc["spec"]["model"]["revision"] = f"rev{i:04d}"  # its own cache key
+        # Its own cache key; a hostPath model: create -> compile Job, no weights step.
+        doc["spec"]["model"] = {
+            "id": doc["spec"]["model"]["id"],
+            "path": "/models/m",
+            "source": {"hostPath": {"path": f"/srv/models/m{i:04d}"}},
+        }
         return doc
 
     def raw_creates(self, namespace: str, count: int, gap: float = 0.0) -> list[float]:

@@ -11,7 +11,11 @@ from kubernetes import client
 
 # The smallest CRDs that let the API server accept Prometheus Operator and cert-manager
 # objects in a server-side dry run: the real schema is not what the chart tests check.
-MONITORING_KINDS = {"PodMonitor": "podmonitors", "ServiceMonitor": "servicemonitors"}
+MONITORING_KINDS = {
+    "PodMonitor": "podmonitors",
+    "ServiceMonitor": "servicemonitors",
+    "PrometheusRule": "prometheusrules",
+}
 CERT_MANAGER_KINDS = {"Certificate": "certificates", "Issuer": "issuers"}
 
 

@@ -36,6 +36,7 @@ COMBINATIONS: dict[str, Combination] = {
     "monitoring-podmonitor": lambda _: {
         "monitoring.serving": {"enabled": True, "labels": {"release": "prometheus"}},
         "monitoring.operator": {"enabled": True, "labels": {"release": "prometheus"}},
+        "monitoring.rules": {"enabled": True, "labels": {"release": "prometheus"}},
     },
     "monitoring-servicemonitor-namespaced": lambda ns: {
         "rbac.mode": "namespaced",

@@ -170,6 +170,9 @@ def test_operator_reaches_ready_as_the_chart_service_account(
             found: dict[str, Any] = body.get("status") or {}
             return found
 
+        poll_until(lambda: bool(status().get("weights")), "the weights Job", STEP_TIMEOUT)
+        weights = status()["weights"]
+        simulate.complete_weights_job(admin, models_ns, weights["jobName"], weights["revision"])
         poll_until(lambda: bool(status().get("targetCacheKey")), "the compile Job", STEP_TIMEOUT)
         job = meta.compile_job_name(status()["targetCacheKey"])
         assert admin.get("Job", models_ns, job) is not None

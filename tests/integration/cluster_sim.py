@@ -20,10 +20,11 @@ from spyre_operator.api.crd import build_crd
 from spyre_operator.api.names import CRD_NAME
 from spyre_operator.api.validation import parse
 from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import simulate
+from spyre_operator.reconcile import metrics, simulate
 from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
+from spyre_operator.render.weights import weights_job_name
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 90.0  # seconds; generous: a loaded 2-core machine runs apiserver, etcd and us
@@ -70,7 +71,26 @@ def model(namespace: str, name: str, doc: dict[str, Any] | None = None) -> dict[
 
 
 def job_name(doc: dict[str, Any]) -> str:
+    """The compile Job (of a hub model pinned to a commit, or resolved to its revision)."""
     return meta.compile_job_name(cache_key(parse(doc).spec))
+
+
+def job_owners(kube: Kube, namespace: str, job: str) -> set[str]:
+    """Names of the SpyreModels owning a (shared) Job."""
+    found = kube.get("Job", namespace, job) or {"metadata": {}}
+    return {o["name"] for o in found["metadata"].get("ownerReferences") or []}
+
+
+def download(kube: Kube, doc: dict[str, Any], commit: str | None = None) -> str:
+    """Play a hub model's weights Job: it exists, then its revision resolves to `commit`
+    (default: the revision, a pinned commit in the examples). Returns the commit."""
+    namespace, spec = doc["metadata"]["namespace"], parse(doc).spec
+    name = weights_job_name(spec)
+    wait_for(lambda: kube.get("Job", namespace, name), f"the weights Job {name} exists")
+    commit = commit or spec.model.revision
+    assert commit is not None
+    simulate.complete_weights_job(kube, namespace, name, commit)
+    return commit
 
 
 def create(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
@@ -140,14 +160,13 @@ class Operator(OperatorProcess):
             return None
 
     def metrics(self) -> dict[str, float]:
+        return metrics.parse(self.metrics_text())
+
+    def metrics_text(self) -> str:
         url = f"http://127.0.0.1:{self.port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
-        out = {}
-        for line in text.splitlines():
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-        return out
+            text: str = response.read().decode()
+            return text
 
 
 @contextmanager
@@ -179,6 +198,7 @@ def to_ready(kube: Kube, doc: dict[str, Any]) -> dict[str, Any]:
     """Create a SpyreModel and play the cluster until it is Ready; its status."""
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
     create(kube, doc)
+    download(kube, doc)
     wait_phase(kube, namespace, name, "Compiling")
     job = job_name(doc)
     wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")

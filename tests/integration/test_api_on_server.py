@@ -47,8 +47,11 @@ def test_every_example_and_its_rendered_children_pass_a_server_dry_run(
     crd: None, kubectl: Any, namespace: str, path: Path
 ) -> None:
     kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(path))
+    # --commit: a hub model's revision as the weights Job would resolve it.
+    commit = "c0ffee0000000000000000000000000000c0ffee"
+    command = ["render", "--namespace", namespace, str(path), "--commit", commit]
     rendered = subprocess.run(
-        [sys.executable, "-m", "spyre_operator", "render", "--namespace", namespace, str(path)],
+        [sys.executable, "-m", "spyre_operator", *command],
         capture_output=True,
         text=True,
         timeout=60,

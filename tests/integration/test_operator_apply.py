@@ -17,6 +17,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     Operator,
     condition,
     create,
+    download,
     get,
     kube,
     model,
@@ -31,15 +32,19 @@ from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube
 from spyre_operator.render import meta
 from spyre_operator.render.children import desired
+from spyre_operator.render.weights import is_commit
 
 pytestmark = pytest.mark.integration
 
 EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if p.is_file())
+COMMIT = "c0ffee0000000000000000000000000000c0ffee"
 
 
-def render(path: Path, namespace: str, uid: str) -> dict[str, dict[str, Any]]:
-    """`spyre-operator render` as a user runs it, by kind."""
+def render(path: Path, namespace: str, uid: str, commit: str | None) -> dict[str, dict[str, Any]]:
+    """`spyre-operator render` as a user runs it, by kind (Jobs: by component, weights or
+    compile)."""
     args = ["render", "--namespace", namespace, "--uid", uid, str(path)]
+    args += ["--commit", commit] if commit else []
     out = subprocess.run(
         [sys.executable, "-m", "spyre_operator", *args],
         capture_output=True,
@@ -47,7 +52,11 @@ def render(path: Path, namespace: str, uid: str) -> dict[str, dict[str, Any]]:
         check=True,
         timeout=60,
     ).stdout
-    return {doc["kind"]: doc for doc in yaml.safe_load_all(out)}
+    return {
+        doc["metadata"]["labels"]["app.kubernetes.io/component"] if doc["kind"] == "Job"
+        else doc["kind"]: doc
+        for doc in yaml.safe_load_all(out)
+    }  # fmt: skip
 
 
 def owned_part(live: Any, want: Any) -> Any:
@@ -84,12 +93,20 @@ def test_every_example_reconciles_to_what_render_prints(
 ) -> None:
     kubectl("apply", "-n", namespace, "-f", str(path))  # as the README says
     name = yaml.safe_load(path.read_text())["metadata"]["name"]
-    uid = get(kube, namespace, name)["metadata"]["uid"]
-    want = render(path, namespace, uid)
+    live_model = get(kube, namespace, name)
+    spec = parse(live_model).spec
+    # A hub revision that is not a commit resolves to COMMIT here.
+    commit = COMMIT if spec.model.from_hub and not is_commit(spec.model.revision) else None
+    want = render(path, namespace, live_model["metadata"]["uid"], commit)
 
-    job = want["Job"]["metadata"]["name"]
+    if spec.model.from_hub:
+        weights = want["weights"]["metadata"]["name"]
+        live = wait_for(lambda: kube.get("Job", namespace, weights), f"Job {weights} exists")
+        assert owned_part(live, want["weights"]) == want["weights"]
+        download(kube, live_model, commit)
+    job = want["compile"]["metadata"]["name"]
     live_job = wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")
-    assert owned_part(live_job, want["Job"]) == want["Job"]
+    assert owned_part(live_job, want["compile"]) == want["compile"]
     if "PersistentVolumeClaim" in want:
         pvc = want["PersistentVolumeClaim"]
         live_pvc = kube.get("PersistentVolumeClaim", namespace, pvc["metadata"]["name"])
@@ -130,6 +147,8 @@ def test_fields_removed_from_the_spec_leave_the_deployment(
     create(kube, doc)
     uid = get(kube, namespace, "placed")["metadata"]["uid"]
     want = desired(parse(doc), uid)
+    assert want.job is not None and want.deployment is not None
+    download(kube, doc)
     simulate.complete_job(
         kube, namespace, wait_for(lambda: kube.get("Job", namespace, want.job["metadata"]["name"]),
                                   "the compile Job exists")["metadata"]["name"]

@@ -11,6 +11,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     Operator,
     condition,
     create,
+    download,
     events_for,
     example,
     get,
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.integration
 
 
 def _compiling_job(kube: Kube, namespace: str, name: str) -> str:
+    download(kube, get(kube, namespace, name))
     wait_phase(kube, namespace, name, "Compiling")
     job = job_name(get(kube, namespace, name))
     wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")

@@ -4,12 +4,15 @@ Ready, and spec changes (same cache key: in place; new key: compile, then roll).
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from cluster_sim import (  # noqa: F401 (fixtures)
     Operator,
     condition,
     create,
     deployment_key,
+    download,
     events_for,
     get,
     job_name,
@@ -27,6 +30,7 @@ from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
+from spyre_operator.render.weights import weights_job_name
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +46,10 @@ def test_create_compiles_then_serves(kube: Kube, namespace: str, operator: Opera
     key, job = cache_key(spec), job_name(doc)
     create(kube, doc)
 
+    st = wait_phase(kube, namespace, "m1", "Downloading")
+    assert condition(st, "CacheReady")[:2] == ("False", "Downloading")
+    assert "targetCacheKey" not in st and kube.get("Job", namespace, job) is None
+    download(kube, doc)
     st = wait_phase(kube, namespace, "m1", "Compiling", targetCacheKey=key)
     assert condition(st, "CacheReady")[:2] == ("False", "Compiling")
     live_job = wait_for(lambda: kube.get("Job", namespace, job), "the compile Job exists")
@@ -73,13 +81,14 @@ def test_create_compiles_then_serves(kube: Kube, namespace: str, operator: Opera
     assert condition(st, "Degraded")[:2] == ("False", "AsExpected")
 
     # One Event per transition, naming the children written on the way.
-    wanted = ["Compiling", "Ready", "Starting"]
+    wanted = ["Compiling", "Downloading", "Ready", "Starting"]
     wait_for(
         lambda: sorted(r for _, r in events_for(kube, namespace, "m1")) == wanted,
         f"exactly the Events {wanted}",
     )
     items = kube.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
     said = {e["reason"]: e["message"] for e in items if e["involvedObject"]["name"] == "m1"}
+    assert f"in Job {weights_job_name(spec)}" in said["Downloading"], said
     assert f"in Job {job}" in said["Compiling"], said
     assert "created Service m1" in said["Starting"], said
     # kopf kept no state on the SpyreModel: the operator's status patches were its only writes.
@@ -125,3 +134,21 @@ def test_spec_changes_update_in_place_or_compile_then_roll(
     simulate.make_deployment_available(kube, namespace, "m2")
     st = wait_phase(kube, namespace, "m2", "Ready", activeCacheKey=new_key)
     assert st["targetCacheKey"] == new_key
+
+
+def test_kubectl_wait_for_ready_and_scale_to_zero(
+    kube: Kube, namespace: str, operator: Operator, kubectl: Any
+) -> None:
+    """What scripts and GitOps pipelines run: kubectl wait on the Ready condition, and
+    kubectl scale through the scale subresource."""
+    doc = model(namespace, "waited")
+    to_ready(kube, doc)
+    done = kubectl("wait", "-n", namespace, "--for=condition=Ready", "sm/waited", "--timeout=60s")
+    assert "condition met" in done.stdout
+    kubectl("scale", "-n", namespace, "sm/waited", "--replicas=0")
+    st = wait_phase(kube, namespace, "waited", "ScaledToZero")
+    assert condition(st, "Ready")[:2] == ("False", "ScaledToZero")
+    not_ready = kubectl(
+        "wait", "-n", namespace, "--for=condition=Ready=false", "sm/waited", "--timeout=60s"
+    )
+    assert "condition met" in not_ready.stdout

@@ -10,6 +10,7 @@ import pytest
 from cluster_sim import (  # noqa: F401 (fixtures)
     Operator,
     create,
+    download,
     get,
     job_name,
     kube,
@@ -78,6 +79,7 @@ def test_killed_operator_resumes_from_the_cluster(
 ) -> None:
     doc = model(namespace, "crash")
     create(kube, doc)
+    download(kube, doc)
     wait_phase(kube, namespace, "crash", "Compiling")
     job = job_name(doc)
     job_uid = wait_for(lambda: _uid(kube, "Job", namespace, job), "the Job exists")

@@ -9,16 +9,20 @@ from typing import Any
 import pytest
 from cluster_sim import (  # noqa: F401 (fixtures)
     create,
+    download,
     example,
     job_name,
+    job_owners,
     kube,
     model,
     running_operator,
     wait_for,
 )
 
+from spyre_operator.api.validation import parse
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube
+from spyre_operator.render.weights import weights_job_name
 
 pytestmark = pytest.mark.integration
 
@@ -63,6 +67,12 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
     with running_operator(kubeconfig, namespace, tmp_path / "operator.log", resync) as operator:
         for doc in docs:
             create(kube, doc)
+        # One download for all: the same model and revision.
+        (weights,) = {weights_job_name(parse(doc).spec) for doc in docs}
+        wait_for(
+            lambda: len(job_owners(kube, namespace, weights)) == MODELS, "all own the download", 180
+        )
+        download(kube, docs[0])
         jobs = sorted({job_name(doc) for doc in docs})
         assert len(jobs) == KEYS
         for job in jobs:
@@ -73,8 +83,7 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
             timeout=180,
         )
         for job in jobs:
-            owners = kube.get("Job", namespace, job)["metadata"]["ownerReferences"]  # type: ignore[index]
-            assert len(owners) == MODELS // KEYS
+            assert len(job_owners(kube, namespace, job)) == MODELS // KEYS
             simulate.complete_job(kube, namespace, job)
         for doc in docs:
             name = doc["metadata"]["name"]

@@ -8,7 +8,9 @@ import pytest
 from cluster_sim import (  # noqa: F401 (fixtures)
     Operator,
     create,
+    download,
     job_name,
+    job_owners,
     kube,
     model,
     operator,
@@ -17,15 +19,12 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_phase,
 )
 
+from spyre_operator.api.validation import parse
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube
+from spyre_operator.render.weights import weights_job_name
 
 pytestmark = pytest.mark.integration
-
-
-def _owners(kube: Kube, namespace: str, job: str) -> set[str]:
-    found = kube.get("Job", namespace, job) or {"metadata": {}}
-    return {o["name"] for o in found["metadata"].get("ownerReferences") or []}
 
 
 def test_same_key_one_job_and_deleting_one_keeps_the_other(
@@ -34,9 +33,12 @@ def test_same_key_one_job_and_deleting_one_keeps_the_other(
     first, second = model(namespace, "a"), model(namespace, "b")
     create(kube, first)
     create(kube, second)
+    weights = weights_job_name(parse(first).spec)
+    wait_for(lambda: job_owners(kube, namespace, weights) == {"a", "b"}, "both own the download")
+    download(kube, first)
     job = job_name(first)
     assert job_name(second) == job
-    wait_for(lambda: _owners(kube, namespace, job) == {"a", "b"}, "both own the one Job")
+    wait_for(lambda: job_owners(kube, namespace, job) == {"a", "b"}, "both own the one Job")
     jobs = kube.list("Job", namespace, "app.kubernetes.io/component=compile")
     assert [j["metadata"]["name"] for j in jobs] == [job]
 
@@ -50,6 +52,6 @@ def test_same_key_one_job_and_deleting_one_keeps_the_other(
     kube.request("DELETE", f"/apis/serving.spyre.dev/v1alpha1/namespaces/{namespace}/spyremodels/a")
     wait_for(lambda: kube.get("SpyreModel", namespace, "a") is None, "a is deleted")
     wait_for(lambda: kube.get("Deployment", namespace, "a") is None, "GC removes a's Deployment")
-    wait_for(lambda: _owners(kube, namespace, job) == {"b"}, "the Job keeps only b")
+    wait_for(lambda: job_owners(kube, namespace, job) == {"b"}, "the Job keeps only b")
     assert kube.get("Deployment", namespace, "b") is not None
     assert status(kube, namespace, "b") == before

@@ -50,3 +50,15 @@ def load_example(path: Path) -> dict[str, Any]:
 def example(stem: str) -> dict[str, Any]:
     """An example by file stem, e.g. example("micro-granite-cpu")."""
     return load_example(ROOT / "examples" / f"{stem}.yaml")
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def pinned(doc: dict[str, Any]) -> dict[str, Any]:
+    """A hub model as its compile and serving pods see it once the weights Job resolved the
+    revision (to COMMIT); other sources as they are."""
+    source = doc["spec"]["model"].get("source") or {}
+    if "pvc" in source or "hostPath" in source:
+        return doc
+    return merge(doc, {"spec": {"model": {"revision": COMMIT}}})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from apilib import BASE, EXAMPLES, ROOT, merge
+from apilib import BASE, COMMIT, EXAMPLES, ROOT, merge
 
 from spyre_operator.api.crd import CRD_FILES
 from spyre_operator.cli import main
@@ -142,10 +142,30 @@ def test_validate_reads_stdin(
 
 
 def test_render_prints_the_children(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["render", GRANITE, "--uid", "u-1"]) == 0
+    assert main(["render", GRANITE, "--uid", "u-1", "--commit", COMMIT]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Job", "Deployment", "Service"]
-    assert docs[2]["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    kinds = [d["kind"] for d in docs]
+    assert kinds == ["PersistentVolumeClaim", "Job", "Job", "Deployment", "Service"]
+    assert docs[3]["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    subpaths = [
+        m.get("subPath")
+        for m in docs[3]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    ]
+    assert f"weights/ibm-granite/granite-3.3-8b-instruct/{COMMIT}" in subpaths
+
+
+def test_render_says_what_waits_for_the_commit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", GRANITE]) == 0
+    out, err = capsys.readouterr()
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == [
+        "PersistentVolumeClaim",
+        "Job",
+        "Service",
+    ]
+    assert "depend on the commit that revision main resolves to; pass --commit" in err
+    with pytest.raises(SystemExit):
+        main(["render", GRANITE, "--commit", "main"])
+    assert "'main' is not a full commit (40 hex digits)" in capsys.readouterr().err
 
 
 def test_render_uses_the_namespace_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -159,10 +179,10 @@ def test_render_uses_the_namespace_flag(tmp_path: Path, capsys: pytest.CaptureFi
 def test_render_platform_flag(
     platform: str, fs_group: int | None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["render", GRANITE, "--platform", platform]) == 0
+    assert main(["render", GRANITE, "--platform", platform, "--commit", COMMIT]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Job", "Deployment")]
-    assert [p["securityContext"].get("fsGroup") for p in pods] == [fs_group, fs_group]
+    assert [p["securityContext"].get("fsGroup") for p in pods] == [fs_group] * 3
 
 
 def test_render_refuses_an_unknown_platform(capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,6 +54,12 @@ GOOD: dict[str, dict[str, Any]] = {
     "hub model with a token secret and revision": {
         "model": {"revision": "main", "source": {"hub": {"tokenSecret": {"name": "hf"}}}}
     },
+    "hub model from a mirror at a tag": {
+        "model": {"revision": "v1.0_rc+2", "source": {"hub": {"endpoint": "http://hub.local:8080"}}}
+    },
+    "hub model without an organisation, at a pull request": {
+        "model": {"id": "gpt2", "revision": "refs/pr/1"}
+    },
     "static decoders in vllm-spyre": STATIC_DECODER,
     "static shapes of equal length": merge(
         STATIC_DECODER,
@@ -118,6 +124,31 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         merge(PVC, {"model": {"path": "/data/granite"}}),
         "spec.model.path",
         "must be inside the source's mountPath /models",
+    ),
+    "hub id that is a path": (
+        {"model": {"id": "../../etc"}},
+        "spec.model.id",
+        "is not a Hugging Face model id: use org/name",
+    ),
+    "hub id that is a vLLM flag": (
+        {"model": {"id": "--help"}},
+        "spec.model.id",
+        "is not a Hugging Face model id",
+    ),
+    "hub revision that is a flag": (
+        {"model": {"revision": "--no-such-flag"}},
+        "spec.model.revision",
+        "is not a branch, tag or commit name",
+    ),
+    "hub revision climbing out": (
+        {"model": {"revision": "a/../../b"}},
+        "spec.model.revision",
+        "is not a branch, tag or commit name",
+    ),
+    "hub endpoint that is not a URL": (
+        {"model": {"source": {"hub": {"endpoint": "hub.local"}}}},
+        "spec.model.source.hub.endpoint",
+        "",
     ),
     "revision of a pvc model": (
         merge(PVC, {"model": {"revision": "main"}}),

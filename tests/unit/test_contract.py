@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apilib import EXAMPLES, load_example
+from apilib import EXAMPLES, load_example, pinned
 
 from spyre_operator.api.validation import parse
 from spyre_operator.render.cachekey import cache_key, compile_config
@@ -30,7 +30,7 @@ def plain_env(c: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_runtime_reads_what_the_operator_renders(path: Path) -> None:
-    model = parse(load_example(path))
+    model = parse(pinned(load_example(path)))
     spec = model.spec
     key = cache_key(spec)
     decoder = spec.task == "generate"
@@ -47,7 +47,7 @@ def test_runtime_reads_what_the_operator_renders(path: Path) -> None:
         assert config.flavour.name == spec.runtime.flavour
         assert config.cache_key == key
         assert config.compile_config == compile_config(spec)
-        assert config.model == spec.model.argument
+        assert config.model == spec.model.load_path
         assert config.cache_dir is not None
         # the runtime agrees with the operator on where torch_sendnn's cache lives
         assert config.cache_env(env) == {

@@ -14,13 +14,18 @@ from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import Plan, decide, decide_invalid, differs, needs_apply
 from spyre_operator.reconcile.observe import Observed, deployment_view, job_view, pod_issues
+from spyre_operator.reconcile.weights import weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
+from spyre_operator.render.weights import weights_job_name
 
 pytestmark = pytest.mark.unit
 
 T0, T1 = "2030-01-01T00:00:00Z", "2030-01-01T00:05:00Z"
 UID = "uid-a"
+COMMIT = "6e9c6465a9d7e5e9fa35004a29f0c90befa7d23f"  # the example's pinned revision
+COMPILE = "spyre-compile-"
+WEIGHTS_OK = {"ok": True, "commit": COMMIT, "bytes": 2048, "files": 5, "downloaded": True}
 
 
 def body(spec_patch: dict[str, Any] | None = None, **status: Any) -> dict[str, Any]:
@@ -32,9 +37,8 @@ def body(spec_patch: dict[str, Any] | None = None, **status: Any) -> dict[str, A
 
 def job(obj: dict[str, Any], **state: Any) -> dict[str, Any]:
     """The compile Job as the API server returns it, with optional status and owners."""
-    model = parse(obj)
-    plan = decide(Observed(body=obj, pvc_exists=True), model, T0)
-    manifest = next(a.obj for a in plan.actions if a.obj["kind"] == "Job")
+    plan = step(obj, pvc_exists=True)
+    manifest = next(a.obj for a in plan.actions if a.obj["metadata"]["name"].startswith(COMPILE))
     live = copy.deepcopy(manifest)
     live["metadata"]["ownerReferences"] = state.pop("owners", live["metadata"]["ownerReferences"])
     live["status"] = state
@@ -94,7 +98,23 @@ def served(live: dict[str, Any], available: bool = True) -> dict[str, Any]:
     return out
 
 
+def weights_done(obj: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """Observed fields of a hub model whose weights Job finished with `summary`."""
+    spec = parse(obj).spec
+    name = weights_job_name(spec)
+    live = {
+        "metadata": {"name": name, "ownerReferences": [{"uid": UID}]},
+        "status": complete(name) if summary.get("ok") else failed(),
+    }
+    pods = [pod(f"{name}-0", "Completed", 0, json.dumps(summary), "weights")]
+    view = job_view(live, pods, "weights")
+    return {"weights_job": view, "weights": weights_summary(spec, view, {})}
+
+
 def step(obj: dict[str, Any], **observed: Any) -> Plan:
+    """decide(); a hub model's weights are on the volume unless `observed` says otherwise."""
+    if parse(obj).spec.model.from_hub and "weights" not in observed:
+        observed |= weights_done(obj, WEIGHTS_OK)
     return decide(Observed(body=obj, **observed), parse(obj), T0)
 
 
@@ -107,9 +127,9 @@ def cond(plan: Plan, kind: str) -> tuple[str, str]:
     return found["status"], found["reason"]
 
 
-def ready_state() -> tuple[dict[str, Any], dict[str, Any]]:
+def ready_state(spec_patch: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(observed kwargs, stored status) of a Ready SpyreModel."""
-    obj = body()
+    obj = body(spec_patch)
     summary = json.dumps({"ok": True, "seconds": 61.2, "versions": {"vllm": "0.17.1"}})
     done = job(obj, **complete("x"))
     pods = [pod("c-0", "Completed", 0, summary, "precompile")]
@@ -119,11 +139,12 @@ def ready_state() -> tuple[dict[str, Any], dict[str, Any]]:
     service["spec"]["clusterIP"] = "10.0.0.7"
     kwargs = {
         "pvc_exists": True,
+        **weights_done(obj, WEIGHTS_OK),
         "job": job_view(done, []),
         "service": service,
         "deployment": deployment_view(live),
     }
-    status = step(body(**first.status), **kwargs).status
+    status = step(body(spec_patch, **first.status), **kwargs).status
     return kwargs, status
 
 
@@ -447,7 +468,7 @@ def test_known_config_warning_is_a_condition_message() -> None:
     obj = merge(example("granite-3.3-8b-instruct"), {"spec": {"replicas": 1}})
     obj["metadata"] |= {"uid": UID, "generation": 1}
     obj["spec"]["batching"]["continuous"]["maxNumSeqs"] = 3
-    plan = decide(Observed(body=obj, pvc_exists=True), parse(obj), T0)
+    plan = step(obj, pvc_exists=True)
     degraded = find(plan.status["conditions"], "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("False", "UnknownConfig")
     assert "known-config registry" in degraded["message"]
@@ -477,3 +498,177 @@ def test_a_transition_event_names_what_the_pass_wrote() -> None:
     assert announce(written, []) == written  # drift repaired: one Event per child
     assert announce([], starting) == starting
     assert announce([], []) == []
+
+
+# ----- the weights step of hub models -------------------------------------------------
+GRANITE_MAIN = {"model": {"revision": None}}  # the example's model, at revision main
+
+
+def running_weights(obj: dict[str, Any], pods: list[dict[str, Any]] | None = None) -> Any:
+    spec = parse(obj).spec
+    live = {
+        "metadata": {"name": weights_job_name(spec), "ownerReferences": [{"uid": UID}]},
+        "status": {"failed": len(pods or [])},
+    }
+    view = job_view(live, pods or [], "weights")
+    recorded = obj["status"].get("weights") or {}
+    return {"weights_job": view, "weights": weights_summary(spec, view, recorded)}
+
+
+def test_a_hub_model_downloads_before_it_compiles() -> None:
+    obj = body(GRANITE_MAIN)
+    plan = step(obj, pvc_exists=False, **running_weights(obj) | {"weights_job": None})
+    kinds = [(a.verb, a.obj["kind"], a.obj["metadata"]["name"][:14]) for a in plan.actions]
+    assert kinds == [
+        ("create", "PersistentVolumeClaim", "spyre-graph-ca"),
+        ("create", "Job", "spyre-weights-"),
+    ]
+    assert plan.actions[1].reason == "CreatedWeightsJob"
+    assert plan.status["phase"] == "Downloading"
+    assert cond(plan, "CacheReady") == ("False", "Downloading")
+    assert cond(plan, "Progressing") == ("True", "Downloading")
+    assert plan.status["weights"]["state"] == "Downloading"
+    assert "targetCacheKey" not in plan.status and "cache" not in plan.status
+
+    running = step(body(GRANITE_MAIN, **plan.status), pvc_exists=True, **running_weights(obj))
+    assert (running.actions, running.events) == ([], [])
+    assert status_patch(plan.status, running.status) is None
+
+
+def test_resolved_weights_compile_the_key_of_the_commit() -> None:
+    obj = body(GRANITE_MAIN)
+    plan = step(obj, pvc_exists=True)  # the weights Job said: commit COMMIT
+    spec = parse(obj).spec
+    key = cache_key(spec, COMMIT)
+    assert key != cache_key(spec)  # the commit, not "main", is in the key
+    (create,) = plan.actions
+    assert create.obj["metadata"]["name"] == meta.compile_job_name(key)
+    assert plan.status["weights"] == {
+        "jobName": weights_job_name(spec),
+        "modelId": spec.model.id,
+        "revision": "main",
+        "state": "Ready",
+        "commit": COMMIT,
+        "sizeBytes": 2048,
+        "files": 5,
+        "downloaded": True,
+    }
+    assert (plan.status["phase"], plan.status["targetCacheKey"]) == ("Compiling", key)
+
+
+@pytest.mark.parametrize(
+    ("reason", "running"),
+    [("GatedModel", True), ("RevisionNotFound", True), ("HubUnreachable", False)],
+)
+def test_a_refused_download_fails_at_once_and_says_why(reason: str, running: bool) -> None:
+    obj = body(GRANITE_MAIN)
+    summary = {"ok": False, "reason": reason, "message": f"the hub said {reason}"}
+    pods = [pod("w-0", "Error", 2, json.dumps(summary), "weights")]
+    plan = step(obj, pvc_exists=True, **running_weights(obj, pods))
+    if not running:  # a hiccup: the Job retries, the model waits
+        assert plan.status["phase"] == "Downloading"
+        return
+    assert plan.actions == []
+    assert plan.status["phase"] == "Failed"
+    assert plan.status["weights"]["state"] == "Failed"
+    assert cond(plan, "Degraded") == ("True", reason)
+    message = find(plan.status["conditions"], "Degraded")["message"]
+    assert f"the hub said {reason}" in message and "kubectl delete job spyre-weights-" in message
+    assert plan.events[0].type == "Warning" and plan.events[0].reason == reason
+
+
+def test_a_finished_download_without_its_summary_is_not_guessed() -> None:
+    obj = body(GRANITE_MAIN)
+    plan = step(obj, pvc_exists=True, **weights_done(obj, {"ok": True}))
+    assert (plan.status["phase"], plan.status["weights"]["reason"]) == ("Failed", "NoCommit")
+    assert plan.actions == []
+
+
+def test_a_second_model_of_the_same_revision_joins_the_download() -> None:
+    obj = body(GRANITE_MAIN)
+    other = copy.deepcopy(obj)
+    other["metadata"] |= {"name": "other", "uid": "uid-b"}
+    plan = step(other, pvc_exists=True, **running_weights(obj))
+    (share,) = plan.actions
+    assert (share.verb, share.reason) == ("add-owner", "SharedWeightsJob")
+    assert share.obj["ref"]["uid"] == "uid-b"
+
+
+def test_a_moved_revision_is_resolved_again_only_on_request() -> None:
+    """Deleting the weights Job resolves the revision again; the Deployment keeps serving
+    its cache until the new commit's cache is compiled, and an Event says it moved."""
+    kwargs, status = ready_state(GRANITE_MAIN)
+    obj = body(GRANITE_MAIN, **status)
+    ready = step(obj, **kwargs)  # main is COMMIT
+    assert ready.status["phase"] == "Ready" and ready.actions == []
+    old = ready.status
+    # the user deleted the weights Job: a new one is created and runs
+    gone = step(body(GRANITE_MAIN, **old), **kwargs | {"weights_job": None, "weights": None})
+    assert [a.reason for a in gone.actions] == ["CreatedWeightsJob"]
+    obj = body(GRANITE_MAIN, **old)
+    again = step(obj, **kwargs | running_weights(obj))
+    assert again.actions == []
+    assert (again.status["phase"], again.status["activeCacheKey"]) == (
+        "Downloading",
+        old["activeCacheKey"],
+    )
+    assert cond(again, "Available") == ("True", "MinimumReplicasAvailable")
+    # main has moved on
+    moved = "f" * 40
+    summary = WEIGHTS_OK | {"commit": moved, "downloaded": True}
+    obj = body(GRANITE_MAIN, **again.status)
+    plan = step(obj, **kwargs | weights_done(obj, summary) | {"job": None})
+    (create,) = plan.actions
+    assert create.obj["metadata"]["name"] == meta.compile_job_name(
+        cache_key(parse(obj).spec, moved)
+    )
+    assert plan.status["activeCacheKey"] == old["activeCacheKey"]
+    assert again.status["weights"]["commit"] == COMMIT  # the one being served, meanwhile
+    assert plan.status["phase"] == "Compiling"
+    moved_event = plan.events[-1]
+    assert (moved_event.type, moved_event.reason) == ("Normal", "RevisionMoved")
+    assert f"revision main is now commit {moved[:12]} (was {COMMIT[:12]})" in moved_event.message
+    # a resolve that finds the same commit says nothing and compiles nothing
+    obj = body(GRANITE_MAIN, **again.status)
+    same = step(obj, **kwargs | weights_done(obj, WEIGHTS_OK | {"downloaded": False}))
+    assert same.actions == [] and "RevisionMoved" not in [e.reason for e in same.events]
+    assert same.status["phase"] == "Ready"
+
+
+# ----- the Ready condition (kubectl wait --for=condition=Ready) ------------------------
+def test_ready_means_the_current_spec_is_served_and_rolled_out() -> None:
+    kwargs, status = ready_state()
+    assert cond(Plan([], status), "Ready") == ("True", "Serving")
+    assert status["conditions"][0]["type"] == "Ready"  # first, as kubectl describe shows it
+    rolling = step(body({"replicas": 3}, **status), **kwargs)
+    assert rolling.status["phase"] == "Ready"  # still serving: the old replicas answer
+    assert cond(rolling, "Ready") == ("False", "RollingOut")
+
+
+def test_scaled_to_zero_is_its_own_phase_and_not_ready() -> None:
+    kwargs, status = ready_state()
+    plan = step(body({"replicas": 0}, **status), **kwargs)
+    assert plan.status["phase"] == "ScaledToZero"
+    assert cond(plan, "Ready") == ("False", "ScaledToZero")
+    assert cond(plan, "Available") == ("False", "ScaledToZero")
+
+
+@pytest.mark.parametrize(
+    ("observed", "phase", "reason"),
+    [
+        ({"pvc_exists": True, "weights": None}, "Downloading", "Downloading"),
+        ({"pvc_exists": True}, "Compiling", "Compiling"),
+    ],
+)
+def test_not_ready_says_which_step_it_waits_for(
+    observed: dict[str, Any], phase: str, reason: str
+) -> None:
+    obj = body({"model": {"revision": None}} if phase == "Downloading" else None)
+    plan = step(obj, **observed)
+    assert (plan.status["phase"], cond(plan, "Ready")) == (phase, ("False", reason))
+
+
+def test_an_invalid_spec_is_not_ready() -> None:
+    obj = body({"batching": {"continuous": {"maxNumBatchedTokens": 100}}})
+    plan = decide_invalid(obj, validate(obj), T0)
+    assert cond(plan, "Ready") == ("False", "InvalidSpec")

@@ -128,31 +128,43 @@ def reconciler(kube: FakeKube) -> tuple[Reconciler, list[Event]]:
     return rec, events
 
 
-def finish_compile(kube: FakeKube) -> None:
-    (job,) = [o for (k, _, _), o in kube.objects.items() if k == "Job"]
+COMMIT = "6e9c6465a9d7e5e9fa35004a29f0c90befa7d23f"  # the example's pinned revision
+
+
+def finish(kube: FakeKube, component: str, summary: dict[str, Any]) -> None:
+    """The newest Job of a component (weights, compile) succeeded; its pod said `summary`."""
+    jobs = [o for (k, _, n), o in kube.objects.items() if k == "Job" and f"-{component}-" in n]
+    job = jobs[-1]
     job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
-    summary = json.dumps({"ok": True, "seconds": 9})
+    name = job["metadata"]["name"]
+    container = job["spec"]["template"]["spec"]["containers"][0]["name"]
+    terminated = {"reason": "Completed", "exitCode": 0, "message": json.dumps(summary)}
     kube._store(
         {
             "kind": "Pod",
             "metadata": {
-                "name": "c-0",
+                "name": f"{name}-0",
                 "namespace": NS,
                 "creationTimestamp": "T",
-                "labels": {"job-name": job["metadata"]["name"]},
+                "labels": {"job-name": name},
             },
             "status": {
-                "containerStatuses": [
-                    {
-                        "name": "precompile",
-                        "state": {
-                            "terminated": {"reason": "Completed", "exitCode": 0, "message": summary}
-                        },
-                    }
-                ]
+                "containerStatuses": [{"name": container, "state": {"terminated": terminated}}]
             },
         }
     )
+
+
+def finish_weights(kube: FakeKube) -> None:
+    finish(kube, "weights", {"ok": True, "commit": COMMIT, "bytes": 2048, "downloaded": True})
+
+
+def finish_compile(kube: FakeKube, rec: Reconciler) -> None:
+    """From a new model: its weights downloaded, then its compile done."""
+    rec.reconcile(NS, "micro-granite-cpu")
+    finish_weights(kube)
+    rec.reconcile(NS, "micro-granite-cpu")
+    finish(kube, "compile", {"ok": True, "seconds": 9})
 
 
 def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> None:
@@ -165,14 +177,23 @@ def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> No
     }
     # One Event for the pass: its transition, naming what it wrote.
     ((_, reason, message),) = [(e.type, e.reason, e.message) for e in events]
-    assert reason == "Compiling"
-    assert "created PersistentVolumeClaim" in message and "in Job spyre-compile-" in message
+    assert reason == "Downloading"
+    assert "created PersistentVolumeClaim" in message and "in Job spyre-weights-" in message
     writes, count = kube.total_writes(), len(events)
     for _ in range(3):
         rec.reconcile(NS, "micro-granite-cpu")
     assert (kube.total_writes(), len(events)) == (writes, count)
 
-    finish_compile(kube)
+    finish_weights(kube)
+    rec.reconcile(NS, "micro-granite-cpu")
+    assert kube.writes["POST Job"] == 2
+    (_, reason, message) = (events[-1].type, events[-1].reason, events[-1].message)
+    assert reason == "Compiling" and "in Job spyre-compile-" in message
+    writes, count = kube.total_writes(), len(events)
+    rec.reconcile(NS, "micro-granite-cpu")
+    assert (kube.total_writes(), len(events)) == (writes, count)
+
+    finish(kube, "compile", {"ok": True, "seconds": 9})
     rec.reconcile(NS, "micro-granite-cpu")
     assert kube.writes["APPLY Deployment"] == kube.writes["APPLY Service"] == 1
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
@@ -188,8 +209,7 @@ def test_deployment_writes_are_applies_but_the_replicas_follow_by_patch(kube: Fa
     is a patch of that one field."""
     name = "micro-granite-cpu"
     rec, _ = reconciler(kube)
-    rec.reconcile(NS, name)
-    finish_compile(kube)
+    finish_compile(kube, rec)
     rec.reconcile(NS, name)
 
     def pod_spec() -> dict[str, Any]:
@@ -222,13 +242,12 @@ def test_a_stale_copy_is_read_again_and_written_once(kube: FakeKube) -> None:
     assert rec.stats["conflicts"] == 1
     # The spec change above, the refused status write (409), then the one that counts.
     assert kube.writes["PATCH SpyreModel"] == 3
-    assert [e.reason for e in events].count("Compiling") == 1
+    assert [e.reason for e in events].count("Downloading") == 1
 
 
 def test_a_refused_child_is_reported_not_retried_forever(kube: FakeKube) -> None:
     rec, events = reconciler(kube)
-    rec.reconcile(NS, "micro-granite-cpu")
-    finish_compile(kube)
+    finish_compile(kube, rec)
     kube.refuse.add("Deployment")
     rec.reconcile(NS, "micro-granite-cpu")
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
@@ -291,7 +310,7 @@ def test_a_failed_write_is_reported_then_tried_again(kube: FakeKube) -> None:
 
     def emit(body: dict[str, Any], event: Event) -> None:
         events.append(event)
-        if event.reason == "Compiling":
+        if event.reason == "Downloading":
             compiling.set()
 
     rec = Reconciler(kube, emit, clock=lambda: "T", retry_seconds=60)
@@ -309,7 +328,11 @@ def test_a_failed_write_is_reported_then_tried_again(kube: FakeKube) -> None:
     assert compiling.wait(30)
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
-    assert (status["phase"], degraded["status"], rec.stats["retries"]) == ("Compiling", "False", 1)
+    assert (status["phase"], degraded["status"], rec.stats["retries"]) == (
+        "Downloading",
+        "False",
+        1,
+    )
     assert [k for k in kube.objects if k[0] == "Job"]
     assert rec._failures == {}  # the next failure waits retry_seconds again
 

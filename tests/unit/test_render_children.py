@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from apilib import example, merge, with_spec
+from apilib import COMMIT, example, merge, pinned, with_spec
 
 from spyre_operator.api.validation import SpyreModel, parse
 from spyre_operator.render import meta
@@ -15,16 +15,19 @@ from spyre_operator.render.children import (
     build_compile_job,
     build_deployment,
     build_service,
+    build_weights_job,
     desired,
     endpoint_url,
     manifest_hash,
 )
+from spyre_operator.render.weights import weights_job_name
 
 pytestmark = pytest.mark.unit
 
 
 def _model(obj: dict[str, Any]) -> SpyreModel:
-    return parse(obj, "ai")
+    """Parsed; a hub model pinned to a commit, as once its weights Job resolved it."""
+    return parse(pinned(obj), "ai")
 
 
 def _pod(obj: dict[str, Any]) -> dict[str, Any]:
@@ -67,8 +70,10 @@ def test_serving_pod_is_restricted() -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
     assert security["capabilities"] == {"drop": ["ALL"]}
-    mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert mounts == {"/var/cache/spyre", "/dev/shm", "/tmp", "/home/spyre"}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    weights = "/models/ibm-granite/granite-3.3-8b-instruct"
+    assert mounts.keys() == {"/var/cache/spyre", "/dev/shm", "/tmp", "/home/spyre", weights}
+    assert mounts[weights]["readOnly"] is True
 
 
 @pytest.mark.parametrize("role", ["serve", "precompile"])
@@ -258,18 +263,84 @@ def test_cache_pvc_is_shared_and_unowned() -> None:
 
 
 def test_children_and_owner_references() -> None:
-    kinds = [c["kind"] for c in desired(GRANITE).objects()]
-    assert kinds == ["PersistentVolumeClaim", "Job", "Deployment", "Service"]
+    names = [(c["kind"], c["metadata"]["name"]) for c in desired(GRANITE).objects()]
+    assert [kind for kind, _ in names] == [
+        "PersistentVolumeClaim", "Job", "Job", "Deployment", "Service"
+    ]  # fmt: skip
+    assert names[1][1].startswith("spyre-weights-") and names[2][1].startswith("spyre-compile-")
     existing_claim = _model(with_spec({"cache": {"volume": {"create": False}}}))
     assert desired(existing_claim).objects()[0]["kind"] == "Job"
-    owned = {
-        c["kind"]: c["metadata"].get("ownerReferences")
-        for c in desired(GRANITE, uid="u-1").objects()
-    }
-    assert owned["Deployment"] == [meta.owner_reference("granite-8b-instruct", "u-1")]
-    assert owned["Job"] is not None and owned["Job"][0]["controller"] is False
-    assert owned["Service"] is not None and owned["Service"][0]["uid"] == "u-1"
+    want = desired(GRANITE, uid="u-1")
+    for shared in (want.weights, want.job):
+        assert shared is not None
+        assert shared["metadata"]["ownerReferences"][0]["controller"] is False
+    assert want.deployment is not None
+    owned = want.deployment["metadata"]["ownerReferences"]
+    assert owned == [meta.owner_reference("granite-8b-instruct", "u-1")]
+    assert want.service["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     assert not any("ownerReferences" in c["metadata"] for c in desired(GRANITE).objects())
+
+
+def test_an_unresolved_hub_revision_has_only_the_weights_job() -> None:
+    """The compile Job and the Deployment depend on the commit the revision resolves to."""
+    model = parse(example("granite-3.3-8b-instruct"), "ai")
+    want = desired(model)
+    assert (want.job, want.deployment) == (None, None)
+    assert want.weights is not None and want.service is not None
+    with pytest.raises(ValueError, match=r"revision 'main' .* not resolved"):
+        build_deployment(model)
+    resolved = desired(model, commit=COMMIT)
+    assert resolved.deployment == desired(GRANITE).deployment  # pinned to the same commit
+
+
+def test_the_weights_job_downloads_with_the_token_and_the_others_never_see_it() -> None:
+    job = build_weights_job(GRANITE.spec, "ai")
+    pod = _pod(job)
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert (container["name"], container["args"]) == ("weights", ["weights"])
+    assert env["SPYRE_SERVING_MODEL_ID"] == "ibm-granite/granite-3.3-8b-instruct"
+    assert env["SPYRE_SERVING_MODEL_REVISION"] == COMMIT
+    assert env["SPYRE_SERVING_CACHE_ROOT"] == "/var/cache/spyre"
+    assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "hf-token", "key": "token"}}
+    assert "HF_HUB_OFFLINE" not in env and "HF_ENDPOINT" not in env
+    assert pod["restartPolicy"] == "Never" and "affinity" not in pod
+    assert container["resources"]["limits"] == {"memory": "4Gi"}  # no cards
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/var/cache/spyre"].get("readOnly") is not True
+    for workload in (build_compile_job(GRANITE.spec, "ai"), build_deployment(GRANITE)):
+        (c,) = _pod(workload)["containers"]
+        names = {e["name"]: e.get("value") for e in c["env"]}
+        assert "HF_TOKEN" not in names and names["HF_HUB_OFFLINE"] == "1"
+        weights = next(m for m in c["volumeMounts"] if m.get("subPath"))
+        assert weights == {
+            "name": "graph-cache",
+            "mountPath": "/models/ibm-granite/granite-3.3-8b-instruct",
+            "subPath": f"weights/ibm-granite/granite-3.3-8b-instruct/{COMMIT}",
+            "readOnly": True,
+        }
+        assert c["args"][1] == weights["mountPath"]
+
+
+def test_the_weights_job_is_one_per_model_revision_endpoint_and_token() -> None:
+    def name(**model: Any) -> str:
+        return weights_job_name(parse(with_spec({"model": model})).spec)
+
+    base = name(id="org/m")
+    assert base == name(id="org/m", revision="main")  # main is the default
+    assert base == name(id="org/m", quantization="gptq")  # the same download
+    hub = {"hub": {"endpoint": "https://mirror.example"}}
+    token = {"hub": {"tokenSecret": {"name": "t"}}}
+    others = [
+        name(id="org/m2"),
+        name(id="org/m", revision="v1"),
+        name(id="org/m", source=hub),
+        name(id="org/m", source=token),
+    ]
+    assert len({base, *others}) == 5
+    endpoint = build_weights_job(parse(with_spec({"model": {"source": hub}})).spec, "ai")
+    env = {e["name"]: e.get("value") for e in _pod(endpoint)["containers"][0]["env"]}
+    assert env["HF_ENDPOINT"] == "https://mirror.example"
 
 
 def test_applied_objects_carry_the_hash_of_the_rest() -> None:
@@ -282,7 +353,9 @@ def test_applied_objects_carry_the_hash_of_the_rest() -> None:
         metadata = {k: v for k, v in obj["metadata"].items() if k != "annotations"}
         rest = obj | {"metadata": metadata | ({"annotations": annotations} if annotations else {})}
         assert digest == manifest_hash(rest)
-    assert meta.APPLIED_ANNOTATION not in want.job["metadata"]["annotations"]
+    assert (
+        want.job is not None and meta.APPLIED_ANNOTATION not in want.job["metadata"]["annotations"]
+    )
     assert want.deployment != desired(GRANITE, uid="u-2").deployment
     no_scheduler = _model(
         merge(example("granite-3.3-8b-instruct"), {"spec": {"schedulerName": None}})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from apilib import EXAMPLES, example, load_example, merge, with_spec
+from apilib import BASE, EXAMPLES, example, load_example, merge, with_spec
 
 from spyre_operator.api import runtimes
 from spyre_operator.api.rules import RENDERED_FLAGS
@@ -34,7 +34,7 @@ def test_sendnn_inference_continuous_batching() -> None:
     assert env["SENDNN_INFERENCE_REQUIRE_PRECOMPILED_DECODERS"] == "1"
     assert env["SENDNN_INFERENCE_NUM_CPUS"] == "16"
     assert env["FLEX_DEVICE"] == "PF"
-    assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "hf-token", "key": "token"}}
+    assert "HF_TOKEN" not in env and env["HF_HUB_OFFLINE"] == "1"
     # 2.x has neither the CB switch nor the chunked-prefill flag, and no VLLM_SPYRE_ names.
     assert not [name for name in env if name.startswith("VLLM_SPYRE_") or "USE_C" in name]
 
@@ -151,6 +151,7 @@ OVERRIDABLE = {
     runtimes.TORCH_SENDNN_LOG,
     runtimes.DISTRIBUTED_STRATEGY_IGNORE_MODULES,
     runtimes.TOKENIZERS_PARALLELISM,
+    runtimes.HF_HUB_OFFLINE,  # e.g. a pvc model whose tokenizer is fetched on purpose
 }
 
 
@@ -165,7 +166,7 @@ def test_users_cannot_override_what_the_operator_decides(path: Any, role: Role) 
 def test_continuous_batching_args() -> None:
     args = container_args(_spec(example("granite-3.3-8b-instruct")), "serve")
     assert args == [
-        "serve", "ibm-granite/granite-3.3-8b-instruct",
+        "serve", "/models/ibm-granite/granite-3.3-8b-instruct",
         "--tensor-parallel-size", "4",
         "--max-model-len", "32768", "--max-num-seqs", "32", "--max-num-batched-tokens", "1024",
         "--enable-prefix-caching",
@@ -193,7 +194,13 @@ def test_pooling_revision_quantization_and_extra_args() -> None:
         "extraArgs": ["--seed", "1"],
     }
     args = container_args(_spec(with_spec(spec)), "serve")
-    assert args[2:6] == ["--revision", "abc", "--quantization", "compressed-tensors"]
+    # A hub model is loaded from its download: the revision is the weights Job's.
+    assert args[1:4] == [
+        "/models/" + BASE["spec"]["model"]["id"],
+        "--quantization",
+        "compressed-tensors",
+    ]
+    assert "--revision" not in args
     assert args[-2:] == ["--seed", "1"]
     pooling = container_args(_spec(example("granite-embedding-125m-english")), "precompile")
     assert pooling[2:4] == ["--runner", "pooling"]

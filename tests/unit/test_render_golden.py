@@ -12,10 +12,11 @@ import os
 from pathlib import Path
 
 import pytest
-from apilib import EXAMPLES, load_example
+from apilib import COMMIT, EXAMPLES, load_example
 
 from spyre_operator.api.validation import parse
 from spyre_operator.render.children import desired
+from spyre_operator.render.weights import is_commit
 from spyre_operator.render.yamlio import dump_documents
 
 pytestmark = pytest.mark.unit
@@ -26,7 +27,10 @@ UID = "00000000-0000-4000-8000-000000000000"  # of the SpyreModel, for ownerRefe
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_renders_to_its_golden_file(example: Path) -> None:
-    rendered = dump_documents(desired(parse(load_example(example)), UID).objects())
+    """A hub model's revision that is not a commit is rendered as resolved to COMMIT."""
+    model = parse(load_example(example))
+    commit = None if is_commit(model.spec.model.revision) else COMMIT
+    rendered = dump_documents(desired(model, UID, commit=commit).objects())
     golden = GOLDEN / example.name
     if os.environ.get("UPDATE_GOLDEN") == "1":
         golden.write_text(rendered)

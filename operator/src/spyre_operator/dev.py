@@ -2,8 +2,9 @@
 
 Brings up (or reuses) a control plane, installs the CRD, runs `spyre-operator run` as a
 subprocess, applies an example and prints `kubectl get spyremodels` whenever it changes.
-The control plane has no kubelet, so without --simulate the model stops at Compiling (the
-compile Job exists, its pod never runs); with --simulate this command plays the kubelet.
+The control plane has no kubelet, so without --simulate the model stops at its first Job
+(the weights Job of a hub model, else the compile Job: it exists, its pod never runs); with
+--simulate this command plays the kubelet.
 With --node the demo runs for real on the local node (local/node_demo.py), or says why
 this machine cannot run one and plays the simulated demo instead.
 """
@@ -11,6 +12,7 @@ this machine cannot run one and plays the simulated demo instead.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shutil
 import sys
 import time
@@ -32,8 +34,10 @@ from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube, load_api_client
 from spyre_operator.render import meta
 from spyre_operator.render.commands import crd_yaml
+from spyre_operator.render.weights import is_commit
 
 DEFAULT_EXAMPLE = "micro-granite-cpu.yaml"
+FIRST_PHASES = ("Downloading", "Compiling")  # a hub model's weights Job, or the compile Job
 POLL = 0.5
 NODE_TIMEOUT = 1800.0  # a real compile and serving start on a loaded 2-core machine
 
@@ -148,19 +152,27 @@ def run(session: Session, doc: dict[str, Any], example: Path, args: argparse.Nam
     say(f"applying {example}")
     session.kubectl("apply", "-n", namespace, "-f", str(example))
     watch = Watch(session, namespace, name, args.timeout)
-    watch.until("the compile Job is created", lambda s: bool(s.get("targetCacheKey")))
-    job = meta.compile_job_name(watch.status["targetCacheKey"])
+    watch.until("the first Job is created", lambda s: s.get("phase") in FIRST_PHASES)
+    weights = watch.status.get("weights")
+    first = weights["jobName"] if weights else meta.compile_job_name(watch.status["targetCacheKey"])
     say(
-        f"compile Job {job} exists: "
-        + session.kubectl("get", "job", job, "-n", namespace, "--no-headers").strip()
+        f"{'weights' if weights else 'compile'} Job {first} exists: "
+        + session.kubectl("get", "job", first, "-n", namespace, "--no-headers").strip()
     )
     say(
         "NOTE: this local control plane has no kubelet and no Job/Deployment controllers: "
-        "pods never run, so the model stays Compiling here."
+        f"pods never run, so the model stays {watch.status['phase']} here."
     )
     if not args.simulate:
         say("re-run with --simulate to play the kubelet's part and see it become Ready")
         return
+    if weights:
+        revision = weights["revision"]
+        commit = revision if is_commit(revision) else hashlib.sha1(revision.encode()).hexdigest()
+        say(f"simulating: the weights pod of {first} resolves {revision} to {commit[:12]}")
+        simulate.complete_weights_job(kube, namespace, first, commit)
+        watch.until("the compile Job is created", lambda s: s.get("phase") == "Compiling")
+    job = meta.compile_job_name(watch.status["targetCacheKey"])
     say(f"simulating: the compile pod of {job} terminates with its summary, Job complete")
     simulate.complete_job(kube, namespace, job)
     watch.until("the serving Deployment exists", lambda s: s.get("phase") == "Starting")

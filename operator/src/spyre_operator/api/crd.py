@@ -109,6 +109,8 @@ _PRINTER_COLUMNS = [
     {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
     {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
     {"name": "Model", "type": "string", "jsonPath": ".spec.model.id", "priority": 1},
+    {"name": "Weights", "type": "string", "jsonPath": ".status.weights.state", "priority": 1},
+    {"name": "Commit", "type": "string", "jsonPath": ".status.weights.commit", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

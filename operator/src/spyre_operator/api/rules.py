@@ -13,7 +13,13 @@ from collections.abc import Callable, Iterator
 from spyre_operator.api import runtimes
 from spyre_operator.api.base import cpu_cores
 from spyre_operator.api.problem import Problem, join_path
-from spyre_operator.api.spec import CPU_BACKENDS, SPYRE_BLOCK, Resources, SpyreModelSpec
+from spyre_operator.api.spec import (
+    CPU_BACKENDS,
+    SPYRE_BLOCK,
+    ModelSpec,
+    Resources,
+    SpyreModelSpec,
+)
 
 Rule = Callable[[SpyreModelSpec], Iterator[Problem]]
 
@@ -22,6 +28,9 @@ STATIC = "spec.batching.static"
 ACCELERATOR_RESOURCE = re.compile(r"^ibm\.com/(spyre|aiu)_")
 # Mount points the operator uses itself.
 RESERVED_MOUNTS = (runtimes.CACHE_ROOT, "/dev/shm", "/tmp", runtimes.HOME_DIR)
+# A hub repository id (org/name or name) and a revision, as the weights Job gets them.
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+HUB_REVISION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]*$")
 
 # vLLM flags the operator renders, and the field to set instead (extraArgs may not repeat
 # them: two values would be ambiguous and several change the graphs but not the cache key).
@@ -65,6 +74,27 @@ def model_identity(s: SpyreModelSpec) -> Iterator[Problem]:
         )
 
 
+def _hub_model(m: ModelSpec) -> Iterator[Problem]:
+    if m.path:
+        yield Problem(
+            "spec.model.path",
+            "a hub model is downloaded by id: remove path, or read the model from a "
+            "pvc or hostPath source",
+        )
+    if m.id and (not HUB_ID.match(m.id) or ".." in m.id):
+        yield Problem(
+            "spec.model.id",
+            f"{m.id!r} is not a Hugging Face model id: use org/name (letters, digits, "
+            "'-', '_', '.'; each part starts with a letter or digit)",
+        )
+    if m.revision and (not HUB_REVISION.match(m.revision) or ".." in m.revision):
+        yield Problem(
+            "spec.model.revision",
+            f"{m.revision!r} is not a branch, tag or commit name: letters, digits and "
+            "'._/+-', starting with a letter, digit or '_'",
+        )
+
+
 def model_source(s: SpyreModelSpec) -> Iterator[Problem]:
     m, src = s.model, s.model.source
     chosen = [n for n, v in (("pvc", src.pvc), ("hostPath", src.host_path), ("hub", src.hub)) if v]
@@ -74,12 +104,7 @@ def model_source(s: SpyreModelSpec) -> Iterator[Problem]:
         return
     mount = src.mount
     if mount is None:
-        if m.path:
-            yield Problem(
-                "spec.model.path",
-                "a hub model is downloaded by id: remove path, or read the model from a "
-                "pvc or hostPath source",
-            )
+        yield from _hub_model(m)
         return
     where = mount.mount_path.rstrip("/") or "/"
     if not m.path:

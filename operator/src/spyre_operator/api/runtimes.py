@@ -45,6 +45,9 @@ SPYRE_SERVING_CACHE_KEY = "SPYRE_SERVING_CACHE_KEY"
 SPYRE_SERVING_CACHE_ROOT = "SPYRE_SERVING_CACHE_ROOT"
 SPYRE_SERVING_COMPILE_CONFIG = "SPYRE_SERVING_COMPILE_CONFIG"
 SPYRE_SERVING_TERMINATION_LOG = "SPYRE_SERVING_TERMINATION_LOG"
+# The weights Job's (`spyre-runtime weights`): what to download into the cache volume.
+SPYRE_SERVING_MODEL_ID = "SPYRE_SERVING_MODEL_ID"
+SPYRE_SERVING_MODEL_REVISION = "SPYRE_SERVING_MODEL_REVISION"
 
 # Read by torch_sendnn, vLLM and the Spyre stack (never renamed between flavours).
 TORCH_SENDNN_CACHE_ENABLE = "TORCH_SENDNN_CACHE_ENABLE"
@@ -64,6 +67,9 @@ DT_DEEPRT_VERBOSE = "DT_DEEPRT_VERBOSE"
 DISTRIBUTED_STRATEGY_IGNORE_MODULES = "DISTRIBUTED_STRATEGY_IGNORE_MODULES"
 TOKENIZERS_PARALLELISM = "TOKENIZERS_PARALLELISM"
 HF_TOKEN = "HF_TOKEN"
+HF_ENDPOINT = "HF_ENDPOINT"
+HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
+HF_HUB_DISABLE_TELEMETRY = "HF_HUB_DISABLE_TELEMETRY"
 HOME = "HOME"
 
 # Names users may not set in spec.env: the operator renders them, and several of them
@@ -81,7 +87,10 @@ RESERVED_ENV = frozenset(
         MASTER_ADDR,
         MASTER_PORT,
         FLEX_DEVICE,
+        SPYRE_SERVING_MODEL_ID,
+        SPYRE_SERVING_MODEL_REVISION,
         HF_TOKEN,
+        HF_ENDPOINT,
         HOME,
     }
 )
@@ -107,7 +116,7 @@ GRAPH_NEUTRAL_ENV = frozenset(
         "TRANSFORMERS_VERBOSITY",
         "PYTHONUNBUFFERED",
         "TZ",
-        "HF_HUB_OFFLINE",
+        HF_HUB_OFFLINE,
         "HF_HUB_ENABLE_HF_TRANSFER",
         "HF_HUB_DOWNLOAD_TIMEOUT",
         "HF_HUB_ETAG_TIMEOUT",
@@ -137,6 +146,11 @@ CACHE_ROOT = "/var/cache/spyre"
 # TORCHINDUCTOR_CACHE_DIR is <CACHE_ROOT>/<cacheKey>/<this> with the inductor backend.
 INDUCTOR_CACHE_SUBDIR = "inductor"
 HOME_DIR = "/home/spyre"
+# Hub weights: downloaded once into <CACHE_ROOT>/<WEIGHTS_SUBDIR>/<id>/<commit>/ by the
+# weights Job; the compile and serving pods mount that directory read-only at
+# <MODELS_ROOT>/<id> and load it from there, with the hub switched off.
+WEIGHTS_SUBDIR = "weights"
+MODELS_ROOT = "/models"
 MASTER_PORT_VALUE = "12355"
 SERVING_PORT = 8000
 

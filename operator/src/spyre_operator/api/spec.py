@@ -62,8 +62,15 @@ class HostPathSource(ApiModel):
 
 
 class HubSource(ApiModel):
+    """The weights Job downloads the model once into the cache volume; the compile and
+    serving pods load it from there with the hub switched off."""
+
     token_secret: SecretKeyRef | None = None
-    """Secret key with a Hugging Face token, passed as HF_TOKEN (gated or private models)."""
+    """Secret key with a Hugging Face token (gated or private models); only the weights Job
+    gets it (as HF_TOKEN), never the compile or serving pods."""
+    endpoint: Annotated[str, Field(pattern=r"^https?://[^\s]+$", max_length=2048)] | None = None
+    """Hub endpoint (HF_ENDPOINT of the weights Job), e.g. a mirror; unset is
+    https://huggingface.co."""
 
 
 class ModelSource(ApiModel):
@@ -85,7 +92,9 @@ class ModelSpec(ApiModel):
     path: AbsolutePath | None = None
     """Model directory in the container, under the pvc/hostPath mountPath."""
     revision: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    """Model revision (branch, tag or commit) to download from the hub."""
+    """Model revision (branch, tag or commit) to download from the hub; default main. The
+    weights Job resolves it to a commit once (status.weights.commit), and the cache key
+    uses that commit."""
     served_name: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     """Name clients use in requests (--served-model-name); defaults to the id."""
     quantization: Literal["gptq", "compressed-tensors"] | None = None
@@ -96,8 +105,25 @@ class ModelSpec(ApiModel):
 
     @property
     def argument(self) -> str:
-        """The model argument of `vllm serve`: the local path if any, else the hub id."""
+        """What names the model (cache key, known-config registry): the local path of a
+        pvc/hostPath model, else the hub id."""
         return self.path or self.id or ""
+
+    @property
+    def from_hub(self) -> bool:
+        return self.source.hub is not None
+
+    @property
+    def hub_revision(self) -> str:
+        return self.revision or "main"
+
+    @property
+    def load_path(self) -> str:
+        """The model argument of `vllm serve`: the path, or for a hub model its read-only
+        copy from the cache volume."""
+        if self.from_hub:
+            return f"{runtimes.MODELS_ROOT}/{self.id}"
+        return self.argument
 
     @property
     def is_quantized(self) -> bool:

@@ -8,13 +8,24 @@ from pydantic import ConfigDict, Field
 
 from spyre_operator.api.base import ApiModel
 
+READY = "Ready"
 CACHE_READY = "CacheReady"
 AVAILABLE = "Available"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
-CONDITION_TYPES = (CACHE_READY, AVAILABLE, PROGRESSING, DEGRADED)
+CONDITION_TYPES = (READY, CACHE_READY, AVAILABLE, PROGRESSING, DEGRADED)
 
-Phase = Literal["Compiling", "Starting", "Ready", "Degraded", "Failed", "Invalid"]
+Phase = Literal[
+    "Downloading",
+    "Compiling",
+    "Starting",
+    "Ready",
+    "ScaledToZero",
+    "Degraded",
+    "Failed",
+    "Invalid",
+]
+WeightsState = Literal["Downloading", "Ready", "Failed"]
 
 
 class StatusModel(ApiModel):
@@ -25,7 +36,9 @@ class StatusModel(ApiModel):
 class Condition(StatusModel):
     """metav1.Condition."""
 
-    type: Literal["CacheReady", "Available", "Progressing", "Degraded"]
+    type: Literal["Ready", "CacheReady", "Available", "Progressing", "Degraded"]
+    """Ready: the current spec is served (what `kubectl wait --for=condition=Ready` waits
+    for); the others say which part is not there yet."""
     status: Literal["True", "False", "Unknown"]
     reason: Annotated[
         str,
@@ -50,6 +63,29 @@ class CompileSummary(StatusModel):
     versions: dict[str, str] | None = None
 
 
+class WeightsSummary(StatusModel):
+    """A hub model's download into the cache volume (the weights Job's termination
+    message, see docs/contract.md)."""
+
+    job_name: str | None = None
+    model_id: str | None = None
+    revision: str | None = None
+    """The revision as the spec names it (default main)."""
+    state: WeightsState | None = None
+    commit: str | None = None
+    """The commit the revision resolved to (the last one while it is resolved again);
+    the cache key uses it."""
+    size_bytes: Annotated[int, Field(ge=0)] | None = None
+    """Size of the downloaded files."""
+    files: Annotated[int, Field(ge=0)] | None = None
+    downloaded: bool | None = None
+    """False when the files were already on the volume (another revision of the commit,
+    or a pre-loaded volume)."""
+    seconds: float | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
 class SpyreModelStatus(StatusModel):
     observed_generation: Annotated[int, Field(ge=0)] | None = None
     phase: Phase | None = None
@@ -63,6 +99,8 @@ class SpyreModelStatus(StatusModel):
     target_cache_key: str | None = None
     """Cache key of the current spec (differs from activeCacheKey while compiling)."""
     cache: CompileSummary | None = None
+    weights: WeightsSummary | None = None
+    """Hub models: the download of the weights (before the compile)."""
     replicas: Annotated[int, Field(ge=0)] | None = None
     ready_replicas: Annotated[int, Field(ge=0)] | None = None
     selector: str | None = None

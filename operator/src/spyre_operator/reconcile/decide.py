@@ -1,8 +1,10 @@
 """The decision (pure): observed cluster state + parsed spec -> actions, status, events.
 
-The flow: cache PVC -> compile Job of the spec's cache key -> serving Deployment and
-Service once that key's cache is ready. A new key keeps the running Deployment on its
-old cache (activeCacheKey) until the new compile succeeds, then rolls it.
+The flow: cache PVC -> (hub models) the weights Job, which downloads the model into the
+volume and resolves its revision to a commit -> compile Job of the spec's cache key ->
+serving Deployment and Service once that key's cache is ready. A new key keeps the
+running Deployment on its old cache (activeCacheKey) until the new compile succeeds,
+then rolls it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.problem import Problem
-from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING
+from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING, READY
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import (
@@ -27,6 +29,7 @@ from spyre_operator.reconcile.conditions import (
     transition_events,
 )
 from spyre_operator.reconcile.observe import JobView, Observed
+from spyre_operator.reconcile.weights import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import desired, endpoint_url
@@ -195,10 +198,47 @@ def _serving_failure(obs: Observed) -> Failure | None:
     return None
 
 
+def _shared_job(
+    model: SpyreModel,
+    uid: str,
+    job: JobView | None,
+    manifest: dict[str, Any],
+    created: tuple[str, str],
+    shared: tuple[str, str],
+) -> list[Action]:
+    """Create a Job shared by SpyreModels (first writer wins), or join it as an owner."""
+    if job is None:
+        return [Action("create", manifest, *created)]
+    if uid in job.owner_uids:
+        return []
+    target = {"kind": "Job", "metadata": {"name": job.name, "namespace": model.namespace}}
+    (ref,) = manifest["metadata"]["ownerReferences"]
+    return [Action("add-owner", target | {"ref": ref}, *shared)]
+
+
+def _revision_event(old: dict[str, Any], weights: dict[str, Any] | None) -> list[Event]:
+    """The revision now names another commit than the one compiled before: said once."""
+    before = (old.get("weights") or {}).get("commit")
+    commit = weights_commit(weights)
+    if weights is None or commit is None or before in (None, commit):
+        return []
+    return [
+        Event(
+            "Normal",
+            "RevisionMoved",
+            f"{weights['modelId']} revision {weights['revision']} is now commit {commit[:12]} "
+            f"(was {before[:12]}): a new cache key; the Deployment keeps the old one until "
+            "it is compiled",
+        )
+    ]
+
+
 def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     spec, uid, status = model.spec, obs.uid, obs.status
-    key = cache_key(spec)
-    want = desired(model, uid, options.platform())
+    weights = obs.weights
+    commit = weights_commit(weights)
+    weights_ready = not spec.model.from_hub or commit is not None
+    want = desired(model, uid, options.platform(), commit)
     actions: list[Action] = []
 
     if want.pvc is not None and obs.pvc_exists is False:
@@ -211,36 +251,50 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
             )
         )
 
+    if want.weights is not None:
+        name = want.weights["metadata"]["name"]
+        hub_model = f"{spec.model.id} at revision {spec.model.hub_revision}"
+        actions += _shared_job(
+            model,
+            uid,
+            obs.weights_job,
+            want.weights,
+            ("CreatedWeightsJob", f"downloading {hub_model} in Job {name}"),
+            ("SharedWeightsJob", f"uses Job {name} of another SpyreModel downloading {hub_model}"),
+        )
+
     job = obs.job
-    cache = cache_summary(key, job, status.get("cache") or {})
-    cache_ready = cache.get("ok") is True
-    # From the summary (recorded once the pods were read: they may be gone later).
-    failure = Failure(cache["reason"], cache["message"]) if cache.get("ok") is False else None
-    if job is None and not cache_ready:
-        actions.append(
-            Action(
-                "create",
+    key: str | None = None
+    failure: Failure | None = None
+    if not weights_ready:
+        cache = status.get("cache") or {}  # of the running Deployment's key, if any
+        cache_ready = False
+        if weights is not None and weights.get("state") == "Failed":
+            failure = Failure(weights["reason"], weights["message"])
+    else:
+        assert want.job is not None and want.deployment is not None
+        key = cache_key(spec, commit)
+        cache = cache_summary(key, job, status.get("cache") or {})
+        cache_ready = cache.get("ok") is True
+        # From the summary (recorded once the pods were read: they may be gone later).
+        if cache.get("ok") is False:
+            failure = Failure(cache["reason"], cache["message"])
+        if not cache_ready or job is not None:
+            name = cache["jobName"]
+            actions += _shared_job(
+                model,
+                uid,
+                job,
                 want.job,
-                "CreatedCompileJob",
-                f"compiling cache {short_key(key)} in Job {cache['jobName']}",
+                ("CreatedCompileJob", f"compiling cache {short_key(key)} in Job {name}"),
+                ("SharedCompileJob", f"uses Job {name} of another SpyreModel with the same key"),
             )
-        )
-    elif job is not None and uid not in job.owner_uids:
-        target = {"kind": "Job", "metadata": {"name": job.name, "namespace": model.namespace}}
-        (ref,) = want.job["metadata"]["ownerReferences"]
-        actions.append(
-            Action(
-                "add-owner",
-                target | {"ref": ref},
-                "SharedCompileJob",
-                f"uses Job {job.name} of another SpyreModel with the same cache key",
-            )
-        )
 
     deploy = obs.deployment
     rolling = False
     active_key = deploy.cache_key if deploy is not None else None
     if cache_ready:
+        assert key is not None and want.deployment is not None
         if deploy is None or needs_apply(want.deployment, deploy.live):
             rolling = True
             if deploy is None:
@@ -281,23 +335,28 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
         "observedGeneration": generation,
         "phase": phase,
         "conditions": render_conditions(conds, status.get("conditions") or [], generation, now),
-        "targetCacheKey": key,
-        "cache": cache,
         "replicas": deploy.replicas if deploy else 0,
         "readyReplicas": deploy.ready_replicas if deploy else 0,
         "selector": meta.selector_string(model.name),
     }
+    if key is not None:
+        new_status["targetCacheKey"] = key
+    if cache:
+        new_status["cache"] = cache
+    if weights is not None:
+        new_status["weights"] = weights
     if active_key is not None:
         new_status["activeCacheKey"] = active_key
     if find(new_status["conditions"], AVAILABLE).get("status") == "True":
         new_status["endpoint"] = endpoint_url(model)
-    return Plan(actions, new_status, transition_events(status, new_status))
+    events = transition_events(status, new_status) + _revision_event(status, weights)
+    return Plan(actions, new_status, events)
 
 
 def _conditions(
     obs: Observed,
     model: SpyreModel,
-    key: str,
+    key: str | None,
     cache: dict[str, Any],
     cache_ready: bool,
     failure: Failure | None,
@@ -305,7 +364,10 @@ def _conditions(
 ) -> tuple[list[Cond], str]:
     deploy, spec = obs.deployment, model.spec
     serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
+    downloading = key is None
+    weights = obs.weights or {}
     if cache_ready:
+        assert key is not None
         seconds = cache.get("seconds")
         took = f" in {seconds:.0f}s" if isinstance(seconds, int | float) else ""
         cache_cond = Cond(
@@ -316,7 +378,16 @@ def _conditions(
         )
     elif failure is not None:
         cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
+    elif downloading:
+        cache_cond = Cond(
+            CACHE_READY,
+            "False",
+            "Downloading",
+            f"Job {weights.get('jobName')} is downloading {spec.model.id} at revision "
+            f"{spec.model.hub_revision} into the cache volume; the compile follows",
+        )
     else:
+        assert key is not None
         cache_cond = Cond(
             CACHE_READY,
             "False",
@@ -330,7 +401,8 @@ def _conditions(
             AVAILABLE,
             "False",
             "WaitingForCache",
-            "the serving Deployment is created once the cache is compiled",
+            "the serving Deployment is created once the cache is compiled"
+            + (" (after the weights are downloaded)" if downloading else ""),
         )
     elif spec.replicas == 0:
         available = Cond(AVAILABLE, "False", "ScaledToZero", "spec.replicas is 0")
@@ -356,7 +428,8 @@ def _conditions(
     if failed is not None:
         progressing = Cond(PROGRESSING, "False", failed.reason, failed.message)
     elif not cache_ready:
-        reason = "CompilingNewCache" if serving_old else "Compiling"
+        reason = "Compiling" if not downloading else "Downloading"
+        reason = reason.replace("ing", "ingNewCache", 1) if serving_old else reason
         where = (
             f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"
             if (serving_old and deploy)
@@ -368,7 +441,7 @@ def _conditions(
             PROGRESSING,
             "True",
             "RollingOut",
-            f"Deployment {model.name} is rolling out cache {short_key(key)}",
+            f"Deployment {model.name} is rolling out cache {short_key(key or '')}",
         )
     else:
         progressing = Cond(PROGRESSING, "False", "Complete", "every replica runs the current spec")
@@ -387,12 +460,32 @@ def _conditions(
     elif failed is not None:
         phase = "Degraded"
     elif not cache_ready:
-        phase = "Compiling"
-    elif not is_available and spec.replicas > 0:
+        phase = "Downloading" if downloading else "Compiling"
+    elif spec.replicas == 0:
+        phase = "ScaledToZero"
+    elif not is_available:
         phase = "Starting"
     else:
         phase = "Ready"
-    return [cache_cond, available, progressing, degraded], phase
+    ready = _ready(phase, [cache_cond, available, progressing, degraded])
+    return [ready, cache_cond, available, progressing, degraded], phase
+
+
+def _ready(phase: str, conds: list[Cond]) -> Cond:
+    """True once the current spec is served and rolled out; else why not, in the words of
+    the condition that explains it."""
+    by_type = {c.type: c for c in conds}
+    progressing, degraded = by_type[PROGRESSING], by_type[DEGRADED]
+    if phase == "Ready" and progressing.status == "False":
+        return Cond(READY, "True", "Serving", by_type[AVAILABLE].message)
+    if phase in ("Failed", "Degraded"):
+        return Cond(READY, "False", degraded.reason, degraded.message)
+    if phase == "Ready":
+        return Cond(READY, "False", progressing.reason, progressing.message)
+    if phase == "ScaledToZero":
+        return Cond(READY, "False", "ScaledToZero", "spec.replicas is 0")
+    explaining = by_type[AVAILABLE] if phase == "Starting" else by_type[CACHE_READY]
+    return Cond(READY, "False", phase, explaining.message)
 
 
 def decide_invalid(body: dict[str, Any], problems: list[Problem], now: str) -> Plan:
@@ -401,6 +494,7 @@ def decide_invalid(body: dict[str, Any], problems: list[Problem], now: str) -> P
     generation = int(body["metadata"].get("generation", 1))
     message = "; ".join(str(p) for p in problems)
     conds = [
+        Cond(READY, "False", "InvalidSpec", message),
         Cond(CACHE_READY, "Unknown", "InvalidSpec", "the spec is invalid"),
         Cond(
             AVAILABLE,
@@ -427,10 +521,11 @@ def with_apply_failure(
     kept = [
         Cond(c["type"], c["status"], c["reason"], c.get("message", ""))
         for c in status["conditions"]
-        if c["type"] not in (DEGRADED, PROGRESSING)
+        if c["type"] not in (DEGRADED, PROGRESSING, READY)
     ]
     conds = [
         *kept,
+        Cond(READY, "False", "ApplyFailed", message),
         Cond(PROGRESSING, "False", "ApplyFailed", message),
         Cond(DEGRADED, "True", "ApplyFailed", message),
     ]

@@ -27,6 +27,7 @@ from spyre_operator.reconcile.conditions import (
 )
 from spyre_operator.reconcile.decide import Plan, decide, decide_invalid, with_apply_failure
 from spyre_operator.reconcile.kube import ApiError, Kube
+from spyre_operator.reconcile.metrics import Metrics
 from spyre_operator.reconcile.observe import observe
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class Reconciler:
         self.kube, self.emit, self.clock = kube, emit, clock
         self.retry_seconds = retry_seconds
         self.stats: Counter[str] = Counter()
-        self.seconds = 0.0
+        self.metrics = Metrics()
         self._locks: dict[Key, threading.Lock] = {}
         self._written: dict[Key, str] = {}  # resourceVersion of our last status write
         self._retries: dict[Key, threading.Timer] = {}
@@ -78,6 +79,7 @@ class Reconciler:
             retry = self._retries.pop((namespace, name), None)
         if retry is not None:
             retry.cancel()
+        self.metrics.forget((namespace, name))
 
     def run(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
         """Reconcile; on failure log it and run again (from a fresh read) after a pause
@@ -124,12 +126,14 @@ class Reconciler:
                 return
             try:
                 self._reconcile(namespace, name, body)
-            except Exception:
+            except Exception as err:
                 self.stats["errors"] += 1
+                reason = f"http_{err.status}" if isinstance(err, ApiError) else type(err).__name__
+                self.metrics.failed(reason)
                 raise
             finally:
                 self.stats["reconciles"] += 1
-                self.seconds += time.perf_counter() - started
+                self.metrics.reconciled(time.perf_counter() - started)
 
     def _is_echo(self, namespace: str, name: str, body: dict[str, Any]) -> bool:
         """The watch event of our own status write: the object is exactly what the last
@@ -195,6 +199,7 @@ class Reconciler:
                 self._written[(meta["namespace"], meta["name"])] = written["metadata"][
                     "resourceVersion"
                 ]
+        self.metrics.status((meta["namespace"], meta["name"]), status)
         for event in announce(done, events):
             log.info("%s/%s: %s: %s", meta["namespace"], meta["name"], event.reason, event.message)
             self.emit(body, event)

@@ -8,15 +8,19 @@ turn raw objects into the facts `decide` works from and are pure.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.kube import Kube
+from spyre_operator.reconcile.weights import weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
+from spyre_operator.render.weights import weights_job_name
 
 COMPILE_CONTAINER = "precompile"
+WEIGHTS_CONTAINER = "weights"
 SERVING_CONTAINER = "vllm"
 # Pod waiting reasons that need a person (the rest are transient: ContainerCreating, ...).
 STUCK_WAITING = (
@@ -58,7 +62,8 @@ class JobView:
     failed_reason: str = ""  # the Job's Failed condition: BackoffLimitExceeded, DeadlineExceeded
     failed_message: str = ""
     active_deadline_seconds: int | None = None
-    terminated: Terminated | None = None  # the newest terminated compile container
+    failures: int = 0  # failed pods so far (the Job may still retry)
+    terminated: Terminated | None = None  # the newest terminated container of its pods
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,8 @@ class Observed:
 
     body: dict[str, Any]
     pvc_exists: bool | None = None  # None: not checked (the spec does not create one)
+    weights_job: JobView | None = None  # a hub model's weights Job
+    weights: dict[str, Any] | None = None  # status.weights as it stands now (hub models)
     job: JobView | None = None  # the compile Job of the spec's cache key
     deployment: DeploymentView | None = None
     service: dict[str, Any] | None = None
@@ -161,7 +168,9 @@ def newest_termination(pods: list[dict[str, Any]], container: str) -> Terminated
     return found[-1] if found else None
 
 
-def job_view(job: dict[str, Any], pods: list[dict[str, Any]]) -> JobView:
+def job_view(
+    job: dict[str, Any], pods: list[dict[str, Any]], container: str = COMPILE_CONTAINER
+) -> JobView:
     conditions = _conditions(job)
     failed = conditions.get("Failed", ("False", "", ""))
     complete = conditions.get("Complete", ("False", "", ""))
@@ -175,7 +184,8 @@ def job_view(job: dict[str, Any], pods: list[dict[str, Any]]) -> JobView:
         failed_reason=failed[1] if failed[0] == "True" else "",
         failed_message=failed[2] if failed[0] == "True" else "",
         active_deadline_seconds=job.get("spec", {}).get("activeDeadlineSeconds"),
-        terminated=newest_termination(pods, COMPILE_CONTAINER),
+        failures=int(job.get("status", {}).get("failed", 0)),
+        terminated=newest_termination(pods, container),
     )
 
 
@@ -222,20 +232,56 @@ def _needs_compile_pods(job: dict[str, Any], status: dict[str, Any]) -> bool:
     return recorded.get("jobName") != view.name or recorded.get("ok") is not view.succeeded
 
 
+def _needs_weights_pods(job: dict[str, Any], status: dict[str, Any]) -> bool:
+    """Read the weights Job's pods when it finished and its outcome is not recorded yet,
+    or when a pod failed (a refusal by the hub is shown while the Job retries)."""
+    view = job_view(job, [])
+    recorded = status.get("weights") or {}
+    if view.succeeded or view.failed:
+        outcome = "Ready" if view.succeeded else "Failed"
+        return recorded.get("jobName") != view.name or recorded.get("state") != outcome
+    return view.failures > 0 and recorded.get("state") != "Failed"
+
+
+def _job(
+    kube: Kube,
+    ns: str,
+    name: str,
+    container: str,
+    needs_pods: Callable[[dict[str, Any]], bool],
+) -> JobView | None:
+    raw = kube.get("Job", ns, name)
+    if raw is None:
+        return None
+    pods = kube.list("Pod", ns, f"job-name={name}") if needs_pods(raw) else []
+    return job_view(raw, pods, container)
+
+
 def observe(kube: Kube, body: dict[str, Any], model: SpyreModel) -> Observed:
     ns, spec = model.namespace, model.spec
     status = body.get("status") or {}
     pvc_exists = None
     if spec.cache.volume.create:
         pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
-    job_name = meta.compile_job_name(cache_key(spec))
-    job = None
-    raw_job = kube.get("Job", ns, job_name)
-    if raw_job is not None:
-        pods = []
-        if _needs_compile_pods(raw_job, status):
-            pods = kube.list("Pod", ns, f"job-name={job_name}")
-        job = job_view(raw_job, pods)
+    weights_job, weights, job = None, None, None
+    if spec.model.from_hub:
+        weights_job = _job(
+            kube,
+            ns,
+            weights_job_name(spec),
+            WEIGHTS_CONTAINER,
+            lambda raw: _needs_weights_pods(raw, status),
+        )
+        weights = weights_summary(spec, weights_job, status.get("weights") or {})
+    if not spec.model.from_hub or weights_commit(weights) is not None:
+        key = cache_key(spec, weights_commit(weights))
+        job = _job(
+            kube,
+            ns,
+            meta.compile_job_name(key),
+            COMPILE_CONTAINER,
+            lambda raw: _needs_compile_pods(raw, status),
+        )
     deployment = None
     raw_deploy = kube.get("Deployment", ns, model.name)
     issues: tuple[PodIssue, ...] = ()
@@ -246,6 +292,8 @@ def observe(kube: Kube, body: dict[str, Any], model: SpyreModel) -> Observed:
     return Observed(
         body=body,
         pvc_exists=pvc_exists,
+        weights_job=weights_job,
+        weights=weights,
         job=job,
         deployment=deployment,
         service=kube.get("Service", ns, model.name),

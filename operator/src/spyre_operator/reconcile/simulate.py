@@ -1,6 +1,6 @@
 """Play the parts of the cluster that the local control plane lacks (kubelet, Job and
-Deployment controllers), through the API, the way they would: a compile pod that
-terminates with a termination message, the Job's conditions, a Deployment's status.
+Deployment controllers), through the API, the way they would: a weights or compile pod
+that terminates with a termination message, the Job's conditions, a Deployment's status.
 
 Used by `spyre-operator dev --simulate` and by the integration tests.
 """
@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from spyre_operator.reconcile.conditions import now_rfc3339
 from spyre_operator.reconcile.kube import ApiError, Kube
-from spyre_operator.reconcile.observe import COMPILE_CONTAINER, SERVING_CONTAINER
+from spyre_operator.reconcile.observe import SERVING_CONTAINER
 from spyre_operator.render import meta
 
 T = TypeVar("T")
@@ -92,9 +92,11 @@ def finish_job(
     message: str,
     reason: str,
     job_reason: str = "BackoffLimitExceeded",
+    retrying: bool = False,
 ) -> None:
-    """A compile pod of the Job terminates, then the Job completes (exit code 0) or
-    fails with `job_reason` (BackoffLimitExceeded or DeadlineExceeded)."""
+    """A pod of the (compile or weights) Job terminates, then the Job completes (exit code
+    0) or fails with `job_reason` (BackoffLimitExceeded or DeadlineExceeded); `retrying`:
+    a failed pod, and the Job goes on with another."""
     job = kube.get("Job", namespace, job_name)
     if job is None:
         raise LookupError(f"Job {namespace}/{job_name} does not exist")
@@ -102,7 +104,7 @@ def finish_job(
     labels = {"job-name": job_name, "controller-uid": job["metadata"]["uid"]}
     pod = _pod_from_template(kube, job, f"{job_name}-{attempt}", labels)
     now = now_rfc3339()
-    image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
     terminated = {
         "exitCode": exit_code,
         "reason": reason,
@@ -113,10 +115,14 @@ def finish_job(
     pod_status = {
         "phase": "Succeeded" if exit_code == 0 else "Failed",
         "containerStatuses": [
-            _container_status(COMPILE_CONTAINER, image, {"terminated": terminated})
+            _container_status(container["name"], container["image"], {"terminated": terminated})
         ],
     }
     kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": pod_status}, sub="status")
+    if retrying:
+        job_status = {"startTime": now, "active": 1, "failed": attempt + 1}
+        kube.patch("Job", namespace, job_name, {"status": job_status}, sub="status")
+        return
     if exit_code == 0:
         condition = {"type": "Complete", "status": "True"}
         counts = {"succeeded": 1, "completionTime": now}
@@ -146,6 +152,33 @@ def complete_job(kube: Kube, namespace: str, job_name: str, seconds: float = 42.
     finish_job(
         kube, namespace, job_name, exit_code=0, message=json.dumps(summary), reason="Completed"
     )
+
+
+def complete_weights_job(
+    kube: Kube, namespace: str, job_name: str, commit: str, size: int = 2**30
+) -> None:
+    """The download succeeded: the revision resolved to `commit`."""
+    job = kube.get("Job", namespace, job_name)
+    env = {} if job is None else env_of(job)
+    summary = {
+        "ok": True,
+        "id": env.get("SPYRE_SERVING_MODEL_ID"),
+        "revision": env.get("SPYRE_SERVING_MODEL_REVISION"),
+        "commit": commit,
+        "bytes": size,
+        "files": 7,
+        "downloaded": True,
+        "seconds": 12.5,
+    }
+    finish_job(
+        kube, namespace, job_name, exit_code=0, message=json.dumps(summary), reason="Completed"
+    )
+
+
+def env_of(workload: dict[str, Any]) -> dict[str, str]:
+    """The literal env of a workload's (first) container."""
+    container = workload["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
 
 
 def make_deployment_available(kube: Kube, namespace: str, name: str) -> None:

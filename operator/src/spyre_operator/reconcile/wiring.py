@@ -13,14 +13,13 @@ import queue
 import socket
 import threading
 from collections.abc import Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import kopf
 from kubernetes import client
 
 from spyre_operator.api.names import API_VERSION, KIND
-from spyre_operator.reconcile import options
+from spyre_operator.reconcile import metrics, options
 from spyre_operator.reconcile.conditions import Event, clip
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.kube import KINDS, Kube, load_api_client
@@ -50,7 +49,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     memo.resync = start_resync(memo.reconciler, indexes[MODELS], options.resync_seconds())
     port = options.metrics_port()
     if port:
-        serve_metrics(memo.reconciler, port)
+        metrics.serve(lambda: metrics_text(memo.reconciler), port)
 
 
 def shutdown(memo: kopf.Memo) -> None:
@@ -242,51 +241,18 @@ def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[
 
 
 def pod_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
-    """A compile pod finished (its Job's owners read its summary) or a serving pod got
-    stuck (its SpyreModel reports why)."""
+    """A compile or weights pod finished (its Job's owners read its summary) or a serving
+    pod got stuck (its SpyreModel reports why)."""
     if event_type not in ("MODIFIED", "DELETED"):
         return
     namespace = body["metadata"]["namespace"]
     labels = body["metadata"].get("labels") or {}
     if labels.get(COMPONENT) == meta.SERVER and meta.MODEL_LABEL in labels:
         reconcile_each(reconciler, [(namespace, labels[meta.MODEL_LABEL])])
-    elif labels.get(COMPONENT) == meta.COMPILE and "job-name" in labels:
+    elif labels.get(COMPONENT) in (meta.COMPILE, meta.WEIGHTS) and "job-name" in labels:
         job = reconciler.kube.get("Job", namespace, labels["job-name"])
         reconcile_each(reconciler, [(namespace, name) for name in owners(job or {})])
 
 
 def metrics_text(reconciler: Reconciler) -> str:
-    """Prometheus text format: reconciles, errors, status writes and every API write."""
-    stats, prefix = reconciler.stats, "spyre_operator"
-    lines = [
-        f"{prefix}_reconciles_total {stats['reconciles']}",
-        f"{prefix}_reconcile_errors_total {stats['errors']}",
-        f"{prefix}_reconcile_conflicts_total {stats['conflicts']}",
-        f"{prefix}_status_writes_total {stats['status_writes']}",
-        f"{prefix}_reconcile_retries_total {stats['retries']}",
-        f"{prefix}_reconcile_seconds_total {reconciler.seconds:.6f}",
-        f"{prefix}_api_writes_total {reconciler.kube.total_writes()}",
-    ]
-    for request, count in sorted(reconciler.kube.writes.items()):
-        verb, kind = request.split(" ", 1)
-        lines.append(f'{prefix}_api_requests_total{{verb="{verb}",kind="{kind}"}} {count}')
-    return "\n".join(lines) + "\n"
-
-
-def serve_metrics(reconciler: Reconciler, port: int) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            data = metrics_text(reconciler).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Scrapes are not worth a log line."""
-
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    log.info("metrics on http://0.0.0.0:%d/metrics", port)
-    return server
+    return metrics.exposition(reconciler.stats, reconciler.metrics, reconciler.kube.writes)

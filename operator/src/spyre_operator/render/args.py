@@ -10,9 +10,8 @@ from spyre_operator.render.env import Role
 def vllm_args(spec: SpyreModelSpec, role: Role) -> list[str]:
     """The same for both roles except the serving-only flags (they do not shape graphs)."""
     model, cb = spec.model, spec.batching.continuous
-    args = [model.argument]
-    if model.revision:
-        args += ["--revision", model.revision]
+    # A hub model is loaded from its downloaded copy: no --revision, the hub is off.
+    args = [model.load_path]
     if model.quantization:
         args += ["--quantization", model.quantization]
     if spec.is_pooling:
@@ -28,7 +27,7 @@ def vllm_args(spec: SpyreModelSpec, role: Role) -> list[str]:
         if cb.num_gpu_blocks_override is not None:
             args += ["--num-gpu-blocks-override", str(cb.num_gpu_blocks_override)]
     if role == "serve":
-        served = model.served_name or (model.id if model.path else None)
+        served = model.served_name or (model.id if model.load_path != model.id else None)
         if served:
             args += ["--served-model-name", served]
         args += ["--port", str(SERVING_PORT)]
@@ -36,4 +35,6 @@ def vllm_args(spec: SpyreModelSpec, role: Role) -> list[str]:
 
 
 def container_args(spec: SpyreModelSpec, role: Role) -> list[str]:
+    if role == "weights":
+        return [role]  # everything else is in its env
     return [role, *vllm_args(spec, role)]

@@ -1,12 +1,12 @@
 """The compile-relevant configuration of a spec and its cacheKey.
 
-The key changes exactly when the compiled graphs may change: the model (its argument, hub
-revision or the volume it is read from), quantization, backend, tensor parallelism,
-batching shapes, the runtime flavour/version, the image when it is not the operator's own
-for that flavour/version (its digest when one is given), and the env and extra args that
-are not known to be graph-neutral. The operator's version never enters it: an operator
-upgrade must not recompile the fleet. Unset values are omitted (not null), so adding an
-optional field later keeps old keys. docs/api.md lists what is in and out.
+The key changes exactly when the compiled graphs may change: the model (its argument, the
+commit a hub revision resolved to, or the volume it is read from), quantization, backend,
+tensor parallelism, batching shapes, the runtime flavour/version, the image when it is not
+the operator's own for that flavour/version (its digest when one is given), and the env and
+extra args that are not known to be graph-neutral. The operator's version never enters it:
+an operator upgrade must not recompile the fleet. Unset values are omitted (not null), so
+adding an optional field later keeps old keys. docs/api.md lists what is in and out.
 """
 
 from __future__ import annotations
@@ -104,7 +104,10 @@ def _graph_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
     return sorted(kept, key=lambda e: str(e["name"]))
 
 
-def compile_config(spec: SpyreModelSpec) -> dict[str, Any]:
+def compile_config(spec: SpyreModelSpec, commit: str | None = None) -> dict[str, Any]:
+    """`commit`: the commit a hub model's revision resolved to (the weights Job's), which
+    takes the revision's place: a branch that moves on then changes the key only when the
+    weights are resolved again, never behind the user's back."""
     cb, st = spec.batching.continuous, spec.batching.static
     if cb is not None:
         batching = {"mode": "continuous", **cb.to_k8s()}
@@ -114,7 +117,7 @@ def compile_config(spec: SpyreModelSpec) -> dict[str, Any]:
         batching = {"mode": "static", **st.to_k8s()}
     config = {
         "model": spec.model.argument,
-        "revision": spec.model.revision,
+        "revision": commit or spec.model.revision,
         "modelVolume": _model_volume(spec),
         "quantization": spec.model.quantization,
         "runner": "pooling" if spec.is_pooling else "generate",
@@ -133,9 +136,9 @@ def canonical_json(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
 
 
-def cache_key(spec: SpyreModelSpec) -> str:
+def cache_key(spec: SpyreModelSpec, commit: str | None = None) -> str:
     """sha256 hex of the canonical compile config (64 characters)."""
-    return hashlib.sha256(canonical_json(compile_config(spec)).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(compile_config(spec, commit)).encode()).hexdigest()
 
 
 def short_key(key: str) -> str:

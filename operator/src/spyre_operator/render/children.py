@@ -13,9 +13,12 @@ from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.pod import Platform, pod_spec, startup_seconds
+from spyre_operator.render.weights import is_commit, weights_job_name
 
 # Time for a rollout beyond the startup budget (image pull, scheduling).
 ROLLOUT_MARGIN_SECONDS = 600
+# Retries of a download that failed (connection trouble); the partial download resumes.
+WEIGHTS_BACKOFF_LIMIT = 3
 
 
 def _metadata(
@@ -46,11 +49,54 @@ def build_cache_pvc(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
     }
 
 
-def build_compile_job(
+def resolved_commit(spec: SpyreModelSpec, commit: str | None) -> str | None:
+    """The commit a hub model's pods load: the weights Job's answer, or the revision when
+    it already is a full commit; None for the other sources."""
+    if not spec.model.from_hub:
+        return None
+    found = commit or (spec.model.revision if is_commit(spec.model.revision) else None)
+    if found is None:
+        raise ValueError(
+            f"the hub revision {spec.model.hub_revision!r} of {spec.model.id} is not resolved "
+            "to a commit yet (the weights Job does that)"
+        )
+    return found
+
+
+def build_weights_job(
     spec: SpyreModelSpec, namespace: str, platform: Platform = "kubernetes"
 ) -> dict[str, Any]:
-    """The compile Job of the spec's cache key, shared by every SpyreModel with that key."""
-    key = cache_key(spec)
+    """The Job that downloads a hub model into the cache volume, shared by every
+    SpyreModel of that model id and revision."""
+    name = weights_job_name(spec)
+    labels = meta.labels(meta.WEIGHTS, name)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, namespace, labels),
+        "spec": {
+            # Hub hiccups are retried; a refusal (not found, gated) fails at once, its
+            # summary says why and the status shows it while the retries run.
+            "backoffLimit": WEIGHTS_BACKOFF_LIMIT,
+            "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": pod_spec(spec, "weights", platform),
+            },
+        },
+    }
+
+
+def build_compile_job(
+    spec: SpyreModelSpec,
+    namespace: str,
+    platform: Platform = "kubernetes",
+    commit: str | None = None,
+) -> dict[str, Any]:
+    """The compile Job of the spec's cache key, shared by every SpyreModel with that key.
+    `commit`: what a hub model's revision resolved to."""
+    commit = resolved_commit(spec, commit)
+    key = cache_key(spec, commit)
     name = meta.compile_job_name(key)
     labels = meta.labels(meta.COMPILE, name) | {meta.CACHE_KEY_LABEL: short_key(key)}
     return {
@@ -62,14 +108,18 @@ def build_compile_job(
             "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
             "template": {
                 "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
-                "spec": pod_spec(spec, "precompile", platform),
+                "spec": pod_spec(spec, "precompile", platform, commit),
             },
         },
     }
 
 
-def build_deployment(model: SpyreModel, platform: Platform = "kubernetes") -> dict[str, Any]:
-    spec, key = model.spec, cache_key(model.spec)
+def build_deployment(
+    model: SpyreModel, platform: Platform = "kubernetes", commit: str | None = None
+) -> dict[str, Any]:
+    spec = model.spec
+    commit = resolved_commit(spec, commit)
+    key = cache_key(spec, commit)
     labels = (
         meta.labels(meta.SERVER, model.name)
         | meta.server_selector(model.name)
@@ -85,7 +135,7 @@ def build_deployment(model: SpyreModel, platform: Platform = "kubernetes") -> di
             "progressDeadlineSeconds": startup_seconds(spec) + ROLLOUT_MARGIN_SECONDS,
             "template": {
                 "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
-                "spec": pod_spec(spec, "serve", platform),
+                "spec": pod_spec(spec, "serve", platform, commit),
             },
         },
     }
@@ -133,36 +183,57 @@ def _finish(
 
 @dataclass(frozen=True)
 class Desired:
-    """Every object the operator writes for one SpyreModel, exactly as it writes it."""
+    """Every object the operator writes for one SpyreModel, exactly as it writes it. The
+    compile Job and the Deployment of a hub model depend on the commit its revision
+    resolves to: None until the weights Job has said it."""
 
     pvc: dict[str, Any] | None  # created when missing (cache.volume.create); never owned
-    job: dict[str, Any]  # created when missing; shared by every SpyreModel of its key
-    deployment: dict[str, Any]  # server-side applied
+    weights: dict[str, Any] | None  # hub models; created when missing, shared like the Job
+    job: dict[str, Any] | None  # created when missing; shared by every SpyreModel of its key
+    deployment: dict[str, Any] | None  # server-side applied
     service: dict[str, Any]  # server-side applied
 
     def objects(self) -> list[dict[str, Any]]:
         """In creation order."""
-        first = [self.pvc] if self.pvc is not None else []
-        return [*first, self.job, self.deployment, self.service]
+        found = (self.pvc, self.weights, self.job, self.deployment, self.service)
+        return [obj for obj in found if obj is not None]
 
 
 def desired(
-    model: SpyreModel, uid: str | None = None, platform: Platform = "kubernetes"
+    model: SpyreModel,
+    uid: str | None = None,
+    platform: Platform = "kubernetes",
+    commit: str | None = None,
 ) -> Desired:
     """With the SpyreModel's uid, the owned objects get their ownerReferences (the shared
-    compile Job as a non-controller), as the operator writes them."""
+    Jobs as non-controllers), as the operator writes them. `commit`: the commit a hub
+    model's revision resolved to (a revision that is a full commit needs none)."""
     spec = model.spec
-    return Desired(
-        pvc=build_cache_pvc(spec, model.namespace) if spec.cache.volume.create else None,
-        job=_finish(
-            build_compile_job(spec, model.namespace, platform),
+    weights = job = deployment = None
+    if spec.model.from_hub:
+        weights = _finish(
+            build_weights_job(spec, model.namespace, platform),
             model,
             uid,
             controller=False,
             hashed=False,
-        ),
-        deployment=_finish(
-            build_deployment(model, platform), model, uid, controller=True, hashed=True
-        ),
+        )
+        commit = commit or (spec.model.revision if is_commit(spec.model.revision) else None)
+    if commit is not None or not spec.model.from_hub:
+        job = _finish(
+            build_compile_job(spec, model.namespace, platform, commit),
+            model,
+            uid,
+            controller=False,
+            hashed=False,
+        )
+        deployment = _finish(
+            build_deployment(model, platform, commit), model, uid, controller=True, hashed=True
+        )
+    return Desired(
+        pvc=build_cache_pvc(spec, model.namespace) if spec.cache.volume.create else None,
+        weights=weights,
+        job=job,
+        deployment=deployment,
         service=_finish(build_service(model), model, uid, controller=True, hashed=True),
     )

@@ -19,6 +19,7 @@ from spyre_operator.api.crd import CRD_FILES, build_crd
 from spyre_operator.api.validation import SpyreModel, review
 from spyre_operator.render.children import desired
 from spyre_operator.render.pod import PLATFORMS
+from spyre_operator.render.weights import is_commit
 from spyre_operator.render.yamlio import dump_documents, load_documents
 
 INVALID = 2
@@ -49,6 +50,13 @@ def register(sub: Any) -> None:
         default=PLATFORMS[0],
         help="as the operator's --platform: openshift leaves fsGroup to the SCC "
         "(default: %(default)s)",
+    )
+    render.add_argument(
+        "--commit",
+        type=_commit,
+        help="the commit a hub model's revision resolves to (the weights Job says it in "
+        "status.weights.commit): adds the compile Job and the Deployment, which depend on it; "
+        "not needed when the revision is a full commit",
     )
     render.set_defaults(func=_render)
 
@@ -130,15 +138,27 @@ def _crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _commit(text: str) -> str:
+    if not is_commit(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a full commit (40 hex digits)")
+    return text
+
+
 def _render(args: argparse.Namespace) -> int:
     loaded = load(args.files, args.namespace)
     status = _report(loaded)
     if status == 0:
-        docs = [
-            obj
-            for _, model in loaded.models
-            for obj in desired(model, args.uid, args.platform).objects()
-        ]
+        docs = []
+        for label, model in loaded.models:
+            want = desired(model, args.uid, args.platform, args.commit)
+            if want.deployment is None:
+                print(
+                    f"{label}: the compile Job and the Deployment depend on the commit that "
+                    f"revision {model.spec.model.hub_revision} resolves to; pass --commit to "
+                    "render them",
+                    file=sys.stderr,
+                )
+            docs += want.objects()
         sys.stdout.write(dump_documents(docs))
     return status
 

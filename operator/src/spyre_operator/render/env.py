@@ -13,7 +13,7 @@ from spyre_operator.api.base import cpu_cores
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.cachekey import cache_key, canonical_json, compile_config
 
-Role = Literal["serve", "precompile"]
+Role = Literal["serve", "precompile", "weights"]
 
 
 def _flag(on: bool) -> str:
@@ -71,9 +71,39 @@ def _plugin_env(spec: SpyreModelSpec, role: Role, backend: str) -> dict[str, str
     return {flavour.env(k): v for k, v in knobs.items() if v is not None and flavour.reads(k)}
 
 
-def container_env(spec: SpyreModelSpec, role: Role) -> list[dict[str, Any]]:
-    config = compile_config(spec)
-    key = cache_key(spec)
+def _token_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
+    hub = spec.model.source.hub
+    if hub is None or hub.token_secret is None:
+        return []
+    ref = {"name": hub.token_secret.name, "key": hub.token_secret.key}
+    return [{"name": rt.HF_TOKEN, "valueFrom": {"secretKeyRef": ref}}]
+
+
+def weights_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
+    """The weights Job's: what to download, where to, from which hub, with which token
+    (the only pod that gets it). spec.env comes along for proxies and hub settings."""
+    hub = spec.model.source.hub
+    values = {
+        rt.SPYRE_SERVING_MODEL_ID: spec.model.id or "",
+        rt.SPYRE_SERVING_MODEL_REVISION: spec.model.hub_revision,
+        rt.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,
+        rt.HF_HUB_DISABLE_TELEMETRY: "1",
+        rt.HOME: rt.HOME_DIR,
+    }
+    if hub is not None and hub.endpoint:
+        values[rt.HF_ENDPOINT] = hub.endpoint
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
+    return env + _token_env(spec) + [e.to_k8s() for e in spec.env]
+
+
+def container_env(
+    spec: SpyreModelSpec, role: Role, commit: str | None = None
+) -> list[dict[str, Any]]:
+    """The compile and serving pods' (`commit`: a hub model's resolved commit)."""
+    if role == "weights":
+        return weights_env(spec)
+    config = compile_config(spec, commit)
+    key = cache_key(spec, commit)
     backend = backend_for(spec, role)
     cache_dir = f"{rt.CACHE_ROOT}/{key}"
     cb = spec.batching.continuous
@@ -90,16 +120,13 @@ def container_env(spec: SpyreModelSpec, role: Role) -> list[dict[str, Any]]:
         rt.DISTRIBUTED_STRATEGY_IGNORE_MODULES: "WordEmbedding,Embedding",
         rt.TOKENIZERS_PARALLELISM: "false",
         rt.HOME: rt.HOME_DIR,
+        # Never the hub: a hub model was downloaded by the weights Job, the others are
+        # read from their volume (a model that still needs a download fails at once).
+        rt.HF_HUB_OFFLINE: "1",
         **_backend_env(spec, backend, cache_dir),
         **_plugin_env(spec, role, backend),
     }
     if cb is not None and cb.max_batch_tkv_limit is not None:
         values[rt.VLLM_DT_MAX_BATCH_TKV_LIMIT] = str(cb.max_batch_tkv_limit)
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
-    hub = spec.model.source.hub
-    if hub is not None and hub.token_secret is not None:
-        ref = hub.token_secret
-        env.append(
-            {"name": rt.HF_TOKEN, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
-        )
     return env + [e.to_k8s() for e in spec.env]

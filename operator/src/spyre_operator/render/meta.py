@@ -14,6 +14,7 @@ APPLIED_ANNOTATION = f"{GROUP}/applied"  # hash of the applied manifest (childre
 
 SERVER = "server"
 COMPILE = "compile"
+WEIGHTS = "weights"
 GRAPH_CACHE = "graph-cache"
 
 

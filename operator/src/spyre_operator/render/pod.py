@@ -9,6 +9,7 @@ from spyre_operator.api import runtimes as rt
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.args import container_args
 from spyre_operator.render.env import Role, backend_for, container_env
+from spyre_operator.render.weights import weights_subpath
 
 # Budgets of the serving startupProbe. Even with precompiled graphs a first start downloads
 # the weights (about 16 GB for an 8B model), loads them and the graphs and runs two warmup
@@ -27,6 +28,14 @@ FS_GROUP = 2000
 Platform = Literal["kubernetes", "openshift"]
 PLATFORMS: tuple[Platform, ...] = ("kubernetes", "openshift")
 
+# The weights Job streams files to the volume: little CPU, memory for the hub client only.
+WEIGHTS_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "4Gi"}}
+CONTAINER_NAMES: dict[Role, str] = {
+    "serve": "vllm",
+    "precompile": "precompile",
+    "weights": "weights",
+}
+
 CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -41,11 +50,16 @@ def startup_seconds(spec: SpyreModelSpec) -> int:
 
 
 def cards(spec: SpyreModelSpec, role: Role) -> int:
-    """Spyre cards of a pod: none when the step runs on CPU (eager, sendnn_compile_only)."""
-    return 0 if backend_for(spec, role) != "sendnn" else spec.accelerator_count
+    """Spyre cards of a pod: none for the weights Job and when the step runs on CPU
+    (eager, inductor, sendnn_compile_only)."""
+    if role == "weights" or backend_for(spec, role) != "sendnn":
+        return 0
+    return spec.accelerator_count
 
 
 def _resources(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
+    if role == "weights":
+        return copy.deepcopy(WEIGHTS_RESOURCES)
     base = spec.resources if role == "serve" else spec.compile_resources
     out = {kind: dict(amounts) for kind, amounts in base.to_k8s().items() if amounts}
     count = cards(spec, role)
@@ -55,27 +69,36 @@ def _resources(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
     return out
 
 
-def _volumes(spec: SpyreModelSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _volumes(
+    spec: SpyreModelSpec, role: Role, commit: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, volumeMounts): cache, model, shared memory and the writable /tmp and HOME
-    (the root filesystem is read-only)."""
-    shm = f"{SHM_GI_PER_RANK * spec.tensor_parallel_size}Gi"
+    (the root filesystem is read-only). The weights Job needs only the cache and HOME."""
     volumes: list[dict[str, Any]] = [
         {
             "name": "graph-cache",
             "persistentVolumeClaim": {"claimName": spec.cache.volume.claim_name},
         },
-        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}},
         {"name": "tmp", "emptyDir": {}},
         {"name": "home", "emptyDir": {}},
     ]
     mounts: list[dict[str, Any]] = [
         {"name": "graph-cache", "mountPath": rt.CACHE_ROOT},
-        {"name": "shm", "mountPath": "/dev/shm"},
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "home", "mountPath": rt.HOME_DIR},
     ]
-    src = spec.model.source
-    if src.pvc is not None:
+    if role == "weights":
+        return volumes, mounts
+    shm = f"{SHM_GI_PER_RANK * spec.tensor_parallel_size}Gi"
+    volumes.insert(1, {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}})
+    mounts.insert(1, {"name": "shm", "mountPath": "/dev/shm"})
+    src, model = spec.model.source, spec.model
+    if src.hub is not None and model.id and commit:
+        # The weights Job's download, read-only, at the path vLLM loads.
+        subpath = weights_subpath(model.id, commit)
+        mount = {"mountPath": model.load_path, "subPath": subpath, "readOnly": True}
+        mounts.append({"name": "graph-cache", **mount})
+    elif src.pvc is not None:
         claim = {"claimName": src.pvc.claim_name, "readOnly": True}
         volumes.append({"name": "model", "persistentVolumeClaim": claim})
         mount = {"name": "model", "mountPath": src.pvc.mount_path, "readOnly": True}
@@ -100,18 +123,20 @@ def _probes(spec: SpyreModelSpec) -> dict[str, Any]:
 DRAIN_SECONDS = "10"
 
 
-def _container(spec: SpyreModelSpec, role: Role, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def _container(
+    spec: SpyreModelSpec, role: Role, mounts: list[dict[str, Any]], commit: str | None
+) -> dict[str, Any]:
     container: dict[str, Any] = {
-        "name": "vllm" if role == "serve" else "precompile",
+        "name": CONTAINER_NAMES[role],
         "image": spec.image_ref,
         "args": container_args(spec, role),
-        "env": container_env(spec, role),
+        "env": container_env(spec, role, commit),
         "resources": _resources(spec, role),
         "volumeMounts": mounts,
         # The image's WORKDIR is on the read-only root filesystem: start in the writable HOME.
         "workingDir": rt.HOME_DIR,
         "securityContext": CONTAINER_SECURITY,
-        # An OOM-killed compile writes no summary: fall back to the log tail.
+        # An OOM-killed compile or download writes no summary: fall back to the log tail.
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if spec.image_pull_policy:
@@ -128,11 +153,12 @@ def _container(spec: SpyreModelSpec, role: Role, mounts: list[dict[str, Any]]) -
 
 
 def _scheduling(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
-    """Node placement. The compile Job takes cache.compile's fields when set; card-free
-    compile pods skip the serving pod's scheduler and affinity (they target Spyre nodes)."""
+    """Node placement. The compile and weights Jobs take cache.compile's fields when set;
+    card-free pods skip the serving pod's scheduler and affinity (they target Spyre
+    nodes)."""
     compile_spec = spec.cache.compile
     node_selector, tolerations = spec.node_selector, spec.tolerations
-    if role == "precompile":
+    if role != "serve":
         if compile_spec.node_selector is not None:
             node_selector = compile_spec.node_selector
         if compile_spec.tolerations is not None:
@@ -167,18 +193,25 @@ def pod_security(platform: Platform) -> dict[str, Any]:
     }
 
 
-def pod_spec(spec: SpyreModelSpec, role: Role, platform: Platform = "kubernetes") -> dict[str, Any]:
-    volumes, mounts = _volumes(spec)
+def pod_spec(
+    spec: SpyreModelSpec,
+    role: Role,
+    platform: Platform = "kubernetes",
+    commit: str | None = None,
+) -> dict[str, Any]:
+    """`commit`: the commit a hub model resolved to (compile and serving pods mount its
+    download)."""
+    volumes, mounts = _volumes(spec, role, commit)
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
         # Service links would inject e.g. VLLM_PORT for a Service named "vllm", which vLLM
         # reads as its own setting.
         "enableServiceLinks": False,
         "securityContext": pod_security(platform),
-        "containers": [_container(spec, role, mounts)],
+        "containers": [_container(spec, role, mounts, commit)],
         "volumes": volumes,
         **_scheduling(spec, role),
     }
-    if role == "precompile":
+    if role != "serve":
         pod["restartPolicy"] = "Never"
     return copy.deepcopy(pod)  # callers may edit it; never share the module's dicts

@@ -1,0 +1,191 @@
+"""The operator's Prometheus metrics: what the reconciler counts, and /metrics in the text
+exposition format (with # HELP and # TYPE, so `promtool check metrics` passes and
+Prometheus knows counters from gauges)."""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from spyre_operator import __version__
+
+log = logging.getLogger(__name__)
+
+PREFIX = "spyre_operator"
+# A reconcile is a few API reads and maybe a write; a compile takes minutes to hours.
+RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+COMPILE_BUCKETS = (60.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 10800.0)
+Key = tuple[str, str]
+
+
+class Histogram:
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = buckets
+        self.counts = [0] * (len(buckets) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.sum += value
+
+    def lines(self, name: str) -> list[str]:
+        out, total = [], 0
+        for bound, count in zip((*self.buckets, float("inf")), self.counts, strict=True):
+            total += count
+            le = "+Inf" if bound == float("inf") else f"{bound:g}"
+            out.append(f'{name}_bucket{{le="{le}"}} {total}')
+        return [*out, f"{name}_sum {self.sum:.6f}", f"{name}_count {total}"]
+
+
+class Metrics:
+    """Kept by the reconciler; every method is safe from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.errors: Counter[str] = Counter()  # by reason
+        self.reconcile = Histogram(RECONCILE_BUCKETS)
+        self.compile = Histogram(COMPILE_BUCKETS)
+        self.phases: dict[Key, str] = {}
+        self._compiles_seen: set[str] = set()  # Job names whose duration was observed
+
+    def reconciled(self, seconds: float) -> None:
+        with self._lock:
+            self.reconcile.observe(seconds)
+
+    def failed(self, reason: str) -> None:
+        with self._lock:
+            self.errors[reason] += 1
+
+    def status(self, key: Key, status: dict[str, Any]) -> None:
+        """The status as written: the model's phase, and a compile's duration once."""
+        cache = status.get("cache") or {}
+        seconds, job = cache.get("seconds"), cache.get("jobName")
+        with self._lock:
+            if status.get("phase"):
+                self.phases[key] = status["phase"]
+            if not isinstance(seconds, int | float) or cache.get("ok") is not True:
+                return
+            if job and job not in self._compiles_seen:
+                self._compiles_seen.add(job)
+                self.compile.observe(float(seconds))
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self.phases.pop(key, None)
+
+    def snapshot(self) -> tuple[dict[str, int], dict[Key, str], list[str], list[str]]:
+        """(errors by reason, phases, reconcile and compile histogram lines)."""
+        with self._lock:
+            return (
+                dict(self.errors),
+                dict(self.phases),
+                self.reconcile.lines(f"{PREFIX}_reconcile_duration_seconds"),
+                self.compile.lines(f"{PREFIX}_compile_duration_seconds"),
+            )
+
+
+def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def exposition(stats: Counter[str], metrics: Metrics, writes: dict[str, int]) -> str:
+    """The text exposition of everything the operator counts."""
+    p = PREFIX
+    errors, phases, reconcile, compile_ = metrics.snapshot()
+    by_phase = Counter(phases.values())
+    counters = [
+        ("reconciles_total", "Reconciles run (events, resyncs, retries).", stats["reconciles"]),
+        ("reconcile_conflicts_total", "Status writes refused as stale (409).", stats["conflicts"]),
+        ("status_writes_total", "SpyreModel status writes.", stats["status_writes"]),
+        ("reconcile_retries_total", "Reconciles run again after a failure.", stats["retries"]),
+        ("api_writes_total", "Writes to the API server, of every kind.", sum(writes.values())),
+    ]
+    lines: list[str] = []
+    for name, help_text, value in counters:
+        lines += _family(f"{p}_{name}", "counter", help_text, [f"{p}_{name} {value}"])
+    lines += _family(
+        f"{p}_reconcile_errors_total",
+        "counter",
+        "Reconciles that failed, by reason (the API status code or the error's type).",
+        [
+            f'{p}_reconcile_errors_total{{reason="{_label(r)}"}} {n}'
+            for r, n in sorted(errors.items())
+        ],
+    )
+    requests = []
+    for request, count in sorted(writes.items()):
+        verb, kind = request.split(" ", 1)
+        requests.append(f'{p}_api_requests_total{{verb="{verb}",kind="{kind}"}} {count}')
+    lines += _family(f"{p}_api_requests_total", "counter", "Writes by verb and kind.", requests)
+    lines += _family(
+        f"{p}_reconcile_duration_seconds", "histogram", "Time of one reconcile.", reconcile
+    )
+    lines += _family(
+        f"{p}_compile_duration_seconds",
+        "histogram",
+        "Time of a successful compile, as its pod reported it (each compile Job once).",
+        compile_,
+    )
+    lines += _family(
+        f"{p}_models",
+        "gauge",
+        "SpyreModels by phase.",
+        [f'{p}_models{{phase="{_label(k)}"}} {n}' for k, n in sorted(by_phase.items())],
+    )
+    lines += _family(
+        f"{p}_model_phase",
+        "gauge",
+        "1 for the phase each SpyreModel is in.",
+        [
+            f'{p}_model_phase{{namespace="{_label(ns)}",name="{_label(name)}",'
+            f'phase="{_label(phase)}"}} 1'
+            for (ns, name), phase in sorted(phases.items())
+        ],
+    )
+    lines += _family(
+        f"{p}_build_info",
+        "gauge",
+        "The operator's version.",
+        [f'{p}_build_info{{version="{__version__}"}} 1'],
+    )
+    return "\n".join(lines) + "\n"
+
+
+def parse(text: str) -> dict[str, float]:
+    """Samples by name (with labels) of an exposition; comments skipped."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def serve(text: Callable[[], str], port: int) -> ThreadingHTTPServer:
+    """GET any path -> text() (the exposition), on 0.0.0.0:port, from a thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = text().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Scrapes are not worth a log line."""
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    log.info("metrics on http://0.0.0.0:%d/metrics", port)
+    return server

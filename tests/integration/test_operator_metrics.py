@@ -1,0 +1,58 @@
+"""The operator's /metrics as Prometheus reads it: promtool accepts the exposition, and the
+families an alert needs are there (phase per model, reconcile latency, compile time,
+errors by reason)."""
+# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from cluster_sim import (  # noqa: F401 (fixtures)
+    Operator,
+    create,
+    example,
+    kube,
+    model,
+    operator,
+    to_ready,
+    wait_for,
+    wait_phase,
+)
+
+from spyre_operator.local.tools import install_promtool
+from spyre_operator.reconcile.kube import Kube
+
+pytestmark = pytest.mark.integration
+
+
+def test_metrics_pass_promtool_and_count_phases_and_compiles(
+    kube: Kube, namespace: str, operator: Operator
+) -> None:
+    to_ready(kube, model(namespace, "good"))
+    create(kube, model(namespace, "bad", example(env=[{"name": "VLLM_PLUGINS", "value": "x"}])))
+    wait_phase(kube, namespace, "bad", "Invalid")
+    ns = f'namespace="{namespace}"'
+    got = wait_for(
+        lambda: (m := operator.metrics()).get(f'spyre_operator_model_phase{{{ns},name="bad",'
+                                              'phase="Invalid"}') and m,
+        "the Invalid model in the metrics",
+    )  # fmt: skip
+    assert got[f'spyre_operator_model_phase{{{ns},name="good",phase="Ready"}}'] == 1
+    assert got['spyre_operator_models{phase="Ready"}'] == 1
+    assert got['spyre_operator_models{phase="Invalid"}'] == 1
+    assert got["spyre_operator_compile_duration_seconds_count"] == 1
+    assert got["spyre_operator_compile_duration_seconds_sum"] == 42.0  # the simulated summary
+    assert (
+        got['spyre_operator_reconcile_duration_seconds_bucket{le="+Inf"}']
+        == (got["spyre_operator_reconcile_duration_seconds_count"])
+        > 0
+    )
+    checked = subprocess.run(
+        [install_promtool(), "check", "metrics"],
+        input=operator.metrics_text(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
