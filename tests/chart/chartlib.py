@@ -132,14 +132,23 @@ class Installed:
 
 
 RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+WEBHOOK_KINDS = {"Secret", "ValidatingWebhookConfiguration"}
 
 
-def install_rbac(kubectl: Kubectl, namespace: str, values: dict[str, Any]) -> Iterator[Installed]:
+def install_rbac(
+    kubectl: Kubectl, namespace: str, values: dict[str, Any], webhook_url: str | None = None
+) -> Iterator[Installed]:
     """Apply the chart's ServiceAccount and RBAC (a fresh release name: the cluster-scoped
-    roles of different tests never collide); removes the cluster-scoped ones afterwards."""
+    roles of different tests never collide); removes the cluster-scoped ones afterwards.
+    With `webhook_url`, also the webhook's Secret and configuration, which then calls the
+    operator at that URL (on the host) instead of through its Service."""
     release = f"r{uuid.uuid4().hex[:8]}"
     docs = render(namespace, values, release=release)
-    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
+    kinds = RBAC_KINDS | (WEBHOOK_KINDS if webhook_url else set())
+    rbac = [d for d in docs if d["kind"] in kinds]
+    for configuration in find(rbac, "ValidatingWebhookConfiguration"):
+        for hook in configuration["webhooks"]:
+            hook["clientConfig"] = {"url": webhook_url}
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
     (account,) = find(docs, "ServiceAccount")
     try:
@@ -147,5 +156,7 @@ def install_rbac(kubectl: Kubectl, namespace: str, values: dict[str, Any]) -> It
             namespace, account["metadata"]["name"], list(values.get("watchNamespaces", [])), docs
         )
     finally:
-        cluster_scoped = [d for d in rbac if d["kind"].startswith("Cluster")]
+        cluster_scoped = [
+            d for d in rbac if d["kind"].startswith("Cluster") or d["kind"] in WEBHOOK_KINDS
+        ]  # the webhook's Secret goes with the test's namespace; deleting it again is harmless
         kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(cluster_scoped))

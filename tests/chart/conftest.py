@@ -9,23 +9,24 @@ import pytest
 from chartlib import CHART_CRDS, Kubectl
 from kubernetes import client
 
-# The smallest CRDs that let the API server accept Prometheus Operator objects in a
-# server-side dry run: the real schema is not what the chart tests check.
+# The smallest CRDs that let the API server accept Prometheus Operator and cert-manager
+# objects in a server-side dry run: the real schema is not what the chart tests check.
 MONITORING_KINDS = {
     "PodMonitor": "podmonitors",
     "ServiceMonitor": "servicemonitors",
     "PrometheusRule": "prometheusrules",
 }
+CERT_MANAGER_KINDS = {"Certificate": "certificates", "Issuer": "issuers"}
 
 
-def _crd(kind: str, plural: str) -> str:
+def _crd(kind: str, plural: str, group: str = "monitoring.coreos.com") -> str:
     return f"""
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: {plural}.monitoring.coreos.com
+  name: {plural}.{group}
 spec:
-  group: monitoring.coreos.com
+  group: {group}
   scope: Namespaced
   names: {{kind: {kind}, plural: {plural}, singular: {kind.lower()}}}
   versions:
@@ -57,6 +58,14 @@ def monitoring_crds(kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "-", input=docs)
     for plural in MONITORING_KINDS.values():
         _wait_established(kubectl, f"{plural}.monitoring.coreos.com")
+
+
+@pytest.fixture(scope="session")
+def cert_manager_crds(kubectl: Kubectl) -> None:
+    crds = [_crd(kind, plural, "cert-manager.io") for kind, plural in CERT_MANAGER_KINDS.items()]
+    kubectl("apply", "-f", "-", input="---".join(crds))
+    for plural in CERT_MANAGER_KINDS.values():
+        _wait_established(kubectl, f"{plural}.cert-manager.io")
 
 
 NamespaceFactory = Callable[[], str]

@@ -7,8 +7,10 @@ namespaces created); wrong values fail at `helm template` with the field's name.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 import yaml
@@ -16,12 +18,14 @@ from chartlib import CHART, RELEASE, Kubectl, find, helm, render, set_args, temp
 
 from spyre_operator.api.validation import parse
 from spyre_operator.cli import build_parser
+from spyre_operator.reconcile import options
 from spyre_operator.render.children import build_deployment, build_service
 from spyre_operator.render.yamlio import load_documents
 
 pytestmark = pytest.mark.chart
 
 FULLNAME = f"{RELEASE}-spyre-operator"
+WEBHOOK = f"{FULLNAME}-webhook"
 
 # The documented combinations (docs/install.md), as functions of the watched namespaces.
 Combination = Callable[[list[str]], dict[str, Any]]
@@ -51,6 +55,17 @@ COMBINATIONS: dict[str, Combination] = {
         "priorityClassName": "system-cluster-critical",
         "podAnnotations": {"example.com/team": "ml-platform"},
     },
+    "webhook-fail-policy": lambda _: {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 10}},
+    "webhook-cert-manager": lambda _: {"webhook.certificates.source": "cert-manager"},
+    "webhook-cert-manager-issuer-namespaced": lambda ns: {
+        "rbac.mode": "namespaced",
+        "watchNamespaces": ns,
+        "webhook.certificates": {
+            "source": "cert-manager",
+            "certManager": {"issuerRef": {"name": "company-ca", "kind": "ClusterIssuer"}},
+        },
+    },
+    "webhook-off": lambda _: {"webhook.enabled": False},
     "openshift-security-context": lambda _: {
         "podSecurityContext": {"runAsUser": None, "runAsGroup": None, "fsGroup": None},
         "operator.platform": "openshift",
@@ -72,6 +87,7 @@ def test_every_combination_passes_a_server_side_dry_run(
     kubectl: Kubectl,
     spyremodel_crd: str,
     monitoring_crds: None,
+    cert_manager_crds: None,
 ) -> None:
     watched = [make_namespace(), make_namespace()]
     result = template(namespace, COMBINATIONS[name](watched))
@@ -110,8 +126,14 @@ def test_operator_deployment_is_one_restricted_replica() -> None:
         "--resync-seconds=300",
         "--workers=16",
         "--platform=kubernetes",
+        "--webhook-port=9443",
+        f"--webhook-secret=ops/{WEBHOOK}-cert",
+        f"--webhook-host={WEBHOOK}.ops.svc",
+        f"--webhook-configuration={WEBHOOK}",
     ]
     assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
+    assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "webhook"}
     assert container["image"] == "quay.io/spyre-serving/operator:0.1.0"
     assert pod["serviceAccountName"] == FULLNAME
 
@@ -136,6 +158,19 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
     assert args.workers == operator.get("workers", 16)
     assert args.resync_seconds == operator.get("resyncSeconds", 300)
     assert args.platform == values.get("operator.platform", "kubernetes")
+    if values.get("webhook.enabled") is False:
+        assert args.webhook_port == 0
+        return
+    assert args.webhook_port == ports["webhook"]
+    env = {
+        options.WEBHOOK_PORT_ENV: str(args.webhook_port),
+        options.WEBHOOK_SECRET_ENV: args.webhook_secret or "",
+        options.WEBHOOK_HOSTS_ENV: ",".join(args.webhook_host),
+        options.WEBHOOK_CONFIGURATION_ENV: args.webhook_configuration or "",
+        options.WEBHOOK_CERT_DIR_ENV: args.webhook_cert_dir or "",
+    }
+    with patch.dict(os.environ, env):
+        assert options.webhook() is not None  # a valid combination of the webhook flags
 
 
 def test_namespaced_mode_watches_exactly_the_list() -> None:
@@ -146,13 +181,13 @@ def test_namespaced_mode_watches_exactly_the_list() -> None:
         "--namespace=llm-a",
         "--namespace=llm-b",
     ]
-    roles = find(docs, "Role")
+    roles = find(docs, "Role", FULLNAME)
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["llm-a", "llm-b"]
-    assert sorted(b["metadata"]["namespace"] for b in find(docs, "RoleBinding")) == [
+    assert sorted(b["metadata"]["namespace"] for b in find(docs, "RoleBinding", FULLNAME)) == [
         "llm-a",
         "llm-b",
     ]
-    (cluster_role,) = find(docs, "ClusterRole")
+    (cluster_role,) = find(docs, "ClusterRole", f"{FULLNAME}-framework")
     for rule in cluster_role["rules"]:
         assert set(rule["verbs"]) <= {"list", "watch"}, rule
         assert set(rule["resources"]) <= {"customresourcedefinitions", "namespaces"}, rule
@@ -167,22 +202,125 @@ def test_rbac_has_no_wildcards_no_secrets_and_no_pod_writes(mode: str) -> None:
     roles = find(docs, "ClusterRole") + find(docs, "Role")
     assert roles
     for role in roles:
+        webhook = role["metadata"]["name"] == WEBHOOK
         for rule in role["rules"]:
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[field], (role["metadata"]["name"], rule)
+            if webhook:  # its own certificate Secret and webhook configuration, by name
+                assert rule["verbs"] == ["get", "patch"], rule
+                assert rule["resourceNames"] in ([f"{WEBHOOK}-cert"], [WEBHOOK]), rule
+                continue
             assert "secrets" not in rule["resources"], rule
             assert not rule.get("resourceNames"), rule
             if "pods" in rule["resources"]:
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+    (secret_role,) = find(docs, "Role", WEBHOOK)
+    assert secret_role["metadata"]["namespace"] == "ops"
 
 
 def test_rbac_create_false_renders_no_roles() -> None:
     values = {"rbac.create": False, "serviceAccount.create": False, "serviceAccount.name": "x"}
     docs = render("ops", values)
     kinds = {d["kind"] for d in docs}
-    assert kinds == {"Deployment"}
-    (deploy,) = docs
+    assert kinds == {"Deployment", "Service", "Secret", "ValidatingWebhookConfiguration"}
+    (deploy,) = find(docs, "Deployment")
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == "x"
+
+
+def _webhook(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (configuration,) = find(docs, "ValidatingWebhookConfiguration", WEBHOOK)
+    (hook,) = configuration["webhooks"]
+    hook_config: dict[str, Any] = hook
+    return hook_config
+
+
+def test_the_webhook_reaches_the_operator_through_its_service_for_spyremodels_only() -> None:
+    docs = render("ops")
+    hook = _webhook(docs)
+    assert hook["clientConfig"] == {
+        "service": {"name": WEBHOOK, "namespace": "ops", "path": "/spyremodels", "port": 443}
+    }  # no caBundle: the operator keeps it, an upgrade leaves it alone
+    (service,) = find(docs, "Service", WEBHOOK)
+    assert service["spec"]["ports"] == [
+        {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}
+    ]
+    (deploy,) = find(docs, "Deployment")
+    assert service["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+    assert hook["rules"] == [
+        {
+            "apiGroups": ["serving.spyre.dev"],
+            "apiVersions": ["v1alpha1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["spyremodels"],  # not spyremodels/status nor /scale
+            "scope": "Namespaced",
+        }
+    ]
+    assert (hook["failurePolicy"], hook["timeoutSeconds"], hook["sideEffects"]) == (
+        "Ignore",
+        5,
+        "None",  # so `kubectl apply --dry-run=server` is checked too
+    )
+    assert "namespaceSelector" not in hook  # every namespace, as the operator watches
+    (secret,) = find(docs, "Secret", f"{WEBHOOK}-cert")
+    assert "data" not in secret  # the operator fills it; an upgrade keeps what it wrote
+    assert find(docs, "Certificate") == []
+
+
+def test_the_webhook_checks_the_watched_namespaces_or_the_given_selector() -> None:
+    values: dict[str, Any] = {"rbac.mode": "namespaced", "watchNamespaces": ["llm-a", "llm-b"]}
+    assert _webhook(render("ops", values))["namespaceSelector"] == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["llm-a", "llm-b"]}
+        ]
+    }
+    selector = {"matchLabels": {"spyre": "on"}}
+    values["webhook.namespaceSelector"] = selector
+    assert _webhook(render("ops", values))["namespaceSelector"] == selector
+
+
+def test_cert_manager_issues_the_certificate_mounted_into_the_operator() -> None:
+    docs = render("ops", {"webhook.certificates.source": "cert-manager"})
+    (configuration,) = find(docs, "ValidatingWebhookConfiguration", WEBHOOK)
+    assert configuration["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": f"ops/{WEBHOOK}"
+    }
+    (certificate,) = find(docs, "Certificate", WEBHOOK)
+    assert f"{WEBHOOK}.ops.svc" in certificate["spec"]["dnsNames"]
+    assert certificate["spec"]["issuerRef"] == {"name": f"{WEBHOOK}-selfsigned", "kind": "Issuer"}
+    find(docs, "Issuer", f"{WEBHOOK}-selfsigned")
+    (deploy,) = find(docs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--webhook-cert-dir=/webhook-certs" in container["args"]
+    assert not any(a.startswith("--webhook-secret") for a in container["args"])
+    mount = {"name": "webhook-certs", "mountPath": "/webhook-certs", "readOnly": True}
+    assert mount in container["volumeMounts"]
+    secret = certificate["spec"]["secretName"]
+    assert {"name": "webhook-certs", "secret": {"secretName": secret}} in pod["volumes"]
+    # the operator touches no Secret and no webhook configuration then
+    assert find(docs, "Secret") == [] and find(docs, "Role", WEBHOOK) == []
+    issuer = {"name": "company-ca", "kind": "ClusterIssuer"}
+    values = {"webhook.certificates": {"source": "cert-manager",
+                                       "certManager": {"issuerRef": issuer}}}  # fmt: skip
+    docs = render("ops", values)
+    assert find(docs, "Issuer") == []
+    assert find(docs, "Certificate", WEBHOOK)[0]["spec"]["issuerRef"] == issuer
+
+
+def test_webhook_off_renders_none_of_it() -> None:
+    docs = render("ops", {"webhook.enabled": False})
+    assert {d["kind"] for d in docs} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                                         "Deployment"}  # fmt: skip
+    (deploy,) = find(docs, "Deployment")
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert not any(a.startswith("--webhook") for a in container["args"])
+    assert "readinessProbe" not in container
+
+
+def test_the_webhook_port_must_differ_from_the_other_ports() -> None:
+    result = template("ops", {"webhook.port": 8081})
+    assert result.returncode != 0
+    assert "webhook.port: must differ from metrics.port" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -255,6 +393,9 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"monitoring.serving.kind": "Probe"}, "/monitoring/serving/kind"),
     ({"monitoring.serving.interval": "often"}, "/monitoring/serving/interval"),
     ({"serviceAccount.create": "yes"}, "/serviceAccount/create"),
+    ({"webhook.failurePolicy": "Never"}, "/webhook/failurePolicy"),
+    ({"webhook.timeoutSeconds": 60}, "/webhook/timeoutSeconds"),
+    ({"webhook.certificates.source": "vault"}, "/webhook/certificates/source"),
 ]
 
 

@@ -41,6 +41,8 @@ def test_install_upgrade_uninstall(
     deploy = kubectl("get", "deployment", fullname, "-n", namespace, "-o", "name").stdout
     assert deploy.strip() == f"deployment.apps/{fullname}"
     kubectl("get", "clusterrole", fullname)
+    kubectl("get", "validatingwebhookconfiguration", f"{fullname}-webhook")
+    kubectl("get", "secret", f"{fullname}-webhook-cert", "-n", namespace)
 
     # Upgrading: CRDs first (Helm never upgrades crds/), then the release, here to
     # namespaced mode.
@@ -64,7 +66,11 @@ def test_install_upgrade_uninstall(
     kubectl("apply", "-f", "-", input=yaml.safe_dump(pvc))
 
     helm("uninstall", release, *base, "--wait", "--timeout=120s")
-    for what in (["deployment", fullname, "-n", namespace], ["role", fullname, "-n", watched]):
+    for what in (
+        ["deployment", fullname, "-n", namespace],
+        ["role", fullname, "-n", watched],
+        ["validatingwebhookconfiguration", f"{fullname}-webhook"],
+    ):
         result = kubectl("get", *what, check=False)
         assert result.returncode != 0 and "NotFound" in result.stderr, result
     kubectl("get", "crd", spyremodel_crd)  # Helm never deletes crds/

@@ -65,14 +65,19 @@ def service_account_kubeconfig(
     return path
 
 
-def local_args(chart_args: list[str], health: int, metrics: int) -> list[str]:
-    """The chart's args, with the pod's ports moved to free loopback ports."""
+def local_args(chart_args: list[str], health: int, metrics: int, webhook: int) -> list[str]:
+    """The chart's args, with the pod's ports moved to free loopback ports (and the
+    webhook's certificate made for 127.0.0.1, where the API server reaches it here)."""
     out = []
     for arg in chart_args:
         if arg.startswith("--liveness="):
             arg = f"--liveness=http://127.0.0.1:{health}/healthz"
         elif arg.startswith("--metrics-port="):
             arg = f"--metrics-port={metrics}"
+        elif arg.startswith("--webhook-port="):
+            arg = f"--webhook-port={webhook}"
+        elif arg.startswith("--webhook-host="):
+            arg = "--webhook-host=127.0.0.1"
         out.append(arg)
     return out
 
@@ -85,6 +90,11 @@ def http_get(url: str) -> tuple[int, str]:
         return 0, ""
 
 
+@pytest.fixture
+def webhook_port() -> int:
+    return free_port()
+
+
 @pytest.fixture(params=["namespaced", "cluster"])
 def installed(
     request: pytest.FixtureRequest,
@@ -92,12 +102,18 @@ def installed(
     namespace: str,
     make_namespace: Callable[[], str],
     spyremodel_crd: str,
+    webhook_port: int,
 ) -> Iterator[Installed]:
-    """The chart's ServiceAccount + RBAC; namespaced mode watches one fresh namespace."""
+    """The chart's ServiceAccount + RBAC and its webhook's Secret and configuration (which
+    calls the operator on this host); namespaced mode watches one fresh namespace, labelled
+    as Kubernetes 1.21+ labels every namespace (the chart's webhook selects by it)."""
     values: dict[str, Any] = {"rbac.mode": request.param}
     if request.param == "namespaced":
-        values["watchNamespaces"] = [make_namespace()]
-    yield from install_rbac(kubectl, namespace, values)
+        watched = make_namespace()
+        kubectl("label", "namespace", watched, f"kubernetes.io/metadata.name={watched}")
+        values["watchNamespaces"] = [watched]
+    url = f"https://127.0.0.1:{webhook_port}/spyremodels"
+    yield from install_rbac(kubectl, namespace, values, webhook_url=url)
 
 
 def test_operator_reaches_ready_as_the_chart_service_account(
@@ -106,6 +122,7 @@ def test_operator_reaches_ready_as_the_chart_service_account(
     kubeconfig: Path,
     make_namespace: Callable[[], str],
     tmp_path: Path,
+    webhook_port: int,
 ) -> None:
     models_ns = installed.watched[0] if installed.watched else make_namespace()
     health, metrics = free_port(), free_port()
@@ -116,7 +133,7 @@ def test_operator_reaches_ready_as_the_chart_service_account(
     with pytest.raises(Exception, match="403"):  # the token really is the ServiceAccount
         whoami.request("GET", f"/api/v1/namespaces/{models_ns}/secrets")
     operator = OperatorProcess(
-        local_args(installed.operator_args, health, metrics),
+        local_args(installed.operator_args, health, metrics, webhook_port),
         operator_kubeconfig,
         tmp_path / "operator.log",
     )
@@ -131,6 +148,20 @@ def test_operator_reaches_ready_as_the_chart_service_account(
         doc = yaml.safe_load(EXAMPLE.read_text())
         doc["metadata"]["namespace"] = models_ns
         name = doc["metadata"]["name"]
+
+        # The webhook, with its certificate kept by the chart's RBAC (its Secret and the
+        # configuration's caBundle), refuses an invalid SpyreModel with the validator's text.
+        typo = {**doc, "spec": {**doc["spec"], "tensorParalelSize": 1}}
+
+        def refused(*args: str) -> str:
+            operator.check_alive()
+            result = kubectl("apply", *args, "-f", "-", input=yaml.safe_dump(typo), check=False)
+            return result.stderr if "denied the request" in result.stderr else ""
+
+        # (a dry run while waiting: failurePolicy Ignore admits it until the webhook serves)
+        poll_until(lambda: refused("--dry-run=server"), "the webhook serves", STEP_TIMEOUT)
+        text = refused()
+        assert "spec.tensorParalelSize: unknown field: did you mean tensorParallelSize?" in text
         kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
 
         def status() -> dict[str, Any]:

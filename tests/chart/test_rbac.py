@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from chartlib import Installed, Kubectl, find, install_rbac, template
+from chartlib import RELEASE, Installed, Kubectl, find, install_rbac, template
 from kubernetes import client, config
 
 import spyre_operator.handlers  # noqa: F401  (its decorators fill kopf's default registry)
@@ -146,13 +146,14 @@ def asker(kubeconfig: str, user: str) -> Ask:
     api.set_default_header("Impersonate-User", user)
     authz = client.AuthorizationV1Api(api)
 
-    def ask(call: Call, namespace: str) -> bool:
+    def ask(call: Call, namespace: str, name: str | None = None) -> bool:
         attributes = client.V1ResourceAttributes(
             namespace=namespace or None,
             verb=call.verb,
             group=call.group,
             resource=call.resource,
             subresource=call.subresource or None,
+            name=name,
         )
         review = client.V1SelfSubjectAccessReview(
             spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
@@ -229,13 +230,50 @@ def test_namespaced_mode_refuses_secrets_pod_writes_deletes(
     assert not any(got.values()), {c: ok for c, ok in got.items() if ok}
 
 
+# The webhook's own certificate (webhook/keeper.py): one Secret in the operator's namespace
+# and one ValidatingWebhookConfiguration, each by name.
+WEBHOOK_CALLS = (
+    Call("get", "secrets", why="keeper reads its CA and certificate"),
+    Call("patch", "secrets", why="keeper stores a renewed certificate"),
+    Call("get", "validatingwebhookconfigurations", "admissionregistration.k8s.io"),
+    Call("patch", "validatingwebhookconfigurations", "admissionregistration.k8s.io"),
+)
+
+
+@pytest.mark.parametrize("mode", ["cluster", "namespaced"])
+def test_the_webhook_may_read_and_patch_its_own_secret_and_configuration_only(
+    mode: str, kubectl: Kubectl, namespace: str, kubeconfig: Any, make_namespace: Any
+) -> None:
+    values: dict[str, Any] = {"rbac.mode": mode}
+    if mode == "namespaced":
+        values["watchNamespaces"] = [make_namespace()]
+    for installed in install_rbac(kubectl, namespace, values):
+        ask = asker(str(kubeconfig), installed.user)
+        (configuration,) = find(installed.docs, "ValidatingWebhookConfiguration")
+        name = configuration["metadata"]["name"]
+        (secret,) = find(installed.docs, "Secret")
+        secret_name = secret["metadata"]["name"]
+        for call in WEBHOOK_CALLS:
+            scope = namespace if call.resource == "secrets" else ""
+            own = secret_name if call.resource == "secrets" else name
+            assert ask(call, scope, own), call
+            assert not ask(call, scope, "another"), call
+        # no Secret elsewhere, none created, listed or deleted; no other configuration
+        elsewhere = installed.watched[0] if installed.watched else make_namespace()
+        assert not ask(Call("get", "secrets"), elsewhere, secret_name)
+        for verb in ("create", "list", "watch", "delete", "update"):
+            assert not ask(Call(verb, "secrets"), namespace, secret_name), verb
+        hooks = Call("create", "validatingwebhookconfigurations", "admissionregistration.k8s.io")
+        assert not ask(hooks, "")
+
+
 def test_rendered_rules_grant_exactly_the_listed_calls() -> None:
     """No verb in the chart that the operator does not use (the API server tests above
     show the listed calls pass; this shows nothing else is in the roles)."""
     result = template("ops", {"rbac.mode": "namespaced", "watchNamespaces": ["llm"]})
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    (role,) = find(docs, "Role")
-    (framework,) = find(docs, "ClusterRole")
+    (role,) = find(docs, "Role", f"{RELEASE}-spyre-operator")
+    (framework,) = find(docs, "ClusterRole", f"{RELEASE}-spyre-operator-framework")
 
     def granted(rules: list[dict[str, Any]]) -> set[Call]:
         out = set()
@@ -251,7 +289,10 @@ def test_rendered_rules_grant_exactly_the_listed_calls() -> None:
 
     assert granted(role["rules"]) == plain(OPERATOR_CALLS)
     assert granted(framework["rules"]) == plain(KOPF_CLUSTER_CALLS + KOPF_NAMESPACE_SCAN)
+    (secret_role,) = find(docs, "Role", f"{RELEASE}-spyre-operator-webhook")
+    (hook_role,) = find(docs, "ClusterRole", f"{RELEASE}-spyre-operator-webhook")
+    assert granted(secret_role["rules"] + hook_role["rules"]) == plain(WEBHOOK_CALLS)
     result = template("ops", {"rbac.mode": "cluster"})
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    (cluster_role,) = find(docs, "ClusterRole")
+    (cluster_role,) = find(docs, "ClusterRole", f"{RELEASE}-spyre-operator")
     assert granted(cluster_role["rules"]) == plain(OPERATOR_CALLS + KOPF_CLUSTER_CALLS)

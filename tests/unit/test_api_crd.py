@@ -81,6 +81,16 @@ def test_schema_carries_the_bounds_the_api_server_can_enforce() -> None:
     assert set(_at("spec")["required"]) == {"model", "batching"}
 
 
+def test_unknown_spec_fields_are_kept_for_the_validator_and_status_fields_pruned() -> None:
+    # Kubernetes 1.20 prunes unknown fields as it decodes, before admission: every object of
+    # the spec keeps them, so the webhook and the reconciler refuse a typo by name.
+    spec_objects = [(p, n) for p, n in _nodes(_at("spec"), "spec") if "properties" in n]
+    assert len(spec_objects) > 10
+    for path, node in spec_objects:
+        assert node.get("x-kubernetes-preserve-unknown-fields") is True, path
+    assert not any(n.get("x-kubernetes-preserve-unknown-fields") for _, n in _nodes(_at("status")))
+
+
 def test_conditions_are_a_map_keyed_by_type() -> None:
     conditions = _at("status.conditions")
     assert conditions["x-kubernetes-list-type"] == "map"

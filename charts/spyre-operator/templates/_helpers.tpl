@@ -60,3 +60,12 @@ schema already ties the list to the mode; this repeats the check so the message 
 {{- toJson list }}
 {{- end }}
 {{- end }}
+
+{{/* The webhook's Service, ValidatingWebhookConfiguration, roles and Certificate. */}}
+{{- define "spyre-operator.webhookName" -}}
+{{- printf "%s-webhook" (include "spyre-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "spyre-operator.webhookCertManager" -}}
+{{- if and .Values.webhook.enabled (eq .Values.webhook.certificates.source "cert-manager") }}true{{ end }}
+{{- end }}

@@ -7,7 +7,8 @@ changes of the Jobs, Deployments, Services and Pods the operator manages. Only k
 event and index handlers are used, so kopf itself never writes to a SpyreModel: no
 finalizer, no annotations, nothing in the (strict) status; failed reconciles are retried
 by the reconciler. The children (and the cache PVCs) are read from kopf indexes that the
-watches keep current, not with GETs.
+watches keep current, not with GETs. With `--webhook-port`, a validating admission
+webhook (spyre_operator.webhook) refuses invalid SpyreModels at `kubectl apply`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,24 @@ from typing import Any
 import kopf
 
 from spyre_operator.api.names import GROUP, PLURAL, VERSION
-from spyre_operator.reconcile import wiring
+from spyre_operator.reconcile import options, wiring
+
+WEBHOOK = options.webhook()  # None: off (kopf refuses admission handlers without a server)
 
 
 @kopf.on.startup()
 def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     wiring.configure(settings, memo, kwargs)  # kwargs hold the indexes below, by id
+    if WEBHOOK is not None:
+        webhook.configure(settings, WEBHOOK)
+
+
+if WEBHOOK is not None:
+    from spyre_operator.webhook import server as webhook  # aiohttp and cryptography only then
+
+    @kopf.on.validate(GROUP, VERSION, PLURAL, id=webhook.HANDLER_ID, operations=webhook.OPERATIONS)
+    def spyremodel_admission(body: kopf.Body, warnings: list[str], **kwargs: Any) -> None:
+        webhook.admit(kwargs["operation"], body, kwargs.get("old"), warnings)
 
 
 @kopf.on.cleanup()

@@ -2,8 +2,12 @@
 
 pydantic's JSON schema is turned into a structural schema (Kubernetes 1.20+, no CEL):
 $refs are inlined, `X | None` becomes an optional X (not nullable: the API server prunes
-nulls), `additionalProperties: false` is dropped (Python forbids unknown fields) and
-defaults move into the descriptions. The operator applies the defaults when it parses the
+nulls), `additionalProperties: false` (a model that forbids unknown fields) becomes
+`x-kubernetes-preserve-unknown-fields: true` and defaults move into the descriptions.
+Kubernetes 1.20 prunes unknown fields silently as it decodes a request, before admission;
+kept, a typo such as `tensorParalelSize` reaches the admission webhook and the reconciler,
+which refuse it by name with a did-you-mean hint (api/validation.py) instead of serving
+without it. The operator applies the defaults when it parses the
 spec, so a changed default reaches existing objects and stored objects stay as written.
 One exception: `spec.replicas` has its default in the schema too, because the scale
 subresource reads the stored field (unset reads as 0: an HPA reports scaling disabled).
@@ -71,9 +75,10 @@ def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     for key, value in node.items():
         if key == "properties":
             out[key] = {name: _structural(sub, defs) for name, sub in value.items()}
+        elif key == "additionalProperties" and value is False:
+            out["x-kubernetes-preserve-unknown-fields"] = True  # refused by name, not pruned
         elif key in ("items", "additionalProperties"):
-            if value is not False:
-                out[key] = _structural(value, defs)
+            out[key] = _structural(value, defs)
         elif key == "description":
             out[key] = " ".join(value.split())
         elif key in _KEPT:

@@ -1,4 +1,5 @@
-"""Validate and parse SpyreModel objects: the CLI and the operator share these messages.
+"""Validate and parse SpyreModel objects: the CLI, the admission webhook and the operator
+share these messages.
 
 Field-level errors come from pydantic (translated into `spec.a.b: message` lines with the
 fix); rules across fields run once the fields are valid (api/rules.py).
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from spyre_operator.api import rules
+from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.names import API_VERSION, KIND
 from spyre_operator.api.problem import InvalidSpec, Problem, join_path
 from spyre_operator.api.spec import SpyreModelSpec
@@ -70,6 +72,28 @@ def parse(obj: object, default_namespace: str = "default") -> SpyreModel:
         spec=spec,
         uid=meta.get("uid"),
     )
+
+
+@dataclass(frozen=True)
+class Review:
+    """What `spyre-operator validate` and the admission webhook say about one object: the
+    parsed model, or every problem; a known-config warning does not make it invalid."""
+
+    model: SpyreModel | None
+    problems: list[Problem]
+    warning: str | None = None
+
+
+def review(
+    obj: object, default_namespace: str = "default", model_config: Mapping[str, Any] | None = None
+) -> Review:
+    """Every problem of a SpyreModel object, or the model and its known-config warning
+    (`model_config`: the model's config.json, to find its entry by architecture)."""
+    try:
+        model = parse(obj, default_namespace)
+    except InvalidSpec as invalid:
+        return Review(None, invalid.problems)
+    return Review(model, [], known_config_warning(model.spec, model_config))
 
 
 def validate_spec(spec: object) -> tuple[SpyreModelSpec | None, list[Problem]]:
@@ -168,4 +192,4 @@ def _types_in(annotation: Any) -> Iterator[Any]:
             yield from _types_in(arg)
 
 
-__all__ = ["InvalidSpec", "Problem", "SpyreModel", "parse", "validate"]
+__all__ = ["InvalidSpec", "Problem", "Review", "SpyreModel", "parse", "review", "validate"]

@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--verbose", "-v", action="store_true", help="debug logging, with kopf's line per event"
     )
+    _webhook_flags(run)
     run.set_defaults(func=_run)
 
     dev = sub.add_parser(
@@ -86,11 +88,69 @@ def register(sub: Any) -> None:
     dev.set_defaults(func=_dev)
 
 
+def _webhook_flags(run: argparse.ArgumentParser) -> None:
+    hook = run.add_argument_group(
+        "admission webhook",
+        "Refuse invalid SpyreModels at `kubectl apply` with the messages of "
+        '`spyre-operator validate` (docs/install.md, "Admission").',
+    )
+    hook.add_argument(
+        "--webhook-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="serve it over HTTPS on this port (default: off)",
+    )
+    hook.add_argument(
+        "--webhook-secret",
+        metavar="NAMESPACE/NAME",
+        help="keep a self-signed CA and serving certificate in this Secret (issued when "
+        "missing, renewed at 2/3 of their year)",
+    )
+    hook.add_argument(
+        "--webhook-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name the API server reaches the operator by, for the certificate: "
+        "SERVICE.NAMESPACE.svc in a cluster, or an IP address (repeatable)",
+    )
+    hook.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="the ValidatingWebhookConfiguration whose caBundle the operator keeps current",
+    )
+    hook.add_argument(
+        "--webhook-cert-dir",
+        metavar="DIR",
+        help="instead of --webhook-secret: serve DIR/tls.crt and DIR/tls.key, which "
+        "someone else keeps (e.g. cert-manager, whose cainjector sets the caBundle)",
+    )
+    hook.add_argument(
+        "--webhook-check-seconds",
+        type=float,
+        default=options.DEFAULT_WEBHOOK_CHECK,
+        metavar="SECONDS",
+        help="how often the certificate (and the caBundle) is checked (default: %(default)s)",
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     os.environ[options.RESYNC_ENV] = str(args.resync_seconds)
     os.environ[options.METRICS_ENV] = str(args.metrics_port)
     os.environ[options.WORKERS_ENV] = str(args.workers)
     os.environ[options.PLATFORM_ENV] = args.platform
+    os.environ[options.WEBHOOK_PORT_ENV] = str(args.webhook_port)
+    os.environ[options.WEBHOOK_SECRET_ENV] = args.webhook_secret or ""
+    os.environ[options.WEBHOOK_HOSTS_ENV] = ",".join(args.webhook_host)
+    os.environ[options.WEBHOOK_CONFIGURATION_ENV] = args.webhook_configuration or ""
+    os.environ[options.WEBHOOK_CERT_DIR_ENV] = args.webhook_cert_dir or ""
+    os.environ[options.WEBHOOK_CHECK_ENV] = str(args.webhook_check_seconds)
+    try:
+        options.webhook()  # a wrong combination fails here, with what to pass, not in kopf
+    except ValueError as err:
+        print(f"spyre-operator run: {err}", file=sys.stderr)
+        return 2
     if args.kubeconfig:  # before kopf and the client are imported: they read it then
         os.environ["KUBECONFIG"] = args.kubeconfig
     import kopf

@@ -5,6 +5,7 @@ the CLI reads the defaults without loading the operator."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from spyre_operator.render.pod import PLATFORMS, Platform
 
@@ -35,3 +36,55 @@ def platform() -> Platform:
     if value not in PLATFORMS:
         raise ValueError(f"{PLATFORM_ENV}={value!r}: use one of {', '.join(PLATFORMS)}")
     return value
+
+
+# ----- the admission webhook (spyre_operator.webhook) ----------------------------------
+WEBHOOK_PORT_ENV = "SPYRE_OPERATOR_WEBHOOK_PORT"
+WEBHOOK_CERT_DIR_ENV = "SPYRE_OPERATOR_WEBHOOK_CERT_DIR"
+WEBHOOK_SECRET_ENV = "SPYRE_OPERATOR_WEBHOOK_SECRET"
+WEBHOOK_CONFIGURATION_ENV = "SPYRE_OPERATOR_WEBHOOK_CONFIGURATION"
+WEBHOOK_HOSTS_ENV = "SPYRE_OPERATOR_WEBHOOK_HOSTS"  # comma-separated
+WEBHOOK_CHECK_ENV = "SPYRE_OPERATOR_WEBHOOK_CHECK_SECONDS"
+DEFAULT_WEBHOOK_CHECK = 300.0
+
+
+@dataclass(frozen=True)
+class Webhook:
+    port: int
+    cert_dir: str | None  # certificate files someone else keeps (cert-manager)
+    secret: tuple[str, str] | None  # (namespace, name): the operator keeps them there
+    configuration: str | None  # the ValidatingWebhookConfiguration whose caBundle it keeps
+    hosts: tuple[str, ...]  # the serving certificate's names (DNS names or IP addresses)
+    check_seconds: float
+
+
+def webhook() -> Webhook | None:
+    """The webhook's settings, None when it is off; ValueError saying what is missing."""
+    port = int(os.environ.get(WEBHOOK_PORT_ENV) or 0)
+    if not port:
+        return None
+    cert_dir = os.environ.get(WEBHOOK_CERT_DIR_ENV) or None
+    secret = os.environ.get(WEBHOOK_SECRET_ENV) or None
+    hosts = tuple(h for h in os.environ.get(WEBHOOK_HOSTS_ENV, "").split(",") if h)
+    if (cert_dir is None) == (secret is None):
+        raise ValueError(
+            "the webhook needs exactly one certificate source: --webhook-secret NAMESPACE/NAME "
+            "(the operator keeps its own) or --webhook-cert-dir DIR (files someone else keeps, "
+            "e.g. cert-manager)"
+        )
+    namespace, _, name = (secret or "").partition("/")
+    if secret is not None and not (namespace and name):
+        raise ValueError(f"--webhook-secret {secret}: use NAMESPACE/NAME")
+    if secret is not None and not hosts:
+        raise ValueError(
+            "--webhook-secret needs --webhook-host (the name the API server reaches the "
+            "operator by, e.g. SERVICE.NAMESPACE.svc, or 127.0.0.1)"
+        )
+    return Webhook(
+        port=port,
+        cert_dir=cert_dir,
+        secret=(namespace, name) if secret else None,
+        configuration=os.environ.get(WEBHOOK_CONFIGURATION_ENV) or None,
+        hosts=hosts,
+        check_seconds=float(os.environ.get(WEBHOOK_CHECK_ENV) or DEFAULT_WEBHOOK_CHECK),
+    )

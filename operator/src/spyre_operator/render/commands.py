@@ -1,7 +1,7 @@
 """Subcommands `crd`, `render` and `validate`.
 
 Problems go to stderr as `FILE: NAME: spec.path: message`, the same messages the operator
-reports; invalid input exits 2, without a traceback.
+and its admission webhook report; invalid input exits 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from typing import Any
 import yaml
 
 from spyre_operator.api.crd import CRD_FILES, build_crd
-from spyre_operator.api.known_configs import known_config_warning
-from spyre_operator.api.problem import InvalidSpec
-from spyre_operator.api.validation import SpyreModel, parse
+from spyre_operator.api.validation import SpyreModel, review
 from spyre_operator.render.children import desired
 from spyre_operator.render.pod import PLATFORMS
 from spyre_operator.render.weights import is_commit
@@ -116,15 +114,12 @@ def load(files: list[str], namespace: str, model_config: dict[str, Any] | None =
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None
             label = f"{file}: {name or f'document {index}'}"
-            try:
-                model = parse(doc, namespace)
-            except InvalidSpec as invalid:
-                out.errors += [f"{label}: {problem}" for problem in invalid.problems]
-                continue
-            out.models.append((label, model))
-            warning = known_config_warning(model.spec, model_config)
-            if warning:
-                out.warnings.append(f"{label}: warning: {warning}")
+            verdict = review(doc, namespace, model_config)  # what the webhook says too
+            out.errors += [f"{label}: {problem}" for problem in verdict.problems]
+            if verdict.model is not None:
+                out.models.append((label, verdict.model))
+            if verdict.warning:
+                out.warnings.append(f"{label}: warning: {verdict.warning}")
     return out
 
 

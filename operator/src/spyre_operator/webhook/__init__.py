@@ -1,0 +1,1 @@
+"""The validating admission webhook: the validator's verdict at `kubectl apply`."""
