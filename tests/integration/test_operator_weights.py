@@ -104,7 +104,10 @@ def test_one_download_for_two_models_then_compile_and_serve_from_it(
 
     simulate.complete_job(kube, namespace, compile_job["metadata"]["name"])
     spec_patch(kube, namespace, "a", {"replicas": 3})
-    deploy = wait_for(lambda: kube.get("Deployment", namespace, "a"), "the Deployment")
+    deploy = wait_for(
+        lambda: (d := kube.get("Deployment", namespace, "a")) and d["spec"]["replicas"] == 3 and d,
+        "the Deployment with 3 replicas",
+    )
     assert weights_mount(deploy)["subPath"] == subpath
     simulate.make_deployment_available(kube, namespace, "a")
     wait_phase(kube, namespace, "a", "Ready", readyReplicas=3)
