@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_sim import install_crd, kube_for
+from cluster_sim import install_crd, kube_for, wait_for
 
 from spyre_operator.api.names import API_VERSION, KIND
 
@@ -122,3 +122,29 @@ def test_an_unset_replicas_reads_as_one_through_the_scale_subresource(
     assert scale["spec"]["replicas"] == 1
     row = kubectl("get", "-n", namespace, "sm", "unset", "--no-headers").stdout.split()
     assert row[-2:-1] == ["1"], row  # the Replicas column (Endpoint is empty: not reconciled)
+
+
+def test_kubectl_explain_shows_the_field_descriptions(
+    crd: None, kubectl: Any, tmp_path: Path
+) -> None:
+    # a fresh cache: kubectl must read the schema the server publishes now
+    def explained() -> str | None:
+        out = kubectl("--cache-dir", str(tmp_path), "explain", "spyremodel.spec.cache",
+                      check=False).stdout  # fmt: skip
+        return out if "compiled-graph cache" in out else None
+
+    out = wait_for(explained, "kubectl explain shows the description of spec.cache")
+    for field in ("volume", "compile", "requirePrecompiled"):
+        assert f"{field}\t" in out or f"  {field} " in out, out
+    status = kubectl("--cache-dir", str(tmp_path), "explain", "sm.status.conditions").stdout
+    assert "metav1.Conditions" in status, status
+
+
+def test_kubectl_get_all_and_its_category_list_spyremodels(
+    crd: None, kubectl: Any, namespace: str, tmp_path: Path
+) -> None:
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(valid("listed")))
+    for category in ("all", "spyre"):
+        out = kubectl("--cache-dir", str(tmp_path), "get", category, "-n", namespace,
+                      "-o", "name").stdout  # fmt: skip
+        assert "spyremodel.serving.spyre.dev/listed" in out.split(), (category, out)
