@@ -43,6 +43,7 @@ _KEPT = {
     "pattern",
     "minItems",
     "maxItems",
+    "maxProperties",
     "format",
     "x-kubernetes-int-or-string",
     "x-kubernetes-preserve-unknown-fields",

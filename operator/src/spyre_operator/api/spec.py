@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.base import ApiModel, FreeForm, LabelMap, Name, Quantity
+from spyre_operator.api.base import ApiModel, FreeForm, LabelMap, Name, ObjectName, Quantity
 from spyre_operator.api.runtimes import Flavour, FlavourName
 
 # Spyre's KV-cache block size: chunk sizes and static prompt lengths are multiples of it.
@@ -34,6 +34,8 @@ CompileBackend = Literal["sendnn", "sendnn_compile_only"]
 BlockMultiple = Annotated[int, Field(ge=SPYRE_BLOCK, le=MAX_CONTEXT, multiple_of=SPYRE_BLOCK)]
 NewTokens = Annotated[int, Field(ge=2, le=MAX_CONTEXT)]
 BatchSize = Annotated[int, Field(ge=1, le=256)]
+# Label and annotation keys: a qualified name, at most a 253-character prefix, '/' and 63.
+LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 EnvName = Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
 AbsolutePath = Annotated[str, Field(pattern=r"^/", max_length=4096)]
 
@@ -313,6 +315,43 @@ class EnvVar(ApiModel):
     value_from: EnvVarSource | None = None
 
 
+class LocalObjectReference(ApiModel):
+    name: ObjectName
+    """Name of a docker-registry Secret (kubernetes.io/dockerconfigjson) in the SpyreModel's
+    namespace."""
+
+
+class LabelSelectorRequirement(ApiModel):
+    key: LabelKey
+    """Label key."""
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the key's value is matched; In and NotIn need values, the others take none."""
+    values: Annotated[list[str], Field(max_length=64)] | None = None
+    """Label values for In and NotIn."""
+
+
+class LabelSelector(ApiModel):
+    """Pods counted for the spread (metav1.LabelSelector); unset: this SpyreModel's serving
+    pods."""
+
+    match_labels: Annotated[LabelMap, Field(max_length=64)] | None = None
+    """Labels a pod must have."""
+    match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=16)] | None = None
+    """Requirements a pod must meet (all of them)."""
+
+
+class TopologySpreadConstraint(ApiModel):
+    """core/v1 TopologySpreadConstraint (the fields of Kubernetes 1.20)."""
+
+    max_skew: Annotated[int, Field(ge=1, le=1000)]
+    """Most the number of matching pods may differ between two topology domains."""
+    topology_key: LabelKey
+    """Node label whose values are the domains, e.g. topology.kubernetes.io/zone."""
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    """DoNotSchedule keeps a pod pending; ScheduleAnyway only prefers the spread."""
+    label_selector: LabelSelector | None = None
+
+
 class SpyreModelSpec(ApiModel):
     """What to serve and how: the model, its batching, the compiled-graph cache and the
     serving pods."""
@@ -354,6 +393,25 @@ class SpyreModelSpec(ApiModel):
     extra_args: list[str] = Field(default_factory=list)
     """Extra `vllm serve` arguments, appended last."""
     service: ServiceSpec = Field(default_factory=ServiceSpec)
+    # The platform's part of the pods; none changes the graphs (not in the cache key).
+    image_pull_secrets: Annotated[list[LocalObjectReference], Field(max_length=16)] = Field(
+        default_factory=list
+    )
+    """Secrets to pull the image with (a private registry), in every pod of the SpyreModel."""
+    service_account_name: ObjectName | None = None
+    """ServiceAccount of every pod (its identity, e.g. for an SCC or workload identity);
+    unset is the namespace's default. Its token is not mounted."""
+    # (keys are checked in api/rules.py: a CRD schema cannot constrain map keys)
+    pod_annotations: Annotated[dict[str, str], Field(max_length=64)] = Field(default_factory=dict)
+    """Annotations of every pod (service mesh, secret injectors, autoscaler hints)."""
+    pod_labels: Annotated[LabelMap, Field(max_length=64)] = Field(default_factory=dict)
+    """Labels of every pod (cost tags, policies); the operator's own labels cannot be set."""
+    priority_class_name: ObjectName | None = None
+    """PriorityClass of every pod."""
+    topology_spread_constraints: Annotated[list[TopologySpreadConstraint], Field(max_length=8)] = (
+        Field(default_factory=list)
+    )
+    """How the serving replicas spread across zones or nodes."""
 
     @property
     def flavour(self) -> Flavour:
