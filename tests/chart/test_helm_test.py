@@ -208,3 +208,11 @@ def test_check_install_passes_as_the_test_account_and_fails_when_the_operator_is
     assert code == 1
     assert out.startswith(f"FAILED: the operator does not answer on port {gone}: "), out
     assert f"http://127.0.0.1:{gone}/healthz" in out
+
+    # Without the test's Role (the namespace's default account) it says so, in one line.
+    unbound = service_account_kubeconfig(
+        kubectl, kubeconfig, namespace, "default", tmp_path / "default.kubeconfig"
+    )
+    code, out = _check(args, operator_health, unbound, "3")
+    assert code == 1
+    assert out.startswith("FAILED: reading the operator's pods: 403 Forbidden"), out

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class CheckFailed(Exception):
-    pass
+    """A check that did not pass, with what it saw."""
 
 
 def _health_url(pod: dict[str, Any], port: int) -> str:
@@ -84,7 +84,7 @@ def api_is_served(kube: Kube, namespace: str) -> None:
 
 
 def check_install(args: argparse.Namespace) -> int:
-    from spyre_operator.reconcile.kube import Kube, load_api_client
+    from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
 
     kube = Kube(load_api_client(args.kubeconfig))
     try:
@@ -92,6 +92,9 @@ def check_install(args: argparse.Namespace) -> int:
         print(f"ok: the operator pod {pod} answers on {url}")
         api_is_served(kube, args.namespace)
         print(f"ok: the API server serves {PLURAL}.{API_VERSION}")
+    except ApiError as err:  # e.g. the test's Role is missing: listing pods is forbidden
+        print(f"FAILED: reading the operator's pods: {err}")
+        return 1
     except CheckFailed as err:
         print(f"FAILED: {err}")
         return 1
