@@ -45,18 +45,25 @@ def set_args(values: dict[str, Any] | None) -> list[str]:
 
 
 def template(
-    namespace: str, values: dict[str, Any] | None = None, release: str = RELEASE
+    namespace: str,
+    values: dict[str, Any] | None = None,
+    release: str = RELEASE,
+    tests: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """`helm template` of the chart (templates only, not crds/); never raises."""
+    """`helm template` of the chart (templates only, not crds/; the `helm test` objects
+    only with `tests`); never raises."""
     args = ["template", release, str(CHART), "--namespace", namespace, *set_args(values)]
-    return helm(*args, check=False)
+    return helm(*args, *([] if tests else ["--skip-tests"]), check=False)
 
 
 def render(
-    namespace: str, values: dict[str, Any] | None = None, release: str = RELEASE
+    namespace: str,
+    values: dict[str, Any] | None = None,
+    release: str = RELEASE,
+    tests: bool = False,
 ) -> list[dict[str, Any]]:
     """The chart's templates (not crds/) as a list of objects."""
-    result = template(namespace, values, release)
+    result = template(namespace, values, release, tests)
     assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
@@ -160,3 +167,24 @@ def install_rbac(
             d for d in rbac if d["kind"].startswith("Cluster") or d["kind"] in WEBHOOK_KINDS
         ]  # the webhook's Secret goes with the test's namespace; deleting it again is harmless
         kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(cluster_scoped))
+
+
+def service_account_kubeconfig(
+    kubectl: Kubectl, admin_kubeconfig: Path, namespace: str, account: str, path: Path
+) -> Path:
+    """A kubeconfig whose only credential is a token of the ServiceAccount (a real one,
+    from the TokenRequest API)."""
+    token = kubectl("create", "token", account, "-n", namespace, "--duration=2h").stdout.strip()
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    cluster = admin["clusters"][0]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "sa",
+        "clusters": [cluster],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": cluster["name"], "user": "sa"}}],
+    }
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path

@@ -8,7 +8,6 @@ with spyre_operator.reconcile.simulate (as admin, the way the cluster would).
 
 from __future__ import annotations
 
-import json
 import socket
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -17,7 +16,14 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import ROOT, Installed, Kubectl, install_rbac, run_health_check
+from chartlib import (
+    ROOT,
+    Installed,
+    Kubectl,
+    install_rbac,
+    run_health_check,
+    service_account_kubeconfig,
+)
 
 from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile import simulate
@@ -38,31 +44,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def service_account_kubeconfig(
-    kubectl: Kubectl, admin_kubeconfig: Path, installed: Installed, path: Path
-) -> Path:
-    """A kubeconfig whose only credential is a token of the chart's ServiceAccount."""
-    token = kubectl(
-        "create", "token", installed.service_account, "-n", installed.namespace,
-        "--duration=2h",
-    ).stdout.strip()  # fmt: skip
-    admin = yaml.safe_load(admin_kubeconfig.read_text())
-    cluster = admin["clusters"][0]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "operator",
-        "clusters": [cluster],
-        "users": [{"name": "operator", "user": {"token": token}}],
-        "contexts": [
-            {"name": "operator", "context": {"cluster": cluster["name"], "user": "operator"}}
-        ],
-    }
-    path.write_text(json.dumps(config))
-    path.chmod(0o600)
-    return path
 
 
 def local_args(chart_args: list[str], health: int, metrics: int, webhook: int) -> list[str]:
@@ -127,8 +108,9 @@ def test_operator_reaches_ready_as_the_chart_service_account(
     models_ns = installed.watched[0] if installed.watched else make_namespace()
     health, metrics = free_port(), free_port()
     operator_kubeconfig = service_account_kubeconfig(
-        kubectl, kubeconfig, installed, tmp_path / "operator.kubeconfig"
-    )
+        kubectl, kubeconfig, installed.namespace, installed.service_account,
+        tmp_path / "operator.kubeconfig",
+    )  # fmt: skip
     whoami = Kube(load_api_client(str(operator_kubeconfig)))
     with pytest.raises(Exception, match="403"):  # the token really is the ServiceAccount
         whoami.request("GET", f"/api/v1/namespaces/{models_ns}/secrets")

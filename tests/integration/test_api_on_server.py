@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_sim import install_crd, kube_for
+from cluster_sim import install_crd, kube_for, wait_for
 
 from spyre_operator.api.names import API_VERSION, KIND
 
@@ -122,3 +122,35 @@ def test_an_unset_replicas_reads_as_one_through_the_scale_subresource(
     assert scale["spec"]["replicas"] == 1
     row = kubectl("get", "-n", namespace, "sm", "unset", "--no-headers").stdout.split()
     assert row[-2:-1] == ["1"], row  # the Replicas column (Endpoint is empty: not reconciled)
+
+
+def test_kubectl_explain_shows_the_descriptions_the_server_publishes(
+    crd: None, kubectl: Any, tmp_path: Path
+) -> None:
+    """kubectl explain reads the server's OpenAPI. Kubernetes 1.20 publishes only v2, where
+    an object that keeps unknown fields (the spec, docs/api.md) is listed without its
+    fields: the spec's own description shows, and every status field with its own."""
+
+    def explain(path: str) -> str:
+        # a fresh cache: kubectl must read the schema the server publishes now
+        return kubectl("--cache-dir", str(tmp_path), "explain", path, check=False).stdout
+
+    def spec_explained() -> str | None:
+        out = explain("spyremodel.spec")
+        return out if "What to serve and how" in out else None
+
+    wait_for(spec_explained, "kubectl explain shows the description of spec")
+    cache = explain("sm.status.cache")
+    assert "The compile Job's outcome" in cache, cache
+    assert "cacheKey\t<string>" in cache and "The cache key it compiled." in cache, cache
+    assert "metav1.Conditions" in explain("sm.status.conditions")
+
+
+def test_kubectl_get_all_and_its_category_list_spyremodels(
+    crd: None, kubectl: Any, namespace: str, tmp_path: Path
+) -> None:
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(valid("listed")))
+    for category in ("all", "spyre"):
+        out = kubectl("--cache-dir", str(tmp_path), "get", category, "-n", namespace,
+                      "-o", "name").stdout  # fmt: skip
+        assert "spyremodel.serving.spyre.dev/listed" in out.split(), (category, out)

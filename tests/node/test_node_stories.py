@@ -5,14 +5,15 @@ test runs on the host).
 The tests run in file order in one namespace, each story starting from where the one
 before left the cluster: first deploy, scale to two, a serving pod killed, a new cache key
 rolled out while the old pod answers, a second model sharing the compile, a failing
-compile and its fix, the operator killed during a compile, a model deleted, and a hub
-model downloaded once and served with the hub gone. Each asserts what a user sees:
-`kubectl get sm`, status, Events, answers, pod logs.
+compile and its fix, the operator killed during a compile, a model deleted, a hub
+model downloaded once and served with the hub gone, and the chart's `helm test`. Each
+asserts what a user sees: `kubectl get sm`, status, Events, answers, pod logs.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 import uuid
@@ -29,6 +30,7 @@ from spyre_operator.local.hub import LocalHub
 from spyre_operator.local.kubectl import KubectlError
 from spyre_operator.local.node import Node
 from spyre_operator.local.node_config import NODE_IP
+from spyre_operator.local.tools import tool
 from spyre_operator.reconcile.simulate import poll_until
 from spyre_runtime import compilereport
 
@@ -361,6 +363,17 @@ def test_a_hub_model_is_downloaded_once_and_served_without_the_hub(cluster: Clus
     assert [j["metadata"]["name"] for j in weights_jobs] == [weights["jobName"]]
     weights_pods = cluster.get("pods", "-l", f"job-name={weights['jobName']}")["items"]
     assert len(weights_pods) == 1
+
+
+def test_helm_test_passes_on_the_installed_chart(cluster: Cluster) -> None:
+    """The chart's test pod (the operator's image) on the real node."""
+    done = subprocess.run(
+        [tool("helm"), "--kubeconfig", str(cluster.node.kubeconfig), "test",
+         node_operator.RELEASE, "-n", node_operator.NAMESPACE, "--logs", "--timeout", "5m"],
+        capture_output=True, text=True, timeout=400, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok: the API server serves spyremodels" in done.stdout, done.stdout
 
 
 def compile_reports(cluster: Cluster, *what: str) -> list[compilereport.CompileCounts]:

@@ -51,6 +51,16 @@ def test_schema_is_structural_without_features_kubernetes_1_20_lacks() -> None:
         assert typed or node.get("x-kubernetes-preserve-unknown-fields"), path
 
 
+def test_every_property_has_a_description_for_kubectl_explain() -> None:
+    # properties are the nodes reached by a name (list items and map values are described
+    # by the property that holds them); the API server explains metadata itself and
+    # refuses a description there
+    missing = [path or "(root)" for path, node in _nodes(_schema())
+               if path != ".metadata" and not path.endswith("]")
+               and not node.get("description")]  # fmt: skip
+    assert not missing, f"add a docstring to these fields in api/*.py: {missing}"
+
+
 def _at(path: str) -> dict[str, Any]:
     node = _schema()
     for name in path.split("."):
@@ -105,6 +115,7 @@ def test_names_subresources_and_printer_columns() -> None:
     assert crd["metadata"]["name"] == "spyremodels.serving.spyre.dev"
     assert spec["scope"] == "Namespaced"
     assert spec["names"]["shortNames"] == ["sm"]
+    assert spec["names"]["categories"] == ["all", "spyre"]
     version = spec["versions"][0]
     assert version["subresources"]["scale"] == {
         "specReplicasPath": ".spec.replicas",

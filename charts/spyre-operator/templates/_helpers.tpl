@@ -69,3 +69,12 @@ schema already ties the list to the mode; this repeats the check so the message 
 {{- define "spyre-operator.webhookCertManager" -}}
 {{- if and .Values.webhook.enabled (eq .Values.webhook.certificates.source "cert-manager") }}true{{ end }}
 {{- end }}
+
+{{/* The `helm test` objects: not the operator's selector labels, so never taken for it. */}}
+{{- define "spyre-operator.testLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: test
+app.kubernetes.io/part-of: spyre-serving
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from spyre_operator import __version__
 from spyre_operator.local import commands as local_commands
 from spyre_operator.reconcile import commands as operator_commands
+from spyre_operator.reconcile import install_check
 from spyre_operator.render import commands as render_commands
 
 
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     render_commands.register(sub)
     local_commands.register(sub)
     operator_commands.register(sub)
+    install_check.register(sub)
     return parser
 
 

@@ -65,5 +65,9 @@ FreeForm = Annotated[
 ]
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 Name = Annotated[str, Field(min_length=1, max_length=253)]
+# A name Kubernetes checks as a DNS-1123 subdomain (Secrets, ServiceAccounts,
+# PriorityClasses): a wrong one is refused here rather than when a pod is created.
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 LabelMap = dict[str, str]

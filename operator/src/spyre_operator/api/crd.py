@@ -43,6 +43,7 @@ _KEPT = {
     "pattern",
     "minItems",
     "maxItems",
+    "maxProperties",
     "format",
     "x-kubernetes-int-or-string",
     "x-kubernetes-preserve-unknown-fields",
@@ -126,8 +127,9 @@ def build_crd() -> dict[str, Any]:
         "description": "A model served with vLLM on IBM Spyre, from a shared compiled-graph cache.",
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
+            "apiVersion": {"type": "string", "description": f"{names.API_VERSION}."},
+            "kind": {"type": "string", "description": f"{names.KIND}."},
+            # The API server refuses anything here and explains ObjectMeta itself.
             "metadata": {"type": "object"},
             "spec": _with_replicas_default(model_schema(SpyreModelSpec)),
             "status": model_schema(SpyreModelStatus),
@@ -148,6 +150,10 @@ def build_crd() -> dict[str, Any]:
                 "plural": names.PLURAL,
                 "singular": names.SINGULAR,
                 "shortNames": list(names.SHORT_NAMES),
+                # `kubectl get all` / `kubectl get spyre` list them next to their children.
+                # (`kubectl delete all --all` then deletes them too, which is what stops
+                # the serving: deleting only the children makes the operator recreate them.)
+                "categories": ["all", "spyre"],
             },
             "scope": "Namespaced",
             "versions": [

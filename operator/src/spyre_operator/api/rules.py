@@ -11,11 +11,13 @@ import re
 from collections.abc import Callable, Iterator
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.base import cpu_cores
+from spyre_operator.api.base import DNS_SUBDOMAIN, cpu_cores
+from spyre_operator.api.names import GROUP
 from spyre_operator.api.problem import Problem, join_path
 from spyre_operator.api.spec import (
     CPU_BACKENDS,
     SPYRE_BLOCK,
+    LabelSelector,
     ModelSpec,
     Resources,
     SpyreModelSpec,
@@ -54,6 +56,33 @@ RENDERED_FLAGS = {
     "--port": "spec.service.port (the container always listens on 8000)",
     "--dtype": "nothing: vLLM-Spyre picks the dtype (fp16 on Spyre, fp32 on CPU)",
 }
+
+
+# Labels the operator (selectors, identity) and the Deployment and Job controllers set on
+# the pods: podLabels may not replace them. Annotations under the operator's prefix are its.
+RESERVED_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/managed-by",
+    "pod-template-hash",
+    "controller-uid",
+    "job-name",
+)
+RESERVED_PREFIXES = (f"{GROUP}/", "batch.kubernetes.io/")
+# Kubernetes' limits: label/annotation key names and label values, all annotations together.
+LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+SUBDOMAIN = re.compile(DNS_SUBDOMAIN)
+ANNOTATIONS_MAX_BYTES = 256 * 1024
+KEY_RULE = (
+    "an optional DNS subdomain prefix and '/' (e.g. example.com/), then a name of at most "
+    "63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit"
+)
+VALUE_RULE = (
+    "empty, or at most 63 letters, digits, '-', '_' or '.' that start and end with a "
+    "letter or digit"
+)
 
 
 def _ceil_block(n: int) -> int:
@@ -347,6 +376,93 @@ def resources(s: SpyreModelSpec) -> Iterator[Problem]:
     yield from _resource_problems("spec.cache.compile.resources", s.cache.compile.resources)
 
 
+def _qualified_name(key: str) -> bool:
+    """Kubernetes' IsQualifiedName (label and annotation keys). fullmatch: `$` would let a
+    trailing newline through."""
+    *prefix, name = key.split("/", 1)
+    if prefix and not (len(prefix[0]) <= 253 and SUBDOMAIN.fullmatch(prefix[0])):
+        return False
+    return len(name) <= 63 and LABEL_NAME.fullmatch(name) is not None
+
+
+def _key_problems(where: str, key: str, what: str = "label") -> Iterator[Problem]:
+    if not _qualified_name(key):
+        yield Problem(where, f"{key!r} is not {what} key: {KEY_RULE}")
+
+
+def _value_problems(where: str, value: str) -> Iterator[Problem]:
+    if value and not (len(value) <= 63 and LABEL_NAME.fullmatch(value)):
+        yield Problem(where, f"{value!r} is not a label value: {VALUE_RULE}")
+
+
+def _label_problems(path: str, labels: dict[str, str]) -> Iterator[Problem]:
+    for key, value in labels.items():
+        yield from _key_problems(join_path(path, key), key, "a label")
+        yield from _value_problems(join_path(path, key), value)
+
+
+def pod_metadata(s: SpyreModelSpec) -> Iterator[Problem]:
+    yield from _label_problems("spec.podLabels", s.pod_labels)
+    for key in s.pod_labels:
+        if key in RESERVED_LABELS or key.startswith(RESERVED_PREFIXES):
+            yield Problem(
+                join_path("spec.podLabels", key),
+                f"{key} is set by the operator or by Kubernetes (it selects or identifies the "
+                "pods): use a key of your own",
+            )
+    for key in s.pod_annotations:
+        where = join_path("spec.podAnnotations", key)
+        yield from _key_problems(where, key, "an annotation")
+        if key.startswith(f"{GROUP}/"):
+            yield Problem(where, f"keys under {GROUP}/ are the operator's: use a key of your own")
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in s.pod_annotations.items())
+    if size > ANNOTATIONS_MAX_BYTES:
+        yield Problem(
+            "spec.podAnnotations",
+            f"keys and values come to {size} bytes; Kubernetes allows {ANNOTATIONS_MAX_BYTES}",
+        )
+
+
+def image_pull_secrets(s: SpyreModelSpec) -> Iterator[Problem]:
+    names = [ref.name for ref in s.image_pull_secrets]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            yield Problem(f"spec.imagePullSecrets[{i}].name", f"{name} is listed twice: keep one")
+
+
+def _selector_problems(path: str, selector: LabelSelector) -> Iterator[Problem]:
+    yield from _label_problems(f"{path}.matchLabels", selector.match_labels or {})
+    for i, req in enumerate(selector.match_expressions or []):
+        where = f"{path}.matchExpressions[{i}]"
+        yield from _key_problems(f"{where}.key", req.key, "a label")
+        listed = req.operator in ("In", "NotIn")
+        if listed and not req.values:
+            yield Problem(
+                f"{where}.values", f"required with operator {req.operator}: the values to match"
+            )
+        elif not listed and req.values:
+            yield Problem(f"{where}.values", f"operator {req.operator} takes none: remove them")
+        for j, value in enumerate(req.values or []):
+            yield from _value_problems(f"{where}.values[{j}]", value)
+
+
+def topology_spread(s: SpyreModelSpec) -> Iterator[Problem]:
+    seen: set[tuple[str, str]] = set()
+    for i, c in enumerate(s.topology_spread_constraints):
+        path = f"spec.topologySpreadConstraints[{i}]"
+        yield from _key_problems(f"{path}.topologyKey", c.topology_key, "a node label")
+        pair = (c.topology_key, c.when_unsatisfiable)
+        if pair in seen:
+            yield Problem(
+                path,
+                f"a second constraint on {pair[0]} with {pair[1]}: Kubernetes allows one per "
+                "topologyKey and whenUnsatisfiable, keep one",
+            )
+        seen.add(pair)
+        if c.label_selector is not None:
+            yield from _selector_problems(f"{path}.labelSelector", c.label_selector)
+
+
 RULES: tuple[Rule, ...] = (
     model_identity,
     model_source,
@@ -361,6 +477,9 @@ RULES: tuple[Rule, ...] = (
     extra_env,
     extra_args,
     resources,
+    pod_metadata,
+    image_pull_secrets,
+    topology_spread,
 )
 
 

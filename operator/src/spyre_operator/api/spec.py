@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.base import ApiModel, FreeForm, LabelMap, Name, Quantity
+from spyre_operator.api.base import ApiModel, FreeForm, LabelMap, Name, ObjectName, Quantity
 from spyre_operator.api.runtimes import Flavour, FlavourName
 
 # Spyre's KV-cache block size: chunk sizes and static prompt lengths are multiples of it.
@@ -34,6 +34,8 @@ CompileBackend = Literal["sendnn", "sendnn_compile_only"]
 BlockMultiple = Annotated[int, Field(ge=SPYRE_BLOCK, le=MAX_CONTEXT, multiple_of=SPYRE_BLOCK)]
 NewTokens = Annotated[int, Field(ge=2, le=MAX_CONTEXT)]
 BatchSize = Annotated[int, Field(ge=1, le=256)]
+# Label and annotation keys: a qualified name, at most a 253-character prefix, '/' and 63.
+LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 EnvName = Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
 AbsolutePath = Annotated[str, Field(pattern=r"^/", max_length=4096)]
 
@@ -77,7 +79,9 @@ class ModelSource(ApiModel):
     """Where the weights come from: exactly one of pvc, hostPath, hub."""
 
     pvc: PvcSource | None = None
+    """A PersistentVolumeClaim holding the model directory."""
     host_path: HostPathSource | None = None
+    """A directory on the node (needs a hostPath-capable security policy)."""
     hub: HubSource | None = None
 
     @property
@@ -101,7 +105,8 @@ class ModelSpec(ApiModel):
     """Quantization of the weights (--quantization): gptq or compressed-tensors (FP8
     checkpoints are compressed-tensors); unset lets vLLM read it from the model config."""
     source: ModelSource = Field(default_factory=lambda: ModelSource(hub=HubSource()))
-    """Where the weights come from; defaults to the Hugging Face hub."""
+    """Where the weights come from: exactly one of pvc, hostPath, hub; defaults to the
+    Hugging Face hub."""
 
     @property
     def argument(self) -> str:
@@ -135,6 +140,8 @@ class ModelSpec(ApiModel):
 
 
 class RuntimeSpec(ApiModel):
+    """The vLLM-Spyre plugin the serving image carries (part of the cache key)."""
+
     flavour: FlavourName = runtimes.SENDNN_INFERENCE
     """vllm-spyre (vLLM-Spyre 1.x) or sendnn-inference (2.x, the renamed successor)."""
     version: (
@@ -144,6 +151,8 @@ class RuntimeSpec(ApiModel):
 
 
 class ContinuousBatching(ApiModel):
+    """Continuous batching (decoders): sequences join and leave the batch at every step."""
+
     max_model_len: Annotated[int, Field(ge=SPYRE_BLOCK, le=MAX_CONTEXT)]
     """Longest prompt + output in tokens (--max-model-len)."""
     max_num_seqs: BatchSize
@@ -173,26 +182,38 @@ class StaticBatching(ApiModel):
 
 
 class Batching(ApiModel):
-    """Exactly one of continuous or static."""
+    """Batching of the serving engine, fixed when compiling (part of the cache key): exactly
+    one of continuous or static."""
 
     continuous: ContinuousBatching | None = None
     static: StaticBatching | None = None
 
 
 class Toleration(ApiModel):
+    """core/v1 Toleration."""
+
     key: str | None = None
+    """Taint key to tolerate; empty with operator Exists tolerates every taint."""
     operator: Literal["Exists", "Equal"] | None = None
+    """Exists (any value) or Equal (the value below); Kubernetes defaults to Equal."""
     value: str | None = None
+    """Taint value to match with operator Equal."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """Taint effect to match; empty matches every effect."""
     toleration_seconds: Annotated[int, Field(ge=0)] | None = None
+    """With NoExecute: how long the pod stays bound after the taint appears."""
 
 
 class Resources(ApiModel):
     limits: dict[str, Quantity] = Field(default_factory=dict)
+    """Most a container may use, e.g. {cpu: 8, memory: 64Gi}."""
     requests: dict[str, Quantity] = Field(default_factory=dict)
+    """What the scheduler reserves, e.g. {cpu: 4, memory: 48Gi}."""
 
 
 class CacheVolume(ApiModel):
+    """The PersistentVolumeClaim holding compiled graphs and hub downloads."""
+
     claim_name: Name = "spyre-graph-cache"
     """PersistentVolumeClaim shared by all SpyreModels of the namespace."""
     create: bool = True
@@ -213,8 +234,11 @@ class CompileSpec(ApiModel):
     (sendnn-inference only, not for quantized models). Defaults to spec.backend, the only
     choice with the CPU backends (eager, inductor)."""
     resources: Resources | None = None
+    """CPU/memory of the compile pod; unset takes spec.resources."""
     node_selector: LabelMap | None = None
+    """Node labels the compile and weights pods need; unset takes spec.nodeSelector."""
     tolerations: list[Toleration] | None = None
+    """Tolerations of the compile and weights pods; unset takes spec.tolerations."""
     active_deadline_seconds: Annotated[int, Field(ge=60, le=7 * 24 * 3600)] = 3 * 3600
     """How long a compile may run before it is failed."""
     backoff_limit: Annotated[int, Field(ge=0, le=10)] = 1
@@ -222,6 +246,8 @@ class CompileSpec(ApiModel):
 
 
 class CacheSpec(ApiModel):
+    """The shared compiled-graph cache and the Job that fills it."""
+
     volume: CacheVolume = Field(default_factory=CacheVolume)
     require_precompiled: bool | None = None
     """Serving pods of decoders refuse to compile (REQUIRE_PRECOMPILED_DECODERS=1).
@@ -230,6 +256,8 @@ class CacheSpec(ApiModel):
 
 
 class Accelerator(ApiModel):
+    """The Spyre cards of a serving (and Spyre compile) pod."""
+
     resource_name: Annotated[str, Field(pattern=r"^ibm\.com/(spyre|aiu)_(pf|vf)(_tier[0-2])?$")] = (
         "ibm.com/spyre_pf"
     )
@@ -240,34 +268,94 @@ class Accelerator(ApiModel):
 
 
 class ServiceSpec(ApiModel):
+    """The Service in front of the serving pods (OpenAI-compatible HTTP API)."""
+
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    """Service type."""
     port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    """Service port; the container always listens on 8000."""
 
 
 class EnvKeyRef(ApiModel):
     name: Name
+    """Name of the Secret or ConfigMap."""
     key: Name
+    """Key in it."""
     optional: bool | None = None
+    """Start the pod even if the object or key is missing."""
 
 
 class EnvFieldRef(ApiModel):
+    """A field of the pod (core/v1 ObjectFieldSelector)."""
+
     field_path: Annotated[str, Field(min_length=1)]
+    """Path of the field, e.g. metadata.name or status.podIP."""
     api_version: str | None = None
+    """API version the path is written in; Kubernetes defaults to v1."""
 
 
 class EnvVarSource(ApiModel):
+    """Where the value comes from (instead of value): exactly one of secretKeyRef,
+    configMapKeyRef, fieldRef."""
+
     secret_key_ref: EnvKeyRef | None = None
+    """A key of a Secret in the SpyreModel's namespace."""
     config_map_key_ref: EnvKeyRef | None = None
+    """A key of a ConfigMap in the SpyreModel's namespace."""
     field_ref: EnvFieldRef | None = None
 
 
 class EnvVar(ApiModel):
+    """core/v1 EnvVar: a value or a reference."""
+
     name: EnvName
+    """Variable name; the names the operator renders are refused (docs/api.md)."""
     value: str | None = None
+    """Literal value."""
     value_from: EnvVarSource | None = None
 
 
+class LocalObjectReference(ApiModel):
+    name: ObjectName
+    """Name of a docker-registry Secret (kubernetes.io/dockerconfigjson) in the SpyreModel's
+    namespace."""
+
+
+class LabelSelectorRequirement(ApiModel):
+    key: LabelKey
+    """Label key."""
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    """How the key's value is matched; In and NotIn need values, the others take none."""
+    values: Annotated[list[str], Field(max_length=64)] | None = None
+    """Label values for In and NotIn."""
+
+
+class LabelSelector(ApiModel):
+    """Pods counted for the spread (metav1.LabelSelector); unset: this SpyreModel's serving
+    pods."""
+
+    match_labels: Annotated[LabelMap, Field(max_length=64)] | None = None
+    """Labels a pod must have."""
+    match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=16)] | None = None
+    """Requirements a pod must meet (all of them)."""
+
+
+class TopologySpreadConstraint(ApiModel):
+    """core/v1 TopologySpreadConstraint (the fields of Kubernetes 1.20)."""
+
+    max_skew: Annotated[int, Field(ge=1, le=1000)]
+    """Most the number of matching pods may differ between two topology domains."""
+    topology_key: LabelKey
+    """Node label whose values are the domains, e.g. topology.kubernetes.io/zone."""
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    """DoNotSchedule keeps a pod pending; ScheduleAnyway only prefers the spread."""
+    label_selector: LabelSelector | None = None
+
+
 class SpyreModelSpec(ApiModel):
+    """What to serve and how: the model, its batching, the compiled-graph cache and the
+    serving pods."""
+
     model: ModelSpec
     """The model to serve."""
     task: Task = "generate"
@@ -286,12 +374,18 @@ class SpyreModelSpec(ApiModel):
     image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
     """Serving image; defaults to quay.io/spyre-serving/runtime:<operator>-<flavour>-<version>."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    """Pull policy of every container; unset leaves it to Kubernetes."""
     accelerator: Accelerator = Field(default_factory=Accelerator)
     resources: Resources = Field(default_factory=Resources)
     """CPU/memory of a serving pod; Spyre cards come from spec.accelerator."""
     node_selector: LabelMap = Field(default_factory=dict)
+    """Node labels of the serving pods (and of the compile and weights pods unless
+    cache.compile sets its own)."""
     tolerations: list[Toleration] = Field(default_factory=list)
+    """Tolerations of the pods (as nodeSelector); pods with cards also tolerate the card
+    resource's NoSchedule taint unless a toleration names it."""
     affinity: FreeForm | None = None
+    """core/v1 Affinity of the serving pods (and of compile pods that use cards)."""
     scheduler_name: Name | None = None
     """Pod scheduler, e.g. spyre-scheduler."""
     env: list[EnvVar] = Field(default_factory=list)
@@ -299,6 +393,25 @@ class SpyreModelSpec(ApiModel):
     extra_args: list[str] = Field(default_factory=list)
     """Extra `vllm serve` arguments, appended last."""
     service: ServiceSpec = Field(default_factory=ServiceSpec)
+    # The platform's part of the pods; none changes the graphs (not in the cache key).
+    image_pull_secrets: Annotated[list[LocalObjectReference], Field(max_length=16)] = Field(
+        default_factory=list
+    )
+    """Secrets to pull the image with (a private registry), in every pod of the SpyreModel."""
+    service_account_name: ObjectName | None = None
+    """ServiceAccount of every pod (its identity, e.g. for an SCC or workload identity);
+    unset is the namespace's default. Its token is not mounted."""
+    # (keys are checked in api/rules.py: a CRD schema cannot constrain map keys)
+    pod_annotations: Annotated[dict[str, str], Field(max_length=64)] = Field(default_factory=dict)
+    """Annotations of every pod (service mesh, secret injectors, autoscaler hints)."""
+    pod_labels: Annotated[LabelMap, Field(max_length=64)] = Field(default_factory=dict)
+    """Labels of every pod (cost tags, policies); the operator's own labels cannot be set."""
+    priority_class_name: ObjectName | None = None
+    """PriorityClass of every pod."""
+    topology_spread_constraints: Annotated[list[TopologySpreadConstraint], Field(max_length=8)] = (
+        Field(default_factory=list)
+    )
+    """How the serving replicas spread across zones or nodes."""
 
     @property
     def flavour(self) -> Flavour:

@@ -40,27 +40,37 @@ class Condition(StatusModel):
     """Ready: the current spec is served (what `kubectl wait --for=condition=Ready` waits
     for); the others say which part is not there yet."""
     status: Literal["True", "False", "Unknown"]
+    """True, False or Unknown."""
     reason: Annotated[
         str,
         Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", min_length=1, max_length=1024),
     ]
     """One CamelCase word, e.g. Compiling, CompileFailed, InvalidSpec."""
     message: Annotated[str, Field(max_length=32768)] = ""
+    """What happened and, for a problem, what to do."""
     last_transition_time: Annotated[str, Field(json_schema_extra={"format": "date-time"})]
     """When status last changed (RFC 3339)."""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
+    """metadata.generation the condition was set for."""
 
 
 class CompileSummary(StatusModel):
     """The compile Job's outcome (its termination message, see docs/contract.md)."""
 
     job_name: str | None = None
+    """The compile Job."""
     cache_key: str | None = None
+    """The cache key it compiled."""
     ok: bool | None = None
+    """Whether the compile succeeded."""
     reason: str | None = None
+    """Why it failed, e.g. OutOfMemory, InvalidConfig, CompileFailed."""
     message: str | None = None
+    """What failed and what to do."""
     seconds: float | None = None
+    """Duration of the compile."""
     versions: dict[str, str] | None = None
+    """Versions of the software that compiled (vllm, the plugin, ...)."""
 
 
 class WeightsSummary(StatusModel):
@@ -68,32 +78,43 @@ class WeightsSummary(StatusModel):
     message, see docs/contract.md)."""
 
     job_name: str | None = None
+    """The weights Job."""
     model_id: str | None = None
+    """The hub model id."""
     revision: str | None = None
     """The revision as the spec names it (default main)."""
     state: WeightsState | None = None
+    """Downloading, Ready or Failed."""
     commit: str | None = None
     """The commit the revision resolved to (the last one while it is resolved again);
     the cache key uses it."""
     size_bytes: Annotated[int, Field(ge=0)] | None = None
     """Size of the downloaded files."""
     files: Annotated[int, Field(ge=0)] | None = None
+    """Number of downloaded files."""
     downloaded: bool | None = None
     """False when the files were already on the volume (another revision of the commit,
     or a pre-loaded volume)."""
     seconds: float | None = None
+    """Duration of the download."""
     reason: str | None = None
+    """Why it failed, e.g. GatedModel, RevisionNotFound, HubUnreachable."""
     message: str | None = None
+    """What failed and what to do."""
 
 
 class SpyreModelStatus(StatusModel):
+    """What the operator observed (written by the operator only)."""
+
     observed_generation: Annotated[int, Field(ge=0)] | None = None
+    """metadata.generation the status was written for."""
     phase: Phase | None = None
     """Summary for printer columns; conditions are the API."""
     conditions: list[Condition] = Field(
         default_factory=list,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
+    """The status as metav1.Conditions, one per type (docs/api.md); phase summarizes them."""
     active_cache_key: str | None = None
     """Cache key of the running Deployment."""
     target_cache_key: str | None = None
@@ -102,7 +123,9 @@ class SpyreModelStatus(StatusModel):
     weights: WeightsSummary | None = None
     """Hub models: the download of the weights (before the compile)."""
     replicas: Annotated[int, Field(ge=0)] | None = None
+    """Serving pods of the Deployment (scale subresource)."""
     ready_replicas: Annotated[int, Field(ge=0)] | None = None
+    """Serving pods that are ready."""
     selector: str | None = None
     """Label selector of the serving pods (scale subresource)."""
     endpoint: str | None = None

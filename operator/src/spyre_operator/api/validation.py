@@ -26,8 +26,16 @@ from spyre_operator.api.spec import SpyreModelSpec
 
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
+# A DNS-1123 subdomain, as Kubernetes checks the names of the objects these fields name.
+_SUBDOMAIN_HINT = (
+    "a Kubernetes object name: lowercase letters, digits, '-' and '.', starting and ending "
+    "with a letter or digit"
+)
 # Why a field has its bounds, appended to schema-level messages (paths without indices).
 HINTS = {
+    "spec.imagePullSecrets.name": _SUBDOMAIN_HINT,
+    "spec.serviceAccountName": _SUBDOMAIN_HINT,
+    "spec.priorityClassName": _SUBDOMAIN_HINT,
     "spec.batching.continuous.maxNumBatchedTokens": (
         "the prefill chunk is a multiple of Spyre's KV block size (64); 1024-4096 is recommended"
     ),
@@ -160,6 +168,10 @@ def _translate(err: ErrorDetails) -> Problem:
         message = err["msg"].replace("List", "the list").replace("Value", "the list")
     elif kind == "quantity":
         message = err["msg"]
+    elif kind == "string_type" and isinstance(value, bool | int | float):
+        # e.g. `sidecar.istio.io/inject: true` in YAML
+        shown = str(value).lower() if isinstance(value, bool) else value
+        message = f'must be a string, got {value!r}: quote it in YAML ("{shown}")'
     else:
         message = f"{err['msg'].replace('Input should be', 'must be')}, got {value!r}"
     hint = HINTS.get(re.sub(r"\[[^]]*\]", "", path))

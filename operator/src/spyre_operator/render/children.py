@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.api.spec import SpyreModelSpec, TopologySpreadConstraint
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
@@ -28,6 +28,24 @@ def _metadata(
     if key is not None:
         out["annotations"] = {meta.CACHE_KEY_ANNOTATION: key}
     return out
+
+
+def _pod_metadata(
+    spec: SpyreModelSpec, labels: dict[str, str], annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A pod template's metadata: spec.podLabels/podAnnotations, and the operator's own
+    over them (validation refuses a clash; the selectors must hold regardless)."""
+    out: dict[str, Any] = {"labels": spec.pod_labels | labels}
+    merged = spec.pod_annotations | (annotations or {})
+    if merged:
+        out["annotations"] = merged
+    return out
+
+
+def _spread(constraint: TopologySpreadConstraint, name: str) -> dict[str, Any]:
+    """A topology spread of the serving pods; without a labelSelector it counts this
+    SpyreModel's serving pods (one without would count none)."""
+    return {"labelSelector": {"matchLabels": meta.server_selector(name)}} | constraint.to_k8s()
 
 
 def build_cache_pvc(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
@@ -80,7 +98,7 @@ def build_weights_job(
             "backoffLimit": WEIGHTS_BACKOFF_LIMIT,
             "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": _pod_metadata(spec, labels),
                 "spec": pod_spec(spec, "weights", platform),
             },
         },
@@ -107,7 +125,7 @@ def build_compile_job(
             "backoffLimit": spec.cache.compile.backoff_limit,
             "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
             "template": {
-                "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
+                "metadata": _pod_metadata(spec, labels, {meta.CACHE_KEY_ANNOTATION: key}),
                 "spec": pod_spec(spec, "precompile", platform, commit),
             },
         },
@@ -125,6 +143,10 @@ def build_deployment(
         | meta.server_selector(model.name)
         | {meta.CACHE_KEY_LABEL: short_key(key)}
     )
+    pod = pod_spec(spec, "serve", platform, commit)
+    if spec.topology_spread_constraints:
+        spreads = spec.topology_spread_constraints
+        pod["topologySpreadConstraints"] = [_spread(c, model.name) for c in spreads]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -134,8 +156,8 @@ def build_deployment(
             "selector": {"matchLabels": meta.server_selector(model.name)},
             "progressDeadlineSeconds": startup_seconds(spec) + ROLLOUT_MARGIN_SECONDS,
             "template": {
-                "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
-                "spec": pod_spec(spec, "serve", platform, commit),
+                "metadata": _pod_metadata(spec, labels, {meta.CACHE_KEY_ANNOTATION: key}),
+                "spec": pod,
             },
         },
     }

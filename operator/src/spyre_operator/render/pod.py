@@ -182,6 +182,18 @@ def _scheduling(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
     return out
 
 
+def _platform(spec: SpyreModelSpec) -> dict[str, Any]:
+    """The platform's pod fields, the same in every pod (the token stays unmounted)."""
+    # The account is always written: the API server copies it into the deprecated
+    # serviceAccount field, which would bring a name removed from the spec back.
+    out: dict[str, Any] = {"serviceAccountName": spec.service_account_name or "default"}
+    if spec.image_pull_secrets:
+        out["imagePullSecrets"] = [ref.to_k8s() for ref in spec.image_pull_secrets]
+    if spec.priority_class_name:
+        out["priorityClassName"] = spec.priority_class_name
+    return out
+
+
 def pod_security(platform: Platform) -> dict[str, Any]:
     fs_group = {} if platform == "openshift" else {"fsGroup": FS_GROUP}
     return {
@@ -211,6 +223,7 @@ def pod_spec(
         "containers": [_container(spec, role, mounts, commit)],
         "volumes": volumes,
         **_scheduling(spec, role),
+        **_platform(spec),
     }
     if role != "serve":
         pod["restartPolicy"] = "Never"
