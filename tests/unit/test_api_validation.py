@@ -135,6 +135,11 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "spec.model.id",
         "is not a Hugging Face model id",
     ),
+    "hub id with a trailing newline": (
+        {"model": {"id": "org/name\n"}},
+        "spec.model.id",
+        "is not a Hugging Face model id",
+    ),
     "hub revision that is a flag": (
         {"model": {"revision": "--no-such-flag"}},
         "spec.model.revision",

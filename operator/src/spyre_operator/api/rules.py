@@ -110,13 +110,13 @@ def _hub_model(m: ModelSpec) -> Iterator[Problem]:
             "a hub model is downloaded by id: remove path, or read the model from a "
             "pvc or hostPath source",
         )
-    if m.id and (not HUB_ID.match(m.id) or ".." in m.id):
+    if m.id and (not HUB_ID.fullmatch(m.id) or ".." in m.id):
         yield Problem(
             "spec.model.id",
             f"{m.id!r} is not a Hugging Face model id: use org/name (letters, digits, "
             "'-', '_', '.'; each part starts with a letter or digit)",
         )
-    if m.revision and (not HUB_REVISION.match(m.revision) or ".." in m.revision):
+    if m.revision and (not HUB_REVISION.fullmatch(m.revision) or ".." in m.revision):
         yield Problem(
             "spec.model.revision",
             f"{m.revision!r} is not a branch, tag or commit name: letters, digits and "
