@@ -11,8 +11,8 @@ from spyre_operator.render.args import container_args
 from spyre_operator.render.env import Role, backend_for, container_env
 from spyre_operator.render.weights import weights_subpath
 
-# Budgets of the serving startupProbe. Even with precompiled graphs a first start downloads
-# the weights (about 16 GB for an 8B model), loads them and the graphs and runs two warmup
+# Budgets of the serving startupProbe. Even with precompiled graphs a start loads the
+# weights (about 16 GB for an 8B model, from the volume) and the graphs and runs two warmup
 # passes: upstream's deployment guide allows 20 minutes. A cold compile of an 8B TP4 32K
 # model takes 20-60 minutes.
 STARTUP_MINUTES_PRECOMPILED = 20
