@@ -40,6 +40,11 @@ def clip(message: str, limit: int = MESSAGE_LIMIT) -> str:
     return message if len(message) <= limit else message[: limit - 3] + "..."
 
 
+def tail(text: str, lines: int) -> str:
+    """The last non-empty lines of a log or termination message, on one line."""
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
+
+
 def render_conditions(
     conds: list[Cond], old: list[dict[str, Any]], generation: int, now: str
 ) -> list[dict[str, Any]]:

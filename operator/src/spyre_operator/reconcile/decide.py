@@ -26,6 +26,7 @@ from spyre_operator.reconcile.conditions import (
     clip,
     find,
     render_conditions,
+    tail,
     transition_events,
 )
 from spyre_operator.reconcile.observe import JobView, Observed
@@ -108,10 +109,6 @@ def needs_apply(manifest: dict[str, Any], live: dict[str, Any] | None) -> bool:
 
 
 # ----- compile outcome -----------------------------------------------------------------
-def tail(text: str, lines: int = TAIL_LINES) -> str:
-    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
-
-
 def compile_failure(job: JobView) -> Failure:
     """Why the compile Job failed, and what to do about it."""
     retry = (
@@ -138,7 +135,7 @@ def compile_failure(job: JobView) -> Failure:
         reason = reason if _REASON.match(reason) else "CompileFailed"
         return Failure(reason, f"{summary.get('message', '')}".strip() + "." + retry)
     if done is not None:
-        lines = tail(done.message) or "(no termination message)"
+        lines = tail(done.message, TAIL_LINES) or "(no termination message)"
         return Failure(
             "CompileFailed",
             f"the compile pod {done.pod} exited with code {done.exit_code} ({done.reason}): "

@@ -263,7 +263,7 @@ def observe(kube: Kube, body: dict[str, Any], model: SpyreModel) -> Observed:
     pvc_exists = None
     if spec.cache.volume.create:
         pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
-    weights_job, weights, job = None, None, None
+    weights_job, weights, job, commit = None, None, None, None
     if spec.model.from_hub:
         weights_job = _job(
             kube,
@@ -273,12 +273,12 @@ def observe(kube: Kube, body: dict[str, Any], model: SpyreModel) -> Observed:
             lambda raw: _needs_weights_pods(raw, status),
         )
         weights = weights_summary(spec, weights_job, status.get("weights") or {})
-    if not spec.model.from_hub or weights_commit(weights) is not None:
-        key = cache_key(spec, weights_commit(weights))
+        commit = weights_commit(weights)
+    if not spec.model.from_hub or commit is not None:
         job = _job(
             kube,
             ns,
-            meta.compile_job_name(key),
+            meta.compile_job_name(cache_key(spec, commit)),
             COMPILE_CONTAINER,
             lambda raw: _needs_compile_pods(raw, status),
         )

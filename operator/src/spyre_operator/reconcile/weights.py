@@ -7,15 +7,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spyre_operator.api.spec import SpyreModelSpec
-from spyre_operator.reconcile.conditions import clip
-from spyre_runtime.weights import PERMANENT
-
-if TYPE_CHECKING:  # observe imports this module
-    from spyre_operator.reconcile.observe import JobView
+from spyre_operator.reconcile.conditions import clip, tail
 from spyre_operator.render.weights import is_commit, weights_job_name
 
 # The runtime's reasons that no retry of the same Job can fix (its own list, the contract):
 # shown at once, while the Job may still be retrying.
+from spyre_runtime.weights import PERMANENT
+
+if TYPE_CHECKING:  # observe imports this module
+    from spyre_operator.reconcile.observe import JobView
+
 MESSAGE_LIMIT = 2000
 
 
@@ -43,8 +44,8 @@ def _pod_failure(job: JobView) -> tuple[str, str] | None:
     if done.reason == "OOMKilled":
         return "OOMKilled", f"the weights pod {done.pod} ran out of memory (OOMKilled)"
     if done.exit_code != 0:
-        tail = " | ".join(done.message.strip().splitlines()[-3:]) or "(no termination message)"
-        return "DownloadFailed", f"the weights pod {done.pod} exited with {done.exit_code}: {tail}"
+        lines = tail(done.message, 3) or "(no termination message)"
+        return "DownloadFailed", f"the weights pod {done.pod} exited with {done.exit_code}: {lines}"
     return None
 
 
