@@ -28,6 +28,14 @@ state = "{dir}/state"
     conf_dir = "{dir}/cni"
 """
 
+# garbage collection after every change, as a busy containerd collects at any moment
+EAGER_GC = """
+[plugins."io.containerd.gc.v1.scheduler"]
+  mutation_threshold = 1
+  deletion_threshold = 1
+  schedule_delay = "0s"
+"""
+
 
 def ensure_containerd() -> None:
     if shutil.which("containerd") and shutil.which("runc"):
@@ -41,11 +49,12 @@ def ensure_containerd() -> None:
 
 
 @contextlib.contextmanager
-def private_containerd(folder: Path) -> Iterator[str]:
+def private_containerd(folder: Path, eager_gc: bool = False) -> Iterator[str]:
     """Run containerd from folder until the block ends; yields its socket path."""
     ensure_containerd()
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.toml").write_text(CONFIG.format(dir=folder, pause=PAUSE))
+    config = CONFIG.format(dir=folder, pause=PAUSE) + (EAGER_GC if eager_gc else "")
+    (folder / "config.toml").write_text(config)
     socket = str(folder / "containerd.sock")
     with (folder / "containerd.log").open("w") as log:
         proc = subprocess.Popen(

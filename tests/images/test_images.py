@@ -23,7 +23,7 @@ import pytest
 from ctdlib import private_containerd
 
 from spyre_operator.local.images import build, recipes, rootfs
-from spyre_operator.local.images.containerd import Ctr, import_image
+from spyre_operator.local.images.containerd import GC_ROOT, Ctr, import_image
 from spyre_operator.local.images.oci import chain_ids, write_layer
 from spyre_operator.local.images.store import Image
 
@@ -179,6 +179,28 @@ def test_a_new_version_replaces_the_old_one_and_frees_its_layers(
     assert first.manifest.digest not in ctr.images().values()
     assert chain_ids(first.manifest.layers)[-1] not in ctr.snapshots()
     assert chain_ids(second.manifest.layers)[-1] in ctr.snapshots()
+
+
+def test_a_new_version_builds_on_the_old_layers_while_containerd_collects(
+    built: dict[str, Image], tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """The import leaves out the layers containerd has and moves the name before
+    unpacking: from that moment only the import keeps the old version's layers. A
+    containerd that collects after every change (as a busy one may, at any moment) must
+    not delete them under it (CI once failed: "parent snapshot ... does not exist")."""
+    old = derived(built["operator"], tmp_path, "localhost/spyre-serving/gc:v1", "touch /a")
+    new = derived(old, tmp_path, "localhost/spyre-serving/gc:v2", "touch /b")
+    new = replace(new, name=old.name)
+    with private_containerd(tmp_path_factory.mktemp("eager-gc"), eager_gc=True) as socket:
+        namespace = "spyre-test"  # no CRI plugin records that would keep the layers too
+        import_image(old, socket, namespace)
+        done = import_image(new, socket, namespace)
+        assert done.skipped == len(old.manifest.layers)
+        ctr = Ctr(socket, namespace)
+        assert ctr.image_digest(old.name) == new.manifest.digest
+        chains = chain_ids(new.manifest.layers)
+        assert chains[-1] in ctr.snapshots()
+        assert GC_ROOT not in ctr.run("snapshots", "info", chains[-2])  # no root left behind
 
 
 # every C extension of the standard library, Tk's aside (no X11 in a server image)

@@ -3,24 +3,31 @@
 The OCI archive is written straight into ctr's stdin: no temporary tar, whatever the
 layer size. Layers whose unpacked snapshot containerd already has are left out of the
 archive (unpacking skips them), so changing the small top layer of a 12 GB image
-imports in seconds. After unpacking, big layer blobs are removed from the content store:
+imports in seconds. Those snapshots are kept from garbage collection while the import
+runs: the import moves the image's name to the new manifest before unpacking it, and a
+collection in between would delete the old version's layers the new one builds on.
+After unpacking, big layer blobs are removed from the content store:
 the snapshot is what containers run from, and it halves the disk the image takes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
-from spyre_operator.local.images.oci import chain_ids, write_archive
+from spyre_operator.local.images.oci import Manifest, chain_ids, write_archive
 from spyre_operator.local.images.store import Image, ImageBuildError
 
 NAMESPACE = "k8s.io"  # where the kubelet's CRI plugin looks
 SNAPSHOTTER = "overlayfs"
 DROP_BLOBS_OVER = 64 << 20
+GC_ROOT = "containerd.io/gc.root"  # a label that makes a snapshot a collection root
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,19 @@ class Ctr:
         out = self.run("snapshots", "--snapshotter", SNAPSHOTTER, "ls")
         return {line.split()[0] for line in out.splitlines()[1:] if line.strip()}
 
+    @contextlib.contextmanager
+    def kept(self, snapshot: str | None) -> Iterator[None]:
+        """Keep snapshot and its parents from garbage collection for the block."""
+        if snapshot is None:
+            yield
+            return
+        label = ("snapshots", "--snapshotter", SNAPSHOTTER, "label", snapshot)
+        self.run(*label, f"{GC_ROOT}=spyre-import")
+        try:
+            yield
+        finally:
+            self.run(*label, f"{GC_ROOT}=")  # an empty value removes the label
+
 
 def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Imported:
     """Make image available under its name in the containerd at address."""
@@ -85,25 +105,10 @@ def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Impo
         b.digest for b, chain in zip(manifest.layers, chains, strict=True) if chain in have
     )
     dirs = {layer.blob.digest: layer.dir for layer in image.layers}
-    proc = subprocess.Popen(
-        ctr.cmd("images", "import", "--snapshotter", SNAPSHOTTER, "-"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stderr is not None
-    try:
-        write_archive(proc.stdin, manifest, dirs, skip)  # type: ignore[arg-type]
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    err = proc.stderr.read().decode()
-    if proc.wait() != 0:
-        raise ImageBuildError(f"ctr images import of {image.name} failed: {err.strip()}")
+    # chain ids are cumulative: the deepest one there stands for all the layers below it
+    deepest = next((c for c in reversed(chains) if c in have), None)
+    with ctr.kept(deepest):
+        stream(ctr, image.name, manifest, dirs, skip)
     if ctr.image_digest(image.name) != manifest.digest:
         raise ImageBuildError(f"{image.name} is not in containerd after the import")
     sent = [b for b in manifest.layers if b.digest not in skip]
@@ -125,3 +130,28 @@ def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Impo
         time.monotonic() - started,
         False,
     )
+
+
+def stream(
+    ctr: Ctr, name: str, manifest: Manifest, dirs: dict[str, Path], skip: frozenset[str]
+) -> None:
+    """Pipe the image's archive, without the layers in skip, into `ctr images import`."""
+    proc = subprocess.Popen(
+        ctr.cmd("images", "import", "--snapshotter", SNAPSHOTTER, "-"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        write_archive(proc.stdin, manifest, dirs, skip)  # type: ignore[arg-type]
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    err = proc.stderr.read().decode()
+    if proc.wait() != 0:
+        raise ImageBuildError(f"ctr images import of {name} failed: {err.strip()}")
