@@ -3,11 +3,12 @@ the project's own images, the tiny Granite made here (from a hostPath, and from 
 test runs on the host).
 
 The tests run in file order in one namespace, each story starting from where the one
-before left the cluster: first deploy, scale to two, a serving pod killed, a new cache key
-rolled out while the old pod answers, a second model sharing the compile, a failing
-compile and its fix, the operator killed during a compile, a model deleted, a hub
-model downloaded once and served with the hub gone, and the chart's `helm test`. Each
-asserts what a user sees: `kubectl get sm`, status, Events, answers, pod logs.
+before left the cluster: first deploy, an autoscaler scaling it to two, a serving pod
+killed, a new cache key rolled out while the old pod answers, a second model sharing the
+compile, a failing compile and its fix, the operator killed during a compile, a model
+deleted, a hub model downloaded once and served with the hub gone, and the chart's
+`helm test`. Each asserts what a user sees: `kubectl get sm`, status, Events, answers,
+pod logs.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from external_metrics import ExternalMetrics
 from nodelib import Kubectl, SharedNode
 
+from spyre_operator.api.names import API_VERSION
 from spyre_operator.local import node_operator
 from spyre_operator.local.hub import LocalHub
 from spyre_operator.local.kubectl import KubectlError
@@ -40,12 +43,14 @@ WAIT = 1500  # a compile plus a serving start, on a loaded 2-core machine
 FIRST = "story"
 COMPILE = "app.kubernetes.io/component=compile"
 OPERATOR = "app.kubernetes.io/name=spyre-operator"
+HPA = "horizontalpodautoscalers.v2beta2.autoscaling"  # `hpa` reads v1: no conditions there
 
 
 @dataclass
 class Cluster:
     node: Node
     kubectl: Kubectl
+    namespace: str
     models: Path
     batching: dict[str, int] = field(
         default_factory=lambda: {"maxModelLen": 256, "maxNumSeqs": 2, "maxNumBatchedTokens": 128}
@@ -139,7 +144,7 @@ def cluster(shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
     node = shared_node.with_operator()
     namespace = f"stories-{uuid.uuid4().hex[:8]}"
     Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
-    yield Cluster(node, Kubectl(node.kubeconfig, namespace), models)
+    yield Cluster(node, Kubectl(node.kubeconfig, namespace), namespace, models)
     Kubectl(node.kubeconfig, "default")("delete", "namespace", namespace, "--wait=false")
 
 
@@ -167,17 +172,63 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     assert cluster.answer(*cluster.service())
 
 
-def test_scaling_to_two_starts_the_second_replica_from_the_cache(cluster: Cluster) -> None:
+def test_an_autoscaler_scales_to_two_and_the_second_replica_starts_from_the_cache(
+    cluster: Cluster,
+) -> None:
+    """The controller manager's HPA on a metric the test serves (the external metrics API,
+    KEDA's contract) reads the SpyreModel's scale subresource and takes it from 1 to 2
+    replicas; the second replica loads the compiled graphs and compiles nothing."""
     jobs = cluster.jobs()
     (first,) = cluster.pods()
-    cluster.kubectl("scale", f"sm/{FIRST}", "--replicas=2")
-    cluster.ready(replicas=2)
+    metric = "spyre_waiting_requests"
+    with ExternalMetrics() as metrics:
+        metrics.set(metric, "0")
+        try:
+            metrics.register(cluster.kubectl, cluster.namespace)
+            cluster.kubectl("apply", "-f", "-", input=json.dumps(autoscaler(FIRST, metric)))
+            cluster.wait("the HPA reading the model's scale and the metric", lambda: (
+                conditions(cluster.get(f"{HPA}/{FIRST}"))
+                >= {("AbleToScale", "True"), ("ScalingActive", "True")}
+            ))  # fmt: skip
+            assert cluster.status()["replicas"] == 1  # a value of 0: the minimum, 1
+            metrics.set(metric, "2")  # two waiting requests, one per replica wanted
+            cluster.ready(replicas=2)
+            hpa = cluster.get(f"{HPA}/{FIRST}")
+            assert hpa["status"]["desiredReplicas"] == 2, hpa["status"]
+            assert cluster.get(f"spyremodel/{FIRST}")["spec"]["replicas"] == 2
+            assert metrics.reads[metric] >= 2
+        finally:
+            cluster.kubectl("delete", "hpa", FIRST, "--ignore-not-found")
+            ExternalMetrics.unregister(cluster.kubectl)
     pods = cluster.pods()
     (second,) = [p for p in pods if p["metadata"]["name"] != first["metadata"]["name"]]
     assert_started_from_cache(cluster, second)
     for pod in pods:
         assert cluster.answer(*pod_address(pod))
     assert cluster.jobs() == jobs
+
+
+def autoscaler(name: str, metric: str) -> dict[str, Any]:
+    """An HPA (autoscaling/v2beta2: Kubernetes 1.20) on the SpyreModel: one replica per
+    unit of the external metric, between 1 and 2."""
+    return {
+        "apiVersion": "autoscaling/v2beta2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": API_VERSION, "kind": "SpyreModel", "name": name},
+            "minReplicas": 1,
+            "maxReplicas": 2,
+            "metrics": [{"type": "External", "external": {
+                "metric": {"name": metric},
+                "target": {"type": "AverageValue", "averageValue": "1"},
+            }}],
+        },
+    }  # fmt: skip
+
+
+def conditions(obj: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(c["type"], c["status"]) for c in obj.get("status", {}).get("conditions") or []}
 
 
 def test_a_killed_serving_pod_comes_back_from_the_cache(cluster: Cluster) -> None:
