@@ -66,6 +66,13 @@ COMBINATIONS: dict[str, Combination] = {
         },
     },
     "webhook-off": lambda _: {"webhook.enabled": False},
+    "network-policy-narrowed": lambda _: {
+        "networkPolicy.metricsFrom": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        ],
+        "networkPolicy.webhookFrom": [{"ipBlock": {"cidr": "10.0.0.0/24"}}],
+    },
+    "network-policy-off": lambda _: {"networkPolicy.enabled": False},
     "openshift-security-context": lambda _: {
         "podSecurityContext": {"runAsUser": None, "runAsGroup": None, "fsGroup": None},
         "operator.platform": "openshift",
@@ -222,7 +229,9 @@ def test_rbac_create_false_renders_no_roles() -> None:
     values = {"rbac.create": False, "serviceAccount.create": False, "serviceAccount.name": "x"}
     docs = render("ops", values)
     kinds = {d["kind"] for d in docs}
-    assert kinds == {"Deployment", "Service", "Secret", "ValidatingWebhookConfiguration"}
+    assert kinds == {
+        "Deployment", "Service", "Secret", "ValidatingWebhookConfiguration", "NetworkPolicy"
+    }  # fmt: skip
     (deploy,) = find(docs, "Deployment")
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == "x"
 
@@ -310,7 +319,7 @@ def test_cert_manager_issues_the_certificate_mounted_into_the_operator() -> None
 def test_webhook_off_renders_none_of_it() -> None:
     docs = render("ops", {"webhook.enabled": False})
     assert {d["kind"] for d in docs} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                                         "Deployment"}  # fmt: skip
+                                         "Deployment", "NetworkPolicy"}  # fmt: skip
     (deploy,) = find(docs, "Deployment")
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
     assert not any(a.startswith("--webhook") for a in container["args"])
@@ -415,3 +424,62 @@ def test_values_yaml_documents_every_schema_property() -> None:
     schema = yaml.safe_load((CHART / "values.schema.json").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(schema["properties"]) - {"global"} == set(values)
+
+
+def _policy(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    (policy,) = find(render("ops", values), "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == "ops"
+    return policy
+
+
+def test_the_operators_policy_admits_its_own_ports_only() -> None:
+    """Health and metrics from the release's namespace (`helm test`), the webhook from
+    anywhere: its caller, the API server, is not a pod that a selector could match."""
+    docs = render("ops")
+    (deploy,) = find(docs, "Deployment")
+    spec = _policy()["spec"]
+    assert spec["podSelector"]["matchLabels"].items() <= (
+        deploy["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert spec["policyTypes"] == ["Ingress"]  # egress (the API server) stays open
+    probes, webhook = spec["ingress"]
+    assert probes == {
+        "from": [{"podSelector": {}}],
+        "ports": [{"protocol": "TCP", "port": 8080}, {"protocol": "TCP", "port": 8081}],
+    }
+    assert webhook == {"ports": [{"protocol": "TCP", "port": 9443}]}  # no `from`: anywhere
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    served = sorted(p["containerPort"] for p in container["ports"])
+    admitted = sorted(p["port"] for rule in spec["ingress"] for p in rule["ports"])
+    assert admitted == served
+
+
+def test_the_operators_policy_follows_the_ports_and_the_peers() -> None:
+    monitoring = {"namespaceSelector": {"matchLabels": {"team": "obs"}}}
+    apiserver = {"ipBlock": {"cidr": "10.0.0.0/24"}}
+    values = {
+        "networkPolicy.metricsFrom": [monitoring],
+        "networkPolicy.webhookFrom": [apiserver],
+        "metrics.port": 9090,
+        "webhook.port": 10443,
+    }
+    probes, webhook = _policy(values)["spec"]["ingress"]
+    assert probes["from"] == [{"podSelector": {}}, monitoring]
+    assert [p["port"] for p in probes["ports"]] == [8080, 9090]
+    assert webhook == {"ports": [{"protocol": "TCP", "port": 10443}], "from": [apiserver]}
+    (only,) = _policy({"metrics.enabled": False, "webhook.enabled": False})["spec"]["ingress"]
+    assert only["ports"] == [{"protocol": "TCP", "port": 8080}]
+    assert find(render("ops", {"networkPolicy.enabled": False}), "NetworkPolicy") == []
+
+
+@pytest.mark.parametrize(
+    ("values", "fragment"),
+    [
+        ({"networkPolicy.metricsFrom": [{}]}, "minProperties"),
+        ({"networkPolicy.webhookFrom": [{"ipBlock": {}}]}, "cidr"),
+        ({"networkPolicy.metricsFrom": [{"namespaceSelectr": {}}]}, "namespaceSelectr"),
+    ],
+)
+def test_wrong_policy_values_fail_with_the_field(values: dict[str, Any], fragment: str) -> None:
+    result = template("ops", values)
+    assert result.returncode != 0 and fragment in result.stderr, result.stderr

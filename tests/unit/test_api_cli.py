@@ -145,11 +145,13 @@ def test_render_prints_the_children(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", GRANITE, "--uid", "u-1", "--commit", COMMIT]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     kinds = [d["kind"] for d in docs]
-    assert kinds == ["PersistentVolumeClaim", "Job", "Job", "Deployment", "Service"]
-    assert docs[3]["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert kinds == [
+        "PersistentVolumeClaim", "Job", "Job", "NetworkPolicy", "Deployment", "Service"
+    ]  # fmt: skip
+    assert docs[4]["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     subpaths = [
         m.get("subPath")
-        for m in docs[3]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        for m in docs[4]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
     ]
     assert f"weights/ibm-granite/granite-3.3-8b-instruct/{COMMIT}" in subpaths
 
@@ -160,6 +162,7 @@ def test_render_says_what_waits_for_the_commit(capsys: pytest.CaptureFixture[str
     assert [d["kind"] for d in yaml.safe_load_all(out)] == [
         "PersistentVolumeClaim",
         "Job",
+        "NetworkPolicy",
         "Service",
     ]
     assert "depend on the commit that revision main resolves to; pass --commit" in err

@@ -142,6 +142,7 @@ def ready_state(spec_patch: dict[str, Any] | None = None) -> tuple[dict[str, Any
         **weights_done(obj, WEIGHTS_OK),
         "job": job_view(done, []),
         "service": service,
+        "network_policy": copy.deepcopy(applied(first, "NetworkPolicy")),
         "deployment": deployment_view(live),
     }
     status = step(body(spec_patch, **first.status), **kwargs).status
@@ -174,6 +175,7 @@ def test_succeeded_job_records_summary_and_creates_deployment_and_service() -> N
     pods = [pod("c-0", "Completed", 0, summary, "precompile")]
     plan = step(obj, pvc_exists=True, job=job_view(job(obj, **complete("x")), pods))
     assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [
+        ("apply", "NetworkPolicy"),  # before any serving pod exists
         ("apply", "Deployment"),
         ("apply", "Service"),
     ]
@@ -417,7 +419,12 @@ def test_a_removed_field_is_a_new_manifest_applied_whole() -> None:
     assert (
         pod_spec["nodeSelector"] == {"zone": "a"} and pod_spec["schedulerName"] == "spyre-scheduler"
     )
-    kwargs = {"pvc_exists": True, "job": job_view(done, []), "deployment": deployment_view(live)}
+    kwargs = {
+        "pvc_exists": True,
+        "job": job_view(done, []),
+        "deployment": deployment_view(live),
+        "network_policy": applied(first, "NetworkPolicy"),
+    }
     assert not [
         a
         for a in step(body(placed, **first.status), **kwargs).actions
@@ -672,3 +679,25 @@ def test_an_invalid_spec_is_not_ready() -> None:
     obj = body({"batching": {"continuous": {"maxNumBatchedTokens": 100}}})
     plan = decide_invalid(obj, validate(obj), T0)
     assert cond(plan, "Ready") == ("False", "InvalidSpec")
+
+
+def test_a_changed_allow_from_updates_the_policy_and_nothing_else() -> None:
+    kwargs, status = ready_state()
+    peers = [{"namespaceSelector": {"matchLabels": {"team": "chat"}}}]
+    plan = step(body({"service": {"allowFrom": peers}}, **status), **kwargs)
+    (action,) = plan.actions
+    assert (action.verb, action.reason) == ("apply", "UpdatedNetworkPolicy")
+    assert action.obj["spec"]["ingress"][0]["from"] == peers
+    assert plan.status == status  # the Deployment and its pods are left as they are
+
+
+def test_a_deleted_policy_is_made_again() -> None:
+    kwargs, status = ready_state()
+    plan = step(body(**status), **(kwargs | {"network_policy": None}))
+    assert [(a.verb, a.reason) for a in plan.actions] == [("apply", "CreatedNetworkPolicy")]
+
+
+def test_no_policy_while_nothing_serves() -> None:
+    """The policy comes with the Deployment (and before it), not during the compile."""
+    plan = step(body(), pvc_exists=True)
+    assert "NetworkPolicy" not in [a.obj["kind"] for a in plan.actions]

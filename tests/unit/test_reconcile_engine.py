@@ -254,7 +254,9 @@ def test_a_refused_child_is_reported_not_retried_forever(kube: FakeKube) -> None
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (status["phase"], degraded["reason"]) == ("Degraded", "ApplyFailed")
     assert "spec.template: Invalid value" in degraded["message"]
-    assert events[-1] == Event("Warning", "ApplyFailed", degraded["message"])
+    # what was written before the refusal is said too
+    done = "(created NetworkPolicy micro-granite-cpu)"
+    assert events[-1] == Event("Warning", "ApplyFailed", f"{degraded['message']} {done}")
     writes = kube.writes["PATCH SpyreModel"]
     rec.reconcile(NS, "micro-granite-cpu")
     assert kube.writes["PATCH SpyreModel"] == writes  # same failure, same status

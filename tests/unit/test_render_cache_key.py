@@ -66,9 +66,15 @@ KEEPS_KEY = {
     },
     "logging args": {"extraArgs": ["--disable-log-requests"]},
     "front-end args with values": {
-        "extraArgs": ["--tool-call-parser", "granite", "--enable-auto-tool-choice", "--api-key=k"]
+        "extraArgs": ["--tool-call-parser", "granite", "--enable-auto-tool-choice", "--host=::"]
     },
     "service": {"service": {"type": "LoadBalancer", "port": 80}},
+    "who may connect, and an API key": {
+        "service": {
+            "allowFrom": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+            "apiKeySecret": {"name": "other-key", "key": "k"},
+        }
+    },
     "served name": {"model": {"servedName": "granite"}},
     "prefix caching": {"batching": {"continuous": {"prefixCaching": False}}},
     "require precompiled": {"cache": {"requirePrecompiled": False}},
@@ -202,7 +208,7 @@ def test_only_graph_shaping_env_and_args_are_recorded() -> None:
             {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"},
             {"name": "DT_OPT", "value": "varsub=1"},
         ],
-        "extraArgs": ["--api-key", "k", "--hf-overrides", "{}"],
+        "extraArgs": ["--root-path", "/llm", "--hf-overrides", "{}"],
     }
     config = compile_config(parse(merge(GRANITE, {"spec": patch})).spec)
     assert config["env"] == [{"name": "DT_OPT", "value": "varsub=1"}]

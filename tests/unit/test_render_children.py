@@ -265,7 +265,7 @@ def test_cache_pvc_is_shared_and_unowned() -> None:
 def test_children_and_owner_references() -> None:
     names = [(c["kind"], c["metadata"]["name"]) for c in desired(GRANITE).objects()]
     assert [kind for kind, _ in names] == [
-        "PersistentVolumeClaim", "Job", "Job", "Deployment", "Service"
+        "PersistentVolumeClaim", "Job", "Job", "NetworkPolicy", "Deployment", "Service"
     ]  # fmt: skip
     assert names[1][1].startswith("spyre-weights-") and names[2][1].startswith("spyre-compile-")
     existing_claim = _model(with_spec({"cache": {"volume": {"create": False}}}))
@@ -275,9 +275,10 @@ def test_children_and_owner_references() -> None:
         assert shared is not None
         assert shared["metadata"]["ownerReferences"][0]["controller"] is False
     assert want.deployment is not None
-    owned = want.deployment["metadata"]["ownerReferences"]
-    assert owned == [meta.owner_reference("granite-8b-instruct", "u-1")]
-    assert want.service["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    ref = meta.owner_reference("granite-8b-instruct", "u-1")
+    assert want.deployment["metadata"]["ownerReferences"] == [ref]
+    for owned_child in (want.service, want.network_policy):
+        assert owned_child["metadata"]["ownerReferences"] == [ref]
     assert not any("ownerReferences" in c["metadata"] for c in desired(GRANITE).objects())
 
 

@@ -10,7 +10,7 @@ from apilib import BASE, EXAMPLES, example, load_example, merge, with_spec
 from spyre_operator.api import runtimes
 from spyre_operator.api.rules import RENDERED_FLAGS
 from spyre_operator.api.spec import SpyreModelSpec
-from spyre_operator.api.validation import parse
+from spyre_operator.api.validation import parse, validate
 from spyre_operator.render.args import container_args
 from spyre_operator.render.env import Role, container_env
 
@@ -158,9 +158,15 @@ OVERRIDABLE = {
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 @pytest.mark.parametrize("role", ["serve", "precompile"])
 def test_users_cannot_override_what_the_operator_decides(path: Any, role: Role) -> None:
-    spec = _spec(merge(load_example(path), {"spec": {"env": None}}))
-    names = {entry["name"] for entry in container_env(spec, role)}
-    assert {n for n in names - OVERRIDABLE if not runtimes.is_reserved_env(n)} == set()
+    doc = merge(load_example(path), {"spec": {"env": None}})
+    names = {entry["name"] for entry in container_env(_spec(doc), role)}
+
+    def refused(name: str) -> bool:
+        env = [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+        problems = validate(merge(doc, {"spec": {"env": env}}))
+        return any(p.path == "spec.env[0].name" for p in problems)
+
+    assert {n for n in names - OVERRIDABLE if not refused(n)} == set()
 
 
 def test_continuous_batching_args() -> None:

@@ -3,12 +3,13 @@
 Every trigger runs the same level-based reconcile (reconcile/engine.py): any event of a
 SpyreModel (including the listing at start-up, which is the resume), the operator's own
 periodic resync (the safety net against lost events, a thread started at start-up), and
-changes of the Jobs, Deployments, Services and Pods the operator manages. Only kopf's
-event and index handlers are used, so kopf itself never writes to a SpyreModel: no
-finalizer, no annotations, nothing in the (strict) status; failed reconciles are retried
-by the reconciler. The children (and the cache PVCs) are read from kopf indexes that the
-watches keep current, not with GETs. With `--webhook-port`, a validating admission
-webhook (spyre_operator.webhook) refuses invalid SpyreModels at `kubectl apply`.
+changes of the Jobs, Deployments, Services, NetworkPolicies and Pods the operator
+manages. Only kopf's event and index handlers are used, so kopf itself never writes to a
+SpyreModel: no finalizer, no annotations, nothing in the (strict) status; failed
+reconciles are retried by the reconciler. The children (and the cache PVCs) are read from
+kopf indexes that the watches keep current, not with GETs. With `--webhook-port`, a
+validating admission webhook (spyre_operator.webhook) refuses invalid SpyreModels at
+`kubectl apply`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import kopf
 from spyre_operator.api.names import GROUP, PLURAL, VERSION
 from spyre_operator.reconcile import options, wiring
 
+NETWORKING = "networking.k8s.io"
 WEBHOOK = options.webhook()  # None: off (kopf refuses admission handlers without a server)
 
 
@@ -51,6 +53,7 @@ def spyremodels(namespace: str | None, name: str, **_: Any) -> dict[tuple[str, s
 @kopf.index("batch", "v1", "jobs", labels=wiring.MANAGED, id="jobs")
 @kopf.index("apps", "v1", "deployments", labels=wiring.MANAGED, id="deployments")
 @kopf.index("", "v1", "services", labels=wiring.MANAGED, id="services")
+@kopf.index(NETWORKING, "v1", "networkpolicies", labels=wiring.MANAGED, id="networkpolicies")
 @kopf.index("", "v1", "persistentvolumeclaims", id="persistentvolumeclaims")
 def children(resource: kopf.Resource, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return wiring.index_entry(resource.plural, body)
@@ -64,6 +67,7 @@ def spyremodel_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: An
 @kopf.on.event("batch", "v1", "jobs", labels=wiring.MANAGED)
 @kopf.on.event("apps", "v1", "deployments", labels=wiring.MANAGED)
 @kopf.on.event("", "v1", "services", labels=wiring.MANAGED)
+@kopf.on.event(NETWORKING, "v1", "networkpolicies", labels=wiring.MANAGED)
 def child_changed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     wiring.child_changed(memo.reconciler, type, body)
 

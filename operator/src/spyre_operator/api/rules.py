@@ -6,6 +6,7 @@ are in docs/api.md ("Rules").
 
 from __future__ import annotations
 
+import ipaddress
 import posixpath
 import re
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from spyre_operator.api.problem import Problem, join_path
 from spyre_operator.api.spec import (
     CPU_BACKENDS,
     SPYRE_BLOCK,
+    IpBlock,
     LabelSelector,
     ModelSpec,
     Resources,
@@ -55,6 +57,7 @@ RENDERED_FLAGS = {
     "--runner": "spec.task",
     "--port": "spec.service.port (the container always listens on 8000)",
     "--dtype": "nothing: vLLM-Spyre picks the dtype (fp16 on Spyre, fp32 on CPU)",
+    "--api-key": "spec.service.apiKeySecret (a Secret: an argument is plain text in the pod)",
 }
 
 
@@ -463,6 +466,65 @@ def topology_spread(s: SpyreModelSpec) -> Iterator[Problem]:
             yield from _selector_problems(f"{path}.labelSelector", c.label_selector)
 
 
+def _cidr_problems(path: str, block: IpBlock) -> Iterator[Problem]:
+    try:
+        network = ipaddress.ip_network(block.cidr, strict=False)
+    except ValueError:
+        yield Problem(f"{path}.cidr", f"{block.cidr!r} is not a CIDR: write e.g. 10.0.0.0/8")
+        return
+    for i, text in enumerate(block.except_ or []):
+        where = f"{path}.except[{i}]"
+        try:
+            inner = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            yield Problem(where, f"{text!r} is not a CIDR: write e.g. 10.1.0.0/16")
+            continue
+        inside = inner.network_address in network and inner.broadcast_address in network
+        if not inside or inner.prefixlen <= network.prefixlen:
+            yield Problem(where, f"{text} must be a range inside cidr {block.cidr}")
+
+
+def network_policy(s: SpyreModelSpec) -> Iterator[Problem]:
+    for i, peer in enumerate(s.service.allow_from or []):
+        path = f"spec.service.allowFrom[{i}]"
+        selectors = {
+            "namespaceSelector": peer.namespace_selector,
+            "podSelector": peer.pod_selector,
+        }
+        if peer.ip_block is not None:
+            if any(v is not None for v in selectors.values()):
+                yield Problem(
+                    path, "ipBlock stands alone: put the selectors in a peer of their own"
+                )
+            yield from _cidr_problems(f"{path}.ipBlock", peer.ip_block)
+        elif all(v is None for v in selectors.values()):
+            yield Problem(
+                path,
+                "set namespaceSelector and/or podSelector, or ipBlock ({namespaceSelector: {}} "
+                "admits every namespace)",
+            )
+        for name, selector in selectors.items():
+            if selector is not None:
+                yield from _selector_problems(f"{path}.{name}", selector)
+
+
+def api_key(s: SpyreModelSpec) -> Iterator[Problem]:
+    for i, e in enumerate(s.env):
+        if e.name != runtimes.VLLM_API_KEY:
+            continue
+        if s.service.api_key_secret is not None:
+            yield Problem(
+                f"spec.env[{i}].name",
+                f"{e.name} comes from spec.service.apiKeySecret: remove it from env",
+            )
+        elif e.value is not None:
+            yield Problem(
+                f"spec.env[{i}].value",
+                "an API key as a value is plain text in the pod spec: put it in a Secret and "
+                "set spec.service.apiKeySecret",
+            )
+
+
 RULES: tuple[Rule, ...] = (
     model_identity,
     model_source,
@@ -480,6 +542,8 @@ RULES: tuple[Rule, ...] = (
     pod_metadata,
     image_pull_secrets,
     topology_spread,
+    network_policy,
+    api_key,
 )
 
 

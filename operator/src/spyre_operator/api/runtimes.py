@@ -71,6 +71,7 @@ HF_ENDPOINT = "HF_ENDPOINT"
 HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
 HF_HUB_DISABLE_TELEMETRY = "HF_HUB_DISABLE_TELEMETRY"
 HOME = "HOME"
+VLLM_API_KEY = "VLLM_API_KEY"  # vLLM's --api-key (spec.service.apiKeySecret)
 
 # Names users may not set in spec.env: the operator renders them, and several of them
 # change the compiled graphs without changing the cache key.
@@ -108,7 +109,7 @@ GRAPH_NEUTRAL_ENV = frozenset(
         "VLLM_NO_USAGE_STATS",
         "VLLM_DO_NOT_TRACK",
         "DO_NOT_TRACK",
-        "VLLM_API_KEY",
+        VLLM_API_KEY,
         DTLOG_LEVEL,
         DT_DEEPRT_VERBOSE,
         TORCH_SENDNN_LOG,

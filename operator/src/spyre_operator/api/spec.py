@@ -38,6 +38,8 @@ BatchSize = Annotated[int, Field(ge=1, le=256)]
 LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 EnvName = Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
 AbsolutePath = Annotated[str, Field(pattern=r"^/", max_length=4096)]
+# A key of a Secret's data (Kubernetes' IsConfigMapKey).
+SecretKey = Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
 
 
 class SecretKeyRef(ApiModel):
@@ -267,15 +269,6 @@ class Accelerator(ApiModel):
     (eager, inductor)."""
 
 
-class ServiceSpec(ApiModel):
-    """The Service in front of the serving pods (OpenAI-compatible HTTP API)."""
-
-    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
-    """Service type."""
-    port: Annotated[int, Field(ge=1, le=65535)] = 8000
-    """Service port; the container always listens on 8000."""
-
-
 class EnvKeyRef(ApiModel):
     name: Name
     """Name of the Secret or ConfigMap."""
@@ -331,13 +324,63 @@ class LabelSelectorRequirement(ApiModel):
 
 
 class LabelSelector(ApiModel):
-    """Pods counted for the spread (metav1.LabelSelector); unset: this SpyreModel's serving
-    pods."""
+    """A label query (metav1.LabelSelector): every requirement must hold; {} matches all."""
 
     match_labels: Annotated[LabelMap, Field(max_length=64)] | None = None
-    """Labels a pod must have."""
+    """Labels a match must carry (all of them)."""
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=16)] | None = None
-    """Requirements a pod must meet (all of them)."""
+    """Requirements a match must meet (all of them)."""
+
+
+class IpBlock(ApiModel):
+    """A range of IP addresses (networking/v1 IPBlock), e.g. clients outside the cluster."""
+
+    cidr: Annotated[str, Field(min_length=1, max_length=43)]
+    """Addresses admitted, e.g. 10.0.0.0/8, 0.0.0.0/0 or ::/0."""
+    except_: Annotated[list[Annotated[str, Field(max_length=43)]], Field(max_length=16)] | None = (
+        Field(default=None, alias="except")
+    )
+    """Ranges inside cidr that are not admitted."""
+
+
+class NetworkPeer(ApiModel):
+    """Who may connect (networking/v1 NetworkPolicyPeer): namespaceSelector and/or
+    podSelector, or an ipBlock alone."""
+
+    namespace_selector: LabelSelector | None = None
+    """Namespaces whose pods are admitted; {} is every namespace. With podSelector: only
+    those pods of those namespaces."""
+    pod_selector: LabelSelector | None = None
+    """Pods admitted; alone, pods of the SpyreModel's namespace only."""
+    ip_block: IpBlock | None = None
+    """Addresses admitted (clients that are not pods: a LoadBalancer's or NodePort's)."""
+
+
+class ApiKeySecret(ApiModel):
+    """A Secret key holding the API key clients must send (Authorization: Bearer)."""
+
+    name: ObjectName
+    """Name of the Secret, in the SpyreModel's namespace."""
+    key: SecretKey = "api-key"
+    """Key in the Secret."""
+
+
+class ServiceSpec(ApiModel):
+    """The Service in front of the serving pods (OpenAI-compatible HTTP API), and who may
+    reach it."""
+
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    """Service type."""
+    port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    """Service port; the container always listens on 8000."""
+    allow_from: Annotated[list[NetworkPeer], Field(min_length=1, max_length=16)] | None = None
+    """Who may connect to the serving port: the operator's NetworkPolicy of the serving pods
+    admits these peers only. Unset: pods of the SpyreModel's namespace only;
+    [{namespaceSelector: {}}] admits the pods of every namespace, an ipBlock clients
+    outside the cluster."""
+    api_key_secret: ApiKeySecret | None = None
+    """Require an API key on /v1 (vLLM's --api-key, given to the serving container as
+    VLLM_API_KEY from this Secret); /health and /metrics stay open."""
 
 
 class TopologySpreadConstraint(ApiModel):
@@ -350,6 +393,7 @@ class TopologySpreadConstraint(ApiModel):
     when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
     """DoNotSchedule keeps a pod pending; ScheduleAnyway only prefers the spread."""
     label_selector: LabelSelector | None = None
+    """Pods counted for the spread; unset: this SpyreModel's serving pods."""
 
 
 class SpyreModelSpec(ApiModel):

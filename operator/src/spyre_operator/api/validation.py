@@ -36,6 +36,13 @@ HINTS = {
     "spec.imagePullSecrets.name": _SUBDOMAIN_HINT,
     "spec.serviceAccountName": _SUBDOMAIN_HINT,
     "spec.priorityClassName": _SUBDOMAIN_HINT,
+    "spec.service.apiKeySecret.name": _SUBDOMAIN_HINT,
+    "spec.service.apiKeySecret.key": (
+        "a key of a Secret's data: letters, digits, '-', '_' and '.'"
+    ),
+    "spec.service.allowFrom": (
+        "unset admits this namespace's pods; [{namespaceSelector: {}}] every namespace's"
+    ),
     "spec.batching.continuous.maxNumBatchedTokens": (
         "the prefill chunk is a multiple of Spyre's KV block size (64); 1024-4096 is recommended"
     ),

@@ -213,6 +213,16 @@ def _shared_job(
     return [Action("add-owner", target | {"ref": ref}, *shared)]
 
 
+def _apply(want: dict[str, Any], live: dict[str, Any] | None) -> list[Action]:
+    """Server-side apply of an owned child (Service, NetworkPolicy) when it differs."""
+    if not needs_apply(want, live):
+        return []
+    kind, name = want["kind"], want["metadata"]["name"]
+    if live is None:
+        return [Action("apply", want, f"Created{kind}", f"created {kind} {name}")]
+    return [Action("apply", want, f"Updated{kind}", f"applied the spec to {kind} {name}")]
+
+
 def _revision_event(old: dict[str, Any], weights: dict[str, Any] | None) -> list[Event]:
     """The revision now names another commit than the one compiled before: said once."""
     before = (old.get("weights") or {}).get("commit")
@@ -288,6 +298,8 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
             )
 
     deploy = obs.deployment
+    if cache_ready or deploy is not None:  # before the Deployment: no pod serves unguarded
+        actions += _apply(want.network_policy, obs.network_policy)
     rolling = False
     active_key = deploy.cache_key if deploy is not None else None
     if cache_ready:
@@ -321,10 +333,8 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
             )
         )
 
-    if active_key is not None and needs_apply(want.service, obs.service):
-        word = "CreatedService" if obs.service is None else "UpdatedService"
-        done = "created" if obs.service is None else "applied the spec to"
-        actions.append(Action("apply", want.service, word, f"{done} Service {model.name}"))
+    if active_key is not None:
+        actions += _apply(want.service, obs.service)
 
     conds, phase = _conditions(obs, model, key, cache, cache_ready, failure, rolling)
     generation = obs.generation

@@ -66,6 +66,7 @@ KINDS = {
     "Event": ("api/v1", "events"),
     "Job": ("apis/batch/v1", "jobs"),
     "Deployment": ("apis/apps/v1", "deployments"),
+    "NetworkPolicy": ("apis/networking.k8s.io/v1", "networkpolicies"),
     "SpyreModel": ("apis/serving.spyre.dev/v1alpha1", "spyremodels"),
 }
 

@@ -111,6 +111,7 @@ class Observed:
     job: JobView | None = None  # the compile Job of the spec's cache key
     deployment: DeploymentView | None = None
     service: dict[str, Any] | None = None
+    network_policy: dict[str, Any] | None = None
     pod_issues: tuple[PodIssue, ...] = field(default_factory=tuple)
 
     @property
@@ -297,5 +298,6 @@ def observe(kube: Kube, body: dict[str, Any], model: SpyreModel) -> Observed:
         job=job,
         deployment=deployment,
         service=kube.get("Service", ns, model.name),
+        network_policy=kube.get("NetworkPolicy", ns, model.name),
         pod_issues=issues,
     )

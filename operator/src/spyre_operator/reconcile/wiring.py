@@ -73,7 +73,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 # ----- reads from kopf's indexes ------------------------------------------------------
-INDEXED = ("jobs", "deployments", "services", "persistentvolumeclaims")
+INDEXED = ("jobs", "deployments", "services", "networkpolicies", "persistentvolumeclaims")
 KEPT_METADATA = (
     "name",
     "namespace",
@@ -232,9 +232,9 @@ def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> N
 
 
 def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
-    """A Job/Deployment/Service changed or was deleted: reconcile its owners. ADDED and
-    the initial listing are skipped: the reconciler made the object (the start-up listing
-    of the SpyreModels covers restarts)."""
+    """A Job/Deployment/Service/NetworkPolicy changed or was deleted: reconcile its
+    owners. ADDED and the initial listing are skipped: the reconciler made the object (the
+    start-up listing of the SpyreModels covers restarts)."""
     if event_type in ("MODIFIED", "DELETED"):
         namespace = body["metadata"]["namespace"]
         reconcile_each(reconciler, [(namespace, name) for name in owners(body)])

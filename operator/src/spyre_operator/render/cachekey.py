@@ -25,7 +25,6 @@ SHORT_KEY_LENGTH = 12
 GRAPH_NEUTRAL_FLAGS = frozenset(
     {
         "--host",
-        "--api-key",
         "--root-path",
         "--allowed-origins",
         "--allowed-methods",

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from spyre_operator.api import runtimes
 from spyre_operator.api.spec import SpyreModelSpec, TopologySpreadConstraint
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
@@ -180,6 +181,30 @@ def build_service(model: SpyreModel) -> dict[str, Any]:
     }
 
 
+# Unset service.allowFrom: the pods of the SpyreModel's own namespace (a podSelector
+# alone selects in the policy's namespace).
+SAME_NAMESPACE: list[dict[str, Any]] = [{"podSelector": {}}]
+
+
+def build_network_policy(model: SpyreModel) -> dict[str, Any]:
+    """Admits the serving port of the serving pods from service.allowFrom only. Probes are
+    not affected: NetworkPolicy does not apply to the kubelet."""
+    allow = model.spec.service.allow_from
+    peers = SAME_NAMESPACE if allow is None else [peer.to_k8s() for peer in allow]
+    labels = meta.labels(meta.SERVER, model.name) | {meta.MODEL_LABEL: model.name}
+    port = {"protocol": "TCP", "port": runtimes.SERVING_PORT}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(model.name, model.namespace, labels),
+        "spec": {
+            "podSelector": {"matchLabels": meta.server_selector(model.name)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": peers, "ports": [port]}],
+        },
+    }
+
+
 def endpoint_url(model: SpyreModel) -> str:
     """The OpenAI-compatible base URL inside the cluster (status.endpoint)."""
     return f"http://{model.name}.{model.namespace}.svc:{model.spec.service.port}/v1"
@@ -212,12 +237,20 @@ class Desired:
     pvc: dict[str, Any] | None  # created when missing (cache.volume.create); never owned
     weights: dict[str, Any] | None  # hub models; created when missing, shared like the Job
     job: dict[str, Any] | None  # created when missing; shared by every SpyreModel of its key
+    network_policy: dict[str, Any]  # server-side applied, before the Deployment
     deployment: dict[str, Any] | None  # server-side applied
     service: dict[str, Any]  # server-side applied
 
     def objects(self) -> list[dict[str, Any]]:
         """In creation order."""
-        found = (self.pvc, self.weights, self.job, self.deployment, self.service)
+        found = (
+            self.pvc,
+            self.weights,
+            self.job,
+            self.network_policy,
+            self.deployment,
+            self.service,
+        )
         return [obj for obj in found if obj is not None]
 
 
@@ -256,6 +289,9 @@ def desired(
         pvc=build_cache_pvc(spec, model.namespace) if spec.cache.volume.create else None,
         weights=weights,
         job=job,
+        network_policy=_finish(
+            build_network_policy(model), model, uid, controller=True, hashed=True
+        ),
         deployment=deployment,
         service=_finish(build_service(model), model, uid, controller=True, hashed=True),
     )

@@ -79,6 +79,15 @@ def _token_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
     return [{"name": rt.HF_TOKEN, "valueFrom": {"secretKeyRef": ref}}]
 
 
+def _api_key_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
+    """vLLM reads VLLM_API_KEY as --api-key: from the Secret, never the value in the pod."""
+    secret = spec.service.api_key_secret
+    if secret is None:
+        return []
+    ref = {"name": secret.name, "key": secret.key}
+    return [{"name": rt.VLLM_API_KEY, "valueFrom": {"secretKeyRef": ref}}]
+
+
 def weights_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
     """The weights Job's: what to download, where to, from which hub, with which token
     (the only pod that gets it). spec.env comes along for proxies and hub settings."""
@@ -129,4 +138,6 @@ def container_env(
     if cb is not None and cb.max_batch_tkv_limit is not None:
         values[rt.VLLM_DT_MAX_BATCH_TKV_LIMIT] = str(cb.max_batch_tkv_limit)
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
+    if role == "serve":
+        env += _api_key_env(spec)
     return env + [e.to_k8s() for e in spec.env]
