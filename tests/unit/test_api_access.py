@@ -70,6 +70,16 @@ def test_allow_from_becomes_the_peers_of_the_policy_as_written() -> None:
     assert validate(_with_service({"allowFrom": PEERS})) == []
 
 
+@pytest.mark.parametrize("kind", ["NodePort", "LoadBalancer"])
+def test_a_service_exposed_outside_the_cluster_admits_every_source_by_default(kind: str) -> None:
+    """Unset allowFrom on a NodePort or LoadBalancer Service: no `from` (every source), or
+    the clients it was exposed for would be cut off; a list still narrows it."""
+    policy = _policy(_with_service({"type": kind}))
+    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8000}]}]
+    narrowed = _policy(_with_service({"type": kind, "allowFrom": PEERS[2:]}))
+    assert narrowed["spec"]["ingress"][0]["from"] == PEERS[2:]
+
+
 def test_the_policy_selects_the_pods_the_deployment_makes() -> None:
     want = desired(parse(MICRO))
     assert want.deployment is not None

@@ -375,9 +375,9 @@ class ServiceSpec(ApiModel):
     """Service port; the container always listens on 8000."""
     allow_from: Annotated[list[NetworkPeer], Field(min_length=1, max_length=16)] | None = None
     """Who may connect to the serving port: the operator's NetworkPolicy of the serving pods
-    admits these peers only. Unset: pods of the SpyreModel's namespace only;
-    [{namespaceSelector: {}}] admits the pods of every namespace, an ipBlock clients
-    outside the cluster."""
+    admits these peers only. Unset: pods of the SpyreModel's namespace only (every source
+    for a NodePort or LoadBalancer Service); [{namespaceSelector: {}}] admits the pods of
+    every namespace, an ipBlock clients outside the cluster."""
     api_key_secret: ApiKeySecret | None = None
     """Require an API key on /v1 (vLLM's --api-key, given to the serving container as
     VLLM_API_KEY from this Secret); /health and /metrics stay open."""

@@ -182,17 +182,22 @@ def build_service(model: SpyreModel) -> dict[str, Any]:
 
 
 # Unset service.allowFrom: the pods of the SpyreModel's own namespace (a podSelector
-# alone selects in the policy's namespace).
+# alone selects in the policy's namespace), or every source for a NodePort or
+# LoadBalancer Service: it was exposed outside the cluster on purpose.
 SAME_NAMESPACE: list[dict[str, Any]] = [{"podSelector": {}}]
+EXPOSED = ("NodePort", "LoadBalancer")
 
 
 def build_network_policy(model: SpyreModel) -> dict[str, Any]:
     """Admits the serving port of the serving pods from service.allowFrom only. Probes are
     not affected: NetworkPolicy does not apply to the kubelet."""
-    allow = model.spec.service.allow_from
-    peers = SAME_NAMESPACE if allow is None else [peer.to_k8s() for peer in allow]
+    service = model.spec.service
+    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": runtimes.SERVING_PORT}]}
+    if service.allow_from is not None:
+        rule["from"] = [peer.to_k8s() for peer in service.allow_from]
+    elif service.type not in EXPOSED:
+        rule["from"] = SAME_NAMESPACE
     labels = meta.labels(meta.SERVER, model.name) | {meta.MODEL_LABEL: model.name}
-    port = {"protocol": "TCP", "port": runtimes.SERVING_PORT}
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -200,7 +205,7 @@ def build_network_policy(model: SpyreModel) -> dict[str, Any]:
         "spec": {
             "podSelector": {"matchLabels": meta.server_selector(model.name)},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": peers, "ports": [port]}],
+            "ingress": [rule],
         },
     }
 
