@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from spyre_operator.api import runtimes
 from spyre_operator.api.base import DNS_SUBDOMAIN, cpu_cores
 from spyre_operator.api.names import GROUP
-from spyre_operator.api.problem import Problem, join_path
+from spyre_operator.api.problem import Problem, clip, join_path, shown
 from spyre_operator.api.spec import (
     CPU_BACKENDS,
     SPYRE_BLOCK,
@@ -55,6 +55,8 @@ RENDERED_FLAGS = {
     "--runner": "spec.task",
     "--port": "spec.service.port (the container always listens on 8000)",
     "--dtype": "nothing: vLLM-Spyre picks the dtype (fp16 on Spyre, fp32 on CPU)",
+    # vLLM reads more arguments from this file: it could set any of the above
+    "--config": "the spec fields (a config file could set the flags the operator renders)",
 }
 
 
@@ -302,10 +304,11 @@ def precompiled_pooling(s: SpyreModelSpec) -> Iterator[Problem]:
 
 def runtime_version(s: SpyreModelSpec) -> Iterator[Problem]:
     version, f = s.runtime.version, s.flavour
-    if version and int(version.split(".")[0]) != f.major_version:
+    # compared as text: int() of a 5,000-digit major part raises
+    if version and (version.split(".")[0].lstrip("0") or "0") != str(f.major_version):
         yield Problem(
             "spec.runtime.version",
-            f"{f.name} versions are {f.major_version}.x, got {version}: use e.g. "
+            f"{f.name} versions are {f.major_version}.x, got {clip(version)}: use e.g. "
             f"{f.default_version}, or pick the flavour that matches the version",
         )
 
@@ -346,13 +349,46 @@ def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:
             )
 
 
+def rendered_flags_set_by(arg: str) -> list[str]:
+    """The rendered flags an argument sets under any spelling vLLM's argument parser
+    (argparse) accepts: `--flag=value`, underscores for dashes (vLLM rewrites them),
+    an abbreviation (`--max-model`), a short option with its value attached (`-qgptq`)."""
+    key = arg.split("=", 1)[0]
+    if key.startswith("--") and len(key) > 2:
+        key = "--" + key[2:].replace("_", "-")
+        return [f for f in RENDERED_FLAGS if f.startswith("--") and f.startswith(key)]
+    if key.startswith("-") and len(key) > 1 and not key[1].isdigit():  # -5 is a value
+        short = [f for f in RENDERED_FLAGS if not f.startswith("--")]
+        # an abbreviation (-t for -tp), or a one-letter option with its value attached
+        return [f for f in short if f.startswith(key) or (len(f) == 2 and key.startswith(f))]
+    return []
+
+
 def extra_args(s: SpyreModelSpec) -> Iterator[Problem]:
     for i, arg in enumerate(s.extra_args):
-        flag = arg.split("=", 1)[0]
-        if flag in RENDERED_FLAGS:
+        flags = rendered_flags_set_by(arg)
+        if flags:
+            fields = " or ".join(dict.fromkeys(RENDERED_FLAGS[f] for f in flags))
             yield Problem(
                 f"spec.extraArgs[{i}]",
-                f"{flag} is rendered by the operator: set {RENDERED_FLAGS[flag]} instead",
+                f"{shown(arg)} sets {' or '.join(flags)}, which the operator renders: set "
+                f"{fields} instead",
+            )
+
+
+def argument_values(s: SpyreModelSpec) -> Iterator[Problem]:
+    """Values the operator passes as vLLM arguments: one that starts with '-' would be read
+    as an option. (A hub id and revision follow the hub's grammar: _hub_model.)"""
+    m = s.model
+    values = {"spec.model.servedName": m.served_name}
+    if not m.from_hub:
+        values["spec.model.id"] = m.id
+    for path, value in values.items():
+        if value is not None and value.startswith("-"):
+            yield Problem(
+                path,
+                f"{shown(value)} starts with '-', so vLLM would read it as an option: use a "
+                "name that starts with a letter or digit",
             )
 
 
@@ -476,6 +512,7 @@ RULES: tuple[Rule, ...] = (
     precompiled_pooling,
     extra_env,
     extra_args,
+    argument_values,
     resources,
     pod_metadata,
     image_pull_secrets,
@@ -484,4 +521,19 @@ RULES: tuple[Rule, ...] = (
 
 
 def check(spec: SpyreModelSpec) -> list[Problem]:
-    return [problem for rule in RULES for problem in rule(spec)]
+    problems: list[Problem] = []
+    for rule in RULES:
+        try:
+            problems += rule(spec)
+        except (ArithmeticError, ValueError, RecursionError) as err:
+            # a value no rule foresaw (size, nesting): a problem that names the rule, never
+            # a traceback in validate, the webhook or the operator
+            problems.append(
+                Problem(
+                    "spec",
+                    f"the {rule.__name__.replace('_', ' ')} rule cannot check this spec "
+                    f"({type(err).__name__}: {clip(str(err))}): simplify the values it reads, "
+                    "and report it as a bug",
+                )
+            )
+    return problems
