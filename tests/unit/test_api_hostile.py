@@ -170,7 +170,8 @@ HOSTILE_YAML = {
         "repeated parts out, or use fewer aliases",
     ),
     "an alias inside itself": ("spec: &a {x: *a}\n", "an alias refers to a node that contains it"),
-    "a date that is none": ("metadata: {namespace: 2001-13-45}\n", "not a date: month must be"),
+    "a date that is none": ("metadata: {namespace: 2001-13-45}\n", "month must be in 1..12 in"),
+    "a tag that lies": ("spec: {replicas: !!int many}\n", "invalid literal for int()"),
 }
 
 

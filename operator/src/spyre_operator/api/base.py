@@ -42,7 +42,7 @@ _QUANTITY_MAX_CHARS = 64
 
 
 def _quantity(value: object) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**18:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
         return str(value)
     if isinstance(value, str) and len(value) <= _QUANTITY_MAX_CHARS and _QUANTITY.match(value):
         return value
