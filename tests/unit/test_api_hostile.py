@@ -128,6 +128,19 @@ def test_a_huge_key_is_quoted_clipped_in_the_path() -> None:
     assert len(problems[0].path) < 300 and "\n" not in str(problems[0])
 
 
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"podAnnotations": {"k" * 300_000 + "/x": "v"}},
+        {"podLabels": {"team": "v" * 300_000}},
+        {"model": {"path": "/data/" + "m" * 4000, "source": {"pvc": {"claimName": "m"}}}},
+    ],
+    ids=["annotation key", "label value", "model path"],
+)
+def test_values_checked_by_the_rules_are_quoted_clipped(patch: dict[str, Any]) -> None:
+    problems_of(with_spec(patch))  # every line is short
+
+
 def test_one_objects_problems_are_bounded() -> None:
     env = [{"name": f"A{i}", "value": 1} for i in range(500)]
     problems = problems_of(with_spec({"env": env}))

@@ -115,13 +115,13 @@ def _hub_model(m: ModelSpec) -> Iterator[Problem]:
     if m.id and (not HUB_ID.fullmatch(m.id) or ".." in m.id):
         yield Problem(
             "spec.model.id",
-            f"{m.id!r} is not a Hugging Face model id: use org/name (letters, digits, "
+            f"{shown(m.id)} is not a Hugging Face model id: use org/name (letters, digits, "
             "'-', '_', '.'; each part starts with a letter or digit)",
         )
     if m.revision and (not HUB_REVISION.fullmatch(m.revision) or ".." in m.revision):
         yield Problem(
             "spec.model.revision",
-            f"{m.revision!r} is not a branch, tag or commit name: letters, digits and "
+            f"{shown(m.revision)} is not a branch, tag or commit name: letters, digits and "
             "'._/+-', starting with a letter, digit or '_'",
         )
 
@@ -146,7 +146,7 @@ def model_source(s: SpyreModelSpec) -> Iterator[Problem]:
     elif not posixpath.normpath(m.path).startswith(where + "/"):
         yield Problem(
             "spec.model.path",
-            f"must be inside the source's mountPath {where}, got {m.path}",
+            f"must be inside the source's mountPath {clip(where)}, got {clip(m.path)}",
         )
     if m.revision:
         yield Problem(
@@ -158,7 +158,7 @@ def model_source(s: SpyreModelSpec) -> Iterator[Problem]:
         if where == "/" or where == reserved or where.startswith(reserved + "/"):
             yield Problem(
                 f"spec.model.source.{chosen[0]}.mountPath",
-                f"{where} is used by the operator ({', '.join(RESERVED_MOUNTS)} and /): "
+                f"{clip(where)} is used by the operator ({', '.join(RESERVED_MOUNTS)} and /): "
                 "choose another directory such as /models",
             )
             break
@@ -423,12 +423,12 @@ def _qualified_name(key: str) -> bool:
 
 def _key_problems(where: str, key: str, what: str = "label") -> Iterator[Problem]:
     if not _qualified_name(key):
-        yield Problem(where, f"{key!r} is not {what} key: {KEY_RULE}")
+        yield Problem(where, f"{shown(key)} is not {what} key: {KEY_RULE}")
 
 
 def _value_problems(where: str, value: str) -> Iterator[Problem]:
     if value and not (len(value) <= 63 and LABEL_NAME.fullmatch(value)):
-        yield Problem(where, f"{value!r} is not a label value: {VALUE_RULE}")
+        yield Problem(where, f"{shown(value)} is not a label value: {VALUE_RULE}")
 
 
 def _label_problems(path: str, labels: dict[str, str]) -> Iterator[Problem]:
