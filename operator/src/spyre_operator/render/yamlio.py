@@ -22,7 +22,7 @@ from spyre_operator.api.problem import shown
 MAX_CHARS = 3 * 1024 * 1024
 # A SpyreModel nests about 12 levels (affinity); Python's stack ends near 500.
 MAX_DEPTH = 100
-# Nodes that aliases may add beyond the document's own (an alias bomb adds billions).
+# Aliases may add as many nodes as the document has, plus this (an alias bomb adds billions).
 MAX_ALIAS_NODES = 10_000
 # An int64 has 19 digits; Python refuses to convert more than 4,300.
 MAX_NUMBER_CHARS = 100
