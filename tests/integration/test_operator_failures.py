@@ -24,6 +24,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_phase,
 )
 
+from spyre_operator.api.validation import validate
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube
 
@@ -52,6 +53,19 @@ def test_invalid_spec_is_reported_and_fixed(kube: Kube, namespace: str, operator
     )
     spec_patch(kube, namespace, "bad", {"env": []})
     _compiling_job(kube, namespace, "bad")
+
+
+def test_a_spec_that_crashed_validation_is_reported_invalid(
+    kube: Kube, namespace: str, operator: Operator
+) -> None:
+    """The fuzz run's poison objects (issue 18) got no status and a traceback per retry."""
+    limits = {"cpu": "1e400", "memory": "16Gi"}
+    create(kube, model(namespace, "poison", example(resources={"limits": limits})))
+    st = wait_phase(kube, namespace, "poison", "Invalid")
+    message = condition(st, "Degraded")[2]
+    assert message == "; ".join(str(p) for p in validate(get(kube, namespace, "poison")))
+    assert message.startswith("spec.resources.limits.cpu: use cores (8) or millicores")
+    assert kube.list("Job", namespace, "app.kubernetes.io/component=compile") == []
 
 
 def test_compile_oom_then_a_spec_fix_recovers(

@@ -200,6 +200,27 @@ def test_every_problem_is_listed_as_validate_prints_it(
     assert refusal(apply(kubectl, hooked, named(CROSS_FIELD, "cross"))).splitlines() == expected
 
 
+# What crashed validation or slipped past it in the fuzz run (issue 18), as JSON reaches the
+# webhook: the refusal is validate's text, and short.
+HOSTILE = {
+    "cpu 1e400": {"resources": {"limits": {"cpu": "1e400"}}},
+    "6000-digit version": {"runtime": {"version": "1" * 6000 + ".0.0"}},
+    "underscore flag": {"extraArgs": ["--max_model_len=4096"]},
+    "flag as a served name": {"model": {"servedName": "--port"}},
+    "a 100,000-character argument": {"extraArgs": ["--max_model_len=" + "9" * 100_000]},
+}
+
+
+@pytest.mark.parametrize("patch", HOSTILE.values(), ids=HOSTILE.keys())
+def test_hostile_specs_are_refused_with_the_validators_short_text(
+    kubectl: Any, hooked: Webhooked, patch: dict[str, Any]
+) -> None:
+    doc = with_spec(patch)
+    text = refusal(apply(kubectl, hooked, doc))
+    assert text.splitlines() == [str(p) for p in validate(doc)]
+    assert len(text) < 1000, text
+
+
 def test_a_typo_is_refused_by_name_with_a_hint(kubectl: Any, hooked: Webhooked) -> None:
     assert refusal(apply(kubectl, hooked, TYPO)) == (
         "spec.tensorParalelSize: unknown field: did you mean tensorParallelSize?"
@@ -226,8 +247,8 @@ def test_updates_are_validated_and_spec_preserving_updates_pass(
     assert apply(kubectl, hooked, doc).returncode == 0
     bad = merge(doc, {"spec": {"extraArgs": ["--max-model-len=4096"]}})
     assert refusal(apply(kubectl, hooked, bad)) == (
-        "spec.extraArgs[0]: --max-model-len is rendered by the operator: set "
-        "spec.batching.continuous.maxModelLen instead"
+        "spec.extraArgs[0]: '--max-model-len=4096' sets --max-model-len, which the operator "
+        "renders: set spec.batching.continuous.maxModelLen instead"
     )
     stored = hooked.kube.get("SpyreModel", hooked.namespace, "updated")
     assert stored is not None and stored["metadata"]["generation"] == 1

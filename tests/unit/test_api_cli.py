@@ -65,7 +65,7 @@ def test_validate_prints_every_problem(tmp_path: Path, capsys: pytest.CaptureFix
             "x: kind: expected apiVersion serving.spyre.dev/v1alpha1 kind SpyreModel, "
             "got apps/v1/Deployment",
         ),
-        ("- 1\n- 2\n", "document 1: expected a SpyreModel object (a mapping), got list"),
+        ("- 1\n- 2\n", "document 1: expected a SpyreModel object (a mapping), got a list"),
         (b"\xff\xfe".decode("latin-1"), "cannot read"),
     ],
     ids=["bad yaml", "empty", "wrong kind", "not a mapping", "not utf-8"],

@@ -208,7 +208,7 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "annotation value that is not a string": (
         {"podAnnotations": {"sidecar.istio.io/inject": True}},
         'spec.podAnnotations["sidecar.istio.io/inject"]',
-        'must be a string, got True: quote it in YAML ("true")',
+        'must be a string, got true: quote it in YAML ("true")',
     ),
     "spread without a skew": (
         {"topologySpreadConstraints": [ZONE_SPREAD | {"maxSkew": 0}]},

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from apilib import example
 
+from spyre_operator.api.validation import validate
 from spyre_operator.reconcile.conditions import Event
 from spyre_operator.reconcile.engine import Reconciler, retry_delay
 from spyre_operator.reconcile.kube import ApiError, Kube
@@ -260,6 +261,33 @@ def test_a_refused_child_is_reported_not_retried_forever(kube: FakeKube) -> None
     writes = kube.writes["PATCH SpyreModel"]
     rec.reconcile(NS, "micro-granite-cpu")
     assert kube.writes["PATCH SpyreModel"] == writes  # same failure, same status
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"resources": {"limits": {"cpu": "1e400"}}},
+        {"resources": {"limits": {"cpu": "9" * 4400}}},
+        {"runtime": {"version": "1" * 6000 + ".0.0"}},
+        {"extraArgs": ["--max_model_len=4096"]},
+    ],
+    ids=["cpu 1e400", "4400-digit cpu", "6000-digit version", "underscore flag"],
+)
+def test_a_spec_that_crashed_validation_is_invalid_once_without_a_retry(
+    kube: FakeKube, patch: dict[str, Any]
+) -> None:
+    """The fuzz run's poison objects (admitted by the API server) got no status and a
+    traceback per retry; now: phase Invalid with validate's words, no child, no retry."""
+    kube.patch("SpyreModel", NS, "micro-granite-cpu", {"spec": patch})
+    body = kube.get("SpyreModel", NS, "micro-granite-cpu")
+    rec, events = reconciler(kube)
+    rec.run(NS, "micro-granite-cpu")
+    status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert (status["phase"], degraded["reason"]) == ("Invalid", "InvalidSpec")
+    assert degraded["message"] == "; ".join(str(p) for p in validate(body))
+    assert (kube.total_writes(), rec.stats["errors"], rec._retries) == (2, 0, {})
+    assert [e.reason for e in events] == ["InvalidSpec"]
 
 
 def test_a_namespace_being_deleted_is_left_to_go(kube: FakeKube) -> None:

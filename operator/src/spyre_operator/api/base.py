@@ -10,14 +10,18 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchem
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from spyre_operator.api.problem import shown
+
 
 class ApiModel(BaseModel):
-    """camelCase on the wire, snake_case in Python, unknown fields are errors (typos)."""
+    """camelCase on the wire, snake_case in Python, unknown fields are errors (typos);
+    strict as the API server is: an integer field refuses "32" and true."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
+        strict=True,
         use_attribute_docstrings=True,
     )
 
@@ -33,15 +37,19 @@ _QUANTITY = re.compile(
 )
 
 
+# Kubernetes keeps a quantity as an int64 scaled value: anything longer is refused there.
+_QUANTITY_MAX_CHARS = 64
+
+
 def _quantity(value: object) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
         return str(value)
-    if isinstance(value, str) and _QUANTITY.match(value):
+    if isinstance(value, str) and len(value) <= _QUANTITY_MAX_CHARS and _QUANTITY.match(value):
         return value
     raise PydanticCustomError(
         "quantity",
         "must be a Kubernetes quantity such as 8, 7500m or 64Gi, got {input}",
-        {"input": repr(value)},
+        {"input": shown(value)},
     )
 
 
@@ -53,8 +61,11 @@ Quantity = Annotated[
 
 
 def cpu_cores(quantity: str) -> int:
-    """Whole cores in a CPU quantity, at least 1 ("7500m" -> 7); ValueError if not a CPU amount."""
+    """Whole cores in a CPU quantity, at least 1 ("7500m" -> 7); ValueError if not a CPU amount
+    (e.g. "1e400", which is a quantity but no finite number of cores)."""
     cores = int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+    if not math.isfinite(cores):
+        raise ValueError(f"{quantity} is not a finite number of cores")
     return max(1, math.floor(cores))
 
 

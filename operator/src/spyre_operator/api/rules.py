@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from spyre_operator.api import runtimes
 from spyre_operator.api.base import DNS_SUBDOMAIN, cpu_cores
 from spyre_operator.api.names import GROUP
-from spyre_operator.api.problem import Problem, join_path
+from spyre_operator.api.problem import Problem, clip, join_path, shown
 from spyre_operator.api.spec import (
     CPU_BACKENDS,
     SPYRE_BLOCK,
@@ -58,6 +58,8 @@ RENDERED_FLAGS = {
     "--port": "spec.service.port (the container always listens on 8000)",
     "--dtype": "nothing: vLLM-Spyre picks the dtype (fp16 on Spyre, fp32 on CPU)",
     "--api-key": "spec.service.apiKeySecret (a Secret: an argument is plain text in the pod)",
+    # vLLM reads more arguments from this file: it could set any of the above
+    "--config": "the spec fields (a config file could set the flags the operator renders)",
 }
 
 
@@ -116,13 +118,13 @@ def _hub_model(m: ModelSpec) -> Iterator[Problem]:
     if m.id and (not HUB_ID.fullmatch(m.id) or ".." in m.id):
         yield Problem(
             "spec.model.id",
-            f"{m.id!r} is not a Hugging Face model id: use org/name (letters, digits, "
+            f"{shown(m.id)} is not a Hugging Face model id: use org/name (letters, digits, "
             "'-', '_', '.'; each part starts with a letter or digit)",
         )
     if m.revision and (not HUB_REVISION.fullmatch(m.revision) or ".." in m.revision):
         yield Problem(
             "spec.model.revision",
-            f"{m.revision!r} is not a branch, tag or commit name: letters, digits and "
+            f"{shown(m.revision)} is not a branch, tag or commit name: letters, digits and "
             "'._/+-', starting with a letter, digit or '_'",
         )
 
@@ -147,7 +149,7 @@ def model_source(s: SpyreModelSpec) -> Iterator[Problem]:
     elif not posixpath.normpath(m.path).startswith(where + "/"):
         yield Problem(
             "spec.model.path",
-            f"must be inside the source's mountPath {where}, got {m.path}",
+            f"must be inside the source's mountPath {clip(where)}, got {clip(m.path)}",
         )
     if m.revision:
         yield Problem(
@@ -159,7 +161,7 @@ def model_source(s: SpyreModelSpec) -> Iterator[Problem]:
         if where == "/" or where == reserved or where.startswith(reserved + "/"):
             yield Problem(
                 f"spec.model.source.{chosen[0]}.mountPath",
-                f"{where} is used by the operator ({', '.join(RESERVED_MOUNTS)} and /): "
+                f"{clip(where)} is used by the operator ({', '.join(RESERVED_MOUNTS)} and /): "
                 "choose another directory such as /models",
             )
             break
@@ -305,10 +307,11 @@ def precompiled_pooling(s: SpyreModelSpec) -> Iterator[Problem]:
 
 def runtime_version(s: SpyreModelSpec) -> Iterator[Problem]:
     version, f = s.runtime.version, s.flavour
-    if version and int(version.split(".")[0]) != f.major_version:
+    # compared as text: int() of a 5,000-digit major part raises
+    if version and (version.split(".")[0].lstrip("0") or "0") != str(f.major_version):
         yield Problem(
             "spec.runtime.version",
-            f"{f.name} versions are {f.major_version}.x, got {version}: use e.g. "
+            f"{f.name} versions are {f.major_version}.x, got {clip(version)}: use e.g. "
             f"{f.default_version}, or pick the flavour that matches the version",
         )
 
@@ -349,13 +352,46 @@ def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:
             )
 
 
+def rendered_flags_set_by(arg: str) -> list[str]:
+    """The rendered flags an argument sets under any spelling vLLM's argument parser
+    (argparse) accepts: `--flag=value`, underscores for dashes (vLLM rewrites them),
+    an abbreviation (`--max-model`), a short option with its value attached (`-qgptq`)."""
+    key = arg.split("=", 1)[0]
+    if key.startswith("--") and len(key) > 2:
+        key = "--" + key[2:].replace("_", "-")
+        return [f for f in RENDERED_FLAGS if f.startswith("--") and f.startswith(key)]
+    if key.startswith("-") and len(key) > 1 and not key[1].isdigit():  # -5 is a value
+        short = [f for f in RENDERED_FLAGS if not f.startswith("--")]
+        # an abbreviation (-t for -tp), or a one-letter option with its value attached
+        return [f for f in short if f.startswith(key) or (len(f) == 2 and key.startswith(f))]
+    return []
+
+
 def extra_args(s: SpyreModelSpec) -> Iterator[Problem]:
     for i, arg in enumerate(s.extra_args):
-        flag = arg.split("=", 1)[0]
-        if flag in RENDERED_FLAGS:
+        flags = rendered_flags_set_by(arg)
+        if flags:
+            fields = " or ".join(dict.fromkeys(RENDERED_FLAGS[f] for f in flags))
             yield Problem(
                 f"spec.extraArgs[{i}]",
-                f"{flag} is rendered by the operator: set {RENDERED_FLAGS[flag]} instead",
+                f"{shown(arg)} sets {' or '.join(flags)}, which the operator renders: set "
+                f"{fields} instead",
+            )
+
+
+def argument_values(s: SpyreModelSpec) -> Iterator[Problem]:
+    """Values the operator passes as vLLM arguments: one that starts with '-' would be read
+    as an option. (A hub id and revision follow the hub's grammar: _hub_model.)"""
+    m = s.model
+    values = {"spec.model.servedName": m.served_name}
+    if not m.from_hub:
+        values["spec.model.id"] = m.id
+    for path, value in values.items():
+        if value is not None and value.startswith("-"):
+            yield Problem(
+                path,
+                f"{shown(value)} starts with '-', so vLLM would read it as an option: use a "
+                "name that starts with a letter or digit",
             )
 
 
@@ -390,12 +426,12 @@ def _qualified_name(key: str) -> bool:
 
 def _key_problems(where: str, key: str, what: str = "label") -> Iterator[Problem]:
     if not _qualified_name(key):
-        yield Problem(where, f"{key!r} is not {what} key: {KEY_RULE}")
+        yield Problem(where, f"{shown(key)} is not {what} key: {KEY_RULE}")
 
 
 def _value_problems(where: str, value: str) -> Iterator[Problem]:
     if value and not (len(value) <= 63 and LABEL_NAME.fullmatch(value)):
-        yield Problem(where, f"{value!r} is not a label value: {VALUE_RULE}")
+        yield Problem(where, f"{shown(value)} is not a label value: {VALUE_RULE}")
 
 
 def _label_problems(path: str, labels: dict[str, str]) -> Iterator[Problem]:
@@ -538,6 +574,7 @@ RULES: tuple[Rule, ...] = (
     precompiled_pooling,
     extra_env,
     extra_args,
+    argument_values,
     resources,
     pod_metadata,
     image_pull_secrets,
@@ -548,4 +585,19 @@ RULES: tuple[Rule, ...] = (
 
 
 def check(spec: SpyreModelSpec) -> list[Problem]:
-    return [problem for rule in RULES for problem in rule(spec)]
+    problems: list[Problem] = []
+    for rule in RULES:
+        try:
+            problems += rule(spec)
+        except (ArithmeticError, ValueError, RecursionError) as err:
+            # a value no rule foresaw (size, nesting): a problem that names the rule, never
+            # a traceback in validate, the webhook or the operator
+            problems.append(
+                Problem(
+                    "spec",
+                    f"the {rule.__name__.replace('_', ' ')} rule cannot check this spec "
+                    f"({type(err).__name__}: {clip(str(err))}): simplify the values it reads, "
+                    "and report it as a bug",
+                )
+            )
+    return problems

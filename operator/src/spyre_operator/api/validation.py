@@ -21,10 +21,14 @@ from pydantic_core import ErrorDetails
 from spyre_operator.api import rules
 from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.names import API_VERSION, KIND
-from spyre_operator.api.problem import InvalidSpec, Problem, join_path
+from spyre_operator.api.problem import InvalidSpec, Problem, clip, join_path, shown
 from spyre_operator.api.spec import SpyreModelSpec
 
-DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# Most problems one object reports, and the longest field path quoted: bounded output.
+MAX_PROBLEMS = 50
+MAX_PATH = 300
 
 # A DNS-1123 subdomain, as Kubernetes checks the names of the objects these fields name.
 _SUBDOMAIN_HINT = (
@@ -122,86 +126,161 @@ def validate_spec(spec: object) -> tuple[SpyreModelSpec | None, list[Problem]]:
 
 def _check(obj: object) -> tuple[SpyreModelSpec | None, list[Problem]]:
     if not isinstance(obj, Mapping):
-        return None, [Problem("", f"expected a {KIND} object (a mapping), got {_kind_of(obj)}")]
+        return None, [Problem("", f"expected a {KIND} object (a mapping), got {_described(obj)}")]
     problems = []
     if obj.get("apiVersion") != API_VERSION or obj.get("kind") != KIND:
-        got = f"{obj.get('apiVersion')}/{obj.get('kind')}"
+        got = clip(f"{obj.get('apiVersion')}/{obj.get('kind')}")
         problems.append(
             Problem("kind", f"expected apiVersion {API_VERSION} kind {KIND}, got {got}")
         )
     meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not DNS_1035.match(name) or len(name) > 63:
+    meta = meta if isinstance(meta, Mapping) else {}
+    if not is_dns_label(meta.get("name"), DNS_1035):
         problems.append(
             Problem(
                 "metadata.name",
                 "must be a DNS-1035 label (lowercase letters, digits and '-', starting with a "
                 "letter, at most 63 characters) because it names the Deployment and the "
-                f"Service, got {name!r}",
+                f"Service, got {_described(meta.get('name'))}",
+            )
+        )
+    namespace = meta.get("namespace")
+    if namespace not in (None, "") and not is_dns_label(namespace, DNS_1123):
+        problems.append(
+            Problem(
+                "metadata.namespace",
+                "must be a namespace name, a DNS-1123 label (lowercase letters, digits and "
+                "'-', starting and ending with a letter or digit, at most 63 characters), got "
+                f"{_described(namespace)}: quote it in YAML if it reads as another type",
             )
         )
     if "spec" not in obj:
-        return None, [*problems, Problem("spec", "required field is missing")]
+        return None, _bounded([*problems, Problem("spec", "required field is missing")])
     spec, spec_problems = validate_spec(obj["spec"])
-    return spec, problems + spec_problems
+    return spec, _bounded(problems + spec_problems)
 
 
-def _kind_of(value: object) -> str:
-    return "nothing" if value is None else type(value).__name__
+def is_dns_label(value: object, pattern: re.Pattern[str]) -> bool:
+    return isinstance(value, str) and len(value) <= 63 and pattern.fullmatch(value) is not None
+
+
+def _bounded(problems: list[Problem]) -> list[Problem]:
+    """At most MAX_PROBLEMS, then how many more: one object's answer stays short."""
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    more = len(problems) - MAX_PROBLEMS
+    return [*problems[:MAX_PROBLEMS], Problem("spec", f"and {more} more problems")]
+
+
+def _described(value: object) -> str:
+    """A value as a message names it (YAML's words: null, true, a mapping)."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return shown(value)
 
 
 def _translate(err: ErrorDetails) -> Problem:
-    path = join_path("spec", *err["loc"])
+    loc = err["loc"]
+    path = clip(join_path("spec", *loc), MAX_PATH)
     ctx, value, kind = err.get("ctx", {}), err.get("input"), err["type"]
+    got = _described(value)
     if kind == "missing":
         message = "required field is missing"
     elif kind == "extra_forbidden":
-        name = str(err["loc"][-1])
-        guess = difflib.get_close_matches(name, sorted(_known_fields()), n=1)
+        here = _fields_at(loc[:-1])
+        guess = difflib.get_close_matches(str(loc[-1]), here, n=1)
         message = "unknown field" + (f": did you mean {guess[0]}?" if guess else "")
-    elif kind == "multiple_of":
+        if here and not guess:
+            message += f" (fields here: {', '.join(here)})"
+    elif kind == "multiple_of" and isinstance(value, int):
         step = ctx["multiple_of"]
         low = value // step * step
         fix = f"{low} or {low + step}" if low else str(step)
         message = f"must be a multiple of {step}, got {value}: use {fix}"
     elif kind in ("greater_than_equal", "less_than_equal"):
         bound, word = (ctx["ge"], "least") if kind == "greater_than_equal" else (ctx["le"], "most")
-        message = f"must be at {word} {bound}, got {value}"
+        message = f"must be at {word} {bound}, got {got}"
     elif kind == "literal_error":
-        message = f"must be one of {ctx['expected']}, got {value!r}"
+        message = f"must be one of {ctx['expected']}, got {got}"
     elif kind == "string_pattern_mismatch":
-        message = f"must match {ctx['pattern']}, got {value!r}"
-    elif kind in ("too_short", "too_long"):
-        message = err["msg"].replace("List", "the list").replace("Value", "the list")
+        message = f"must match {ctx['pattern']}, got {got}"
+    elif kind in ("too_short", "too_long", "string_too_short", "string_too_long"):
+        message = _size_message(kind, ctx, value)
     elif kind == "quantity":
         message = err["msg"]
     elif kind == "string_type" and isinstance(value, bool | int | float):
         # e.g. `sidecar.istio.io/inject: true` in YAML
-        shown = str(value).lower() if isinstance(value, bool) else value
-        message = f'must be a string, got {value!r}: quote it in YAML ("{shown}")'
-    else:
-        message = f"{err['msg'].replace('Input should be', 'must be')}, got {value!r}"
+        message = f'must be a string, got {got}: quote it in YAML ("{got}")'
+    elif kind in _TYPE_WORDS:
+        message = f"must be {_TYPE_WORDS[kind]}, got {got}" + _unquote_hint(kind, value)
+    else:  # pydantic's words, without its class names
+        text = re.sub(r" or instance of \w+", "", err["msg"]).replace("Input should be", "must be")
+        message = f"{text}, got {got}"
     hint = HINTS.get(re.sub(r"\[[^]]*\]", "", path))
     return Problem(path, f"{message} ({hint})" if hint else message)
 
 
-def _known_fields() -> set[str]:
-    """Every camelCase field name of the spec, for "did you mean" suggestions."""
-    return {
-        str(info.alias) for model in _models(SpyreModelSpec) for info in model.model_fields.values()
-    }
+# Type errors in YAML's words (strict, as the API server is: "32" is no integer).
+_TYPE_WORDS = {
+    "int_type": "an integer",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "model_type": "a mapping of fields",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+    "float_type": "a number",
+}
 
 
-def _models(model: type[BaseModel], seen: set[type] | None = None) -> Iterator[type[BaseModel]]:
-    seen = seen if seen is not None else set()
-    if model in seen:
-        return
-    seen.add(model)
-    yield model
-    for info in model.model_fields.values():
-        for inner in _types_in(info.annotation):
-            if isinstance(inner, type) and issubclass(inner, BaseModel):
-                yield from _models(inner, seen)
+def _unquote_hint(kind: str, value: object) -> str:
+    if kind == "int_type" and isinstance(value, str) and value.strip().isdecimal():
+        return f": write it without quotes ({clip(value.strip())})"
+    if kind == "int_type" and isinstance(value, float):
+        return ": use a whole number"
+    if kind == "bool_type" and isinstance(value, str) and value.lower() in ("true", "false"):
+        return f": write it without quotes ({value.lower()})"
+    return ""
+
+
+def _size_message(kind: str, ctx: dict[str, Any], value: object) -> str:
+    short = "short" in kind
+    word, bound = ("least", ctx.get("min_length")) if short else ("most", ctx.get("max_length"))
+    if kind.startswith("string"):
+        got = len(value) if isinstance(value, str) else None
+        unit = "character" + ("s" if bound != 1 else "")
+    else:
+        got, unit = ctx.get("actual_length"), "item" + ("s" if bound != 1 else "")
+    if kind == "string_too_short" and bound == 1:
+        return "must not be empty"
+    return f"must have at {word} {bound} {unit}" + (f", got {got}" if got is not None else "")
+
+
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The camelCase field names valid where `loc` (pydantic's path from the spec) points:
+    "did you mean" suggests only those."""
+    annotation: Any = SpyreModelSpec
+    for part in loc:
+        model = _model_in(annotation)
+        if model is None:
+            return []
+        if isinstance(part, str):  # a field; an int is a list index: same element model
+            fields = {str(info.alias): info for info in model.model_fields.values()}
+            if part not in fields:
+                return []
+            annotation = fields[part].annotation
+    model = _model_in(annotation)
+    return sorted(str(info.alias) for info in model.model_fields.values()) if model else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    for inner in _types_in(annotation):
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            return inner
+    return None
 
 
 def _types_in(annotation: Any) -> Iterator[Any]:

@@ -16,11 +16,11 @@ from typing import Any
 import yaml
 
 from spyre_operator.api.crd import CRD_FILES, build_crd
-from spyre_operator.api.validation import SpyreModel, review
+from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
 from spyre_operator.render.children import desired
 from spyre_operator.render.pod import PLATFORMS
 from spyre_operator.render.weights import is_commit
-from spyre_operator.render.yamlio import dump_documents, load_documents
+from spyre_operator.render.yamlio import MAX_CHARS, dump_documents, load_documents
 
 INVALID = 2
 CRD_HEADER = (
@@ -94,14 +94,19 @@ class Loaded:
 
 
 def _read(file: str) -> str:
-    return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    """The text, or its first MAX_CHARS + 1 characters: enough for load_documents to say
+    it is too long, without reading a huge file into memory."""
+    if file == "-":
+        return sys.stdin.read(MAX_CHARS + 1)
+    with Path(file).open(encoding="utf-8") as stream:
+        return stream.read(MAX_CHARS + 1)
 
 
 def load(files: list[str], namespace: str, model_config: dict[str, Any] | None = None) -> Loaded:
     out = Loaded()
     for file in files:
         try:
-            docs = load_documents(_read(file))
+            docs = load_documents(_read(file), file)
         except (OSError, UnicodeDecodeError) as err:
             out.errors.append(f"{file}: cannot read: {err}")
             continue
@@ -113,7 +118,7 @@ def load(files: list[str], namespace: str, model_config: dict[str, Any] | None =
         for index, doc in enumerate(docs, 1):
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None
-            label = f"{file}: {name or f'document {index}'}"
+            label = f"{file}: {name if is_dns_label(name, DNS_1035) else f'document {index}'}"
             verdict = review(doc, namespace, model_config)  # what the webhook says too
             out.errors += [f"{label}: {problem}" for problem in verdict.problems]
             if verdict.model is not None:

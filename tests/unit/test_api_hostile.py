@@ -1,0 +1,438 @@
+"""Hostile and malformed SpyreModels (issue 18): each class the fuzz run found is a named
+regression test. Nothing crashes or hangs, messages are bounded, integer fields are strict,
+and what reaches vLLM is what was validated."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apilib import BASE, EXAMPLES, merge, with_spec
+
+from spyre_operator.api import rules
+from spyre_operator.api.problem import InvalidSpec, Problem
+from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.api.validation import MAX_PROBLEMS, parse, validate
+from spyre_operator.cli import main
+from spyre_operator.webhook.review import answer
+
+pytestmark = pytest.mark.unit
+
+EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "micro-granite-cpu.yaml").read_text()
+# Every message quotes at most ~200 characters of a value; a line has a path and advice too.
+LINE_LIMIT = 1000
+
+
+def problems_of(obj: Any) -> list[Problem]:
+    """validate's problems, which parse (the operator) and the webhook report the same."""
+    problems = validate(obj)
+    with pytest.raises(InvalidSpec) as raised:
+        parse(obj)
+    assert raised.value.problems == problems
+    assert answer("CREATE", obj, None).refusal == "\n".join(map(str, problems))
+    assert all(len(str(p)) < LINE_LIMIT for p in problems), problems
+    return problems
+
+
+def only(obj: Any) -> Problem:
+    problems = problems_of(obj)
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, command: str) -> str:
+    path = tmp_path / "model.yaml"
+    path.write_text(text)
+    assert main([command, str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    assert err.startswith(f"{path}: ") and len(err) < 4 * LINE_LIMIT, err
+    return err
+
+
+# --- 1. nothing crashes, hangs or explodes -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cpu", ["1e400", "9" * 400, "1" * 40 + "e400"], ids=["1e400", "400 digits", "long exponent"]
+)
+def test_a_cpu_quantity_that_overflows_a_float_is_a_problem(cpu: str) -> None:
+    problem = only(with_spec({"resources": {"limits": {"cpu": cpu}}}))
+    assert problem.path == "spec.resources.limits.cpu"
+    assert problem.message.startswith(("use cores (8) or millicores", "must be a Kubernetes"))
+
+
+def test_a_400_digit_integer_quantity_is_a_problem() -> None:
+    problem = only(with_spec({"resources": {"requests": {"memory": 10**400}}}))
+    assert problem.path == "spec.resources.requests.memory"
+    assert "got a number of about 401 digits" in problem.message
+
+
+def test_a_runtime_version_past_pythons_digit_limit_is_a_problem() -> None:
+    version = "1" * 6000 + ".0.0"
+    problem = only(with_spec({"runtime": {"version": version}}))
+    assert problem.path == "spec.runtime.version"
+    assert "sendnn-inference versions are 2.x, got 1111" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("patch", "path"),
+    [
+        ({"batching": {"continuous": {"maxNumBatchedTokens": "1000"}}}, "maxNumBatchedTokens"),
+        (
+            {
+                "runtime": {"flavour": "vllm-spyre"},
+                "task": "embed",
+                "batching": {
+                    "continuous": None,
+                    "static": {"promptLens": ["2000"], "batchSizes": [1]},
+                },
+            },
+            "promptLens[0]",
+        ),
+    ],
+    ids=["maxNumBatchedTokens", "promptLens"],
+)
+def test_a_numeric_string_on_a_multiple_of_64_field_is_a_problem(
+    patch: dict[str, Any], path: str
+) -> None:
+    problem = only(with_spec(patch))
+    assert problem.path.endswith(path)
+    assert "must be an integer, got '" in problem.message
+    assert ": write it without quotes (" in problem.message
+
+
+def test_an_alias_bomb_built_in_memory_is_checked_quickly_with_a_short_message() -> None:
+    """The webhook and the operator get JSON, which has no aliases, but a shared object
+    (what YAML aliases build) must not be walked or printed in full either."""
+    bomb: Any = ["x"] * 9
+    for _ in range(9):
+        bomb = [bomb] * 9  # 9**10 leaves if written out
+    started = time.monotonic()
+    problem = only(with_spec({"nodeSelector": {"a": bomb}}))
+    assert time.monotonic() - started < 5
+    assert problem.path == "spec.nodeSelector.a"
+    assert problem.message == "must be a string, got a list"
+
+
+def test_a_huge_string_is_quoted_clipped() -> None:
+    problem = only(merge(BASE, {"metadata": {"name": "x" * 600_000}}))
+    assert problem.path == "metadata.name"
+    assert "'xxxx" in problem.message and "... (600000 characters)" in problem.message
+
+
+def test_a_huge_key_is_quoted_clipped_in_the_path() -> None:
+    problems = problems_of(with_spec({"nodeSelector": {"k\n" * 10_000: 1}}))
+    assert len(problems[0].path) < 300 and "\n" not in str(problems[0])
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"podAnnotations": {"k" * 300_000 + "/x": "v"}},
+        {"podLabels": {"team": "v" * 300_000}},
+        {"model": {"path": "/data/" + "m" * 4000, "source": {"pvc": {"claimName": "m"}}}},
+    ],
+    ids=["annotation key", "label value", "model path"],
+)
+def test_values_checked_by_the_rules_are_quoted_clipped(patch: dict[str, Any]) -> None:
+    problems_of(with_spec(patch))  # every line is short
+
+
+def test_one_objects_problems_are_bounded() -> None:
+    env = [{"name": f"A{i}", "value": 1} for i in range(500)]
+    problems = problems_of(with_spec({"env": env}))
+    assert len(problems) == MAX_PROBLEMS + 1
+    assert str(problems[-1]) == "spec: and 450 more problems"
+
+
+def test_a_rule_that_raises_names_itself_instead_of_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(spec: SpyreModelSpec) -> Any:
+        raise OverflowError("int too large to convert to float")
+        yield
+
+    monkeypatch.setattr(rules, "RULES", (*rules.RULES, broken))
+    problem = only(BASE)
+    assert problem.path == "spec"
+    assert problem.message.startswith(
+        "the broken rule cannot check this spec (OverflowError: int too large"
+    )
+
+
+HOSTILE_YAML = {
+    "nested 600 deep": (
+        "spec:\n  affinity: " + "[" * 600 + "]" * 600 + "\n",
+        'invalid YAML: nested more than 100 levels deep: a SpyreModel needs far fewer in "',
+    ),
+    "an integer of 5000 digits": (
+        "spec:\n  replicas: " + "9" * 5000 + "\n",
+        "invalid YAML: a number of 5000 characters: Kubernetes numbers have at most 19 digits",
+    ),
+    "an alias bomb": (
+        "spec:\n  nodeSelector:\n    a: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(
+            f"    {c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n"
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        )
+        + "    j: [*i, *i, *i, *i, *i, *i, *i, *i, *i]\n",
+        "invalid YAML: aliases expand this document by 4412961486 nodes (it has 34): write the "
+        "repeated parts out, or use fewer aliases",
+    ),
+    "an alias inside itself": ("spec: &a {x: *a}\n", "an alias refers to a node that contains it"),
+    "a date that is none": ("metadata: {namespace: 2001-13-45}\n", "month must be in 1..12 in"),
+    "a tag that lies": ("spec: {replicas: !!int many}\n", "invalid literal for int()"),
+}
+
+
+@pytest.mark.parametrize(("text", "message"), HOSTILE_YAML.values(), ids=HOSTILE_YAML.keys())
+def test_hostile_yaml_is_one_line_naming_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    for command in ("validate", "render"):
+        started = time.monotonic()
+        err = run(tmp_path, capsys, text, command)
+        assert time.monotonic() - started < 10
+        assert message in err and err.count("\n") == 1, err
+        assert f'in "{tmp_path / "model.yaml"}", line ' in err
+
+
+def test_a_file_larger_than_a_kubernetes_request_is_refused_unread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = run(tmp_path, capsys, "# " + "x" * (3 * 1024 * 1024), "validate")
+    assert "invalid YAML: 3145729 characters: more than the 3145728 a Kubernetes request" in err
+
+
+def test_aliases_and_merge_keys_of_ordinary_size_are_fine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = EXAMPLE.replace(
+        '  resources:\n    requests: {cpu: "2", memory: 8Gi}\n',
+        '  resources:\n    requests: &req {cpu: "2", memory: 8Gi}\n',
+    ).replace('    limits: {cpu: "4", memory: 16Gi}', '    limits: {<<: *req, cpu: "4"}')
+    path = tmp_path / "model.yaml"
+    path.write_text(text)
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+
+
+# --- 2. strict where Kubernetes is strict --------------------------------------------
+
+STRICT = {
+    "maxNumSeqs '32'": (
+        {"batching": {"continuous": {"maxNumSeqs": "32"}}},
+        "spec.batching.continuous.maxNumSeqs",
+        "must be an integer, got '32': write it without quotes (32)",
+    ),
+    "maxNumSeqs true": (
+        {"batching": {"continuous": {"maxNumSeqs": True}}},
+        "spec.batching.continuous.maxNumSeqs",
+        "must be an integer, got true",
+    ),
+    "service.port '4'": (
+        {"service": {"port": "4"}},
+        "spec.service.port",
+        "must be an integer, got '4': write it without quotes (4)",
+    ),
+    "replicas 1.5": (
+        {"replicas": 1.5},
+        "spec.replicas",
+        "must be an integer, got 1.5: use a whole number",
+    ),
+    "batchSizes ['100']": (
+        {
+            "task": "embed",
+            "batching": {"continuous": None, "static": {"promptLens": [64], "batchSizes": ["100"]}},
+        },
+        "spec.batching.static.batchSizes[0]",
+        "must be an integer, got '100'",
+    ),
+    "tensorParallelSize '2'": (
+        {"tensorParallelSize": "2"},
+        "spec.tensorParallelSize",
+        "must be one of 1, 2 or 4, got '2'",
+    ),
+    "prefixCaching 'true'": (
+        {"batching": {"continuous": {"prefixCaching": "true"}}},
+        "spec.batching.continuous.prefixCaching",
+        "must be true or false, got 'true': write it without quotes (true)",
+    ),
+}
+
+
+@pytest.mark.parametrize(("patch", "path", "message"), STRICT.values(), ids=STRICT.keys())
+def test_integer_and_boolean_fields_take_no_strings(
+    patch: dict[str, Any], path: str, message: str
+) -> None:
+    problem = only(with_spec(patch))
+    assert (problem.path, problem.message[: len(message)]) == (path, message)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "got"),
+    [
+        (False, "got false"),  # `namespace: NO` in YAML
+        (1024, "got 1024"),
+        ("Team_A", "got 'Team_A'"),
+        ("a\u200bb", "got 'a\\u200bb'"),
+        ("team\n", "got 'team\\n'"),
+        ("n" * 70_000, "... (70000 characters)"),
+    ],
+    ids=["NO", "int", "uppercase", "zero-width", "trailing newline", "70000 characters"],
+)
+def test_the_namespace_is_checked_as_kubernetes_checks_it(namespace: object, got: str) -> None:
+    problem = only(merge(BASE, {"metadata": {"namespace": namespace}}))
+    assert problem.path == "metadata.namespace"
+    assert problem.message.startswith("must be a namespace name, a DNS-1123 label")
+    assert got in problem.message
+
+
+@pytest.mark.parametrize("namespace", ["team-a", "0ns", ""])
+def test_namespace_names_kubernetes_takes(namespace: str) -> None:
+    assert validate(merge(BASE, {"metadata": {"namespace": namespace}})) == []
+
+
+def test_a_name_with_a_trailing_newline_is_refused() -> None:
+    assert only(merge(BASE, {"metadata": {"name": "demo\n"}})).path == "metadata.name"
+
+
+def test_duplicate_keys_are_an_error_naming_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = EXAMPLE.replace("  name: micro-granite-cpu\n", "  namespace: ai\n  namespace: ml\n")
+    err = run(tmp_path, capsys, text, "validate")
+    assert "found the key 'namespace' twice (first on line 6): keep one" in err
+    assert "line 7, column 3" in err
+
+
+@pytest.mark.parametrize(
+    ("patch", "path", "message"),
+    [
+        ({"resources": {"status": {}}}, "spec.resources.status", "unknown field (fields here: "),
+        (
+            {"runtime": {"tolerations": []}},
+            "spec.runtime.tolerations",
+            "unknown field (fields here: flavour, version)",
+        ),
+        (
+            {"env": [{"name": "A", "valueFrom": {"secretKeyRf": {"name": "s", "key": "k"}}}]},
+            "spec.env[0].valueFrom.secretKeyRf",
+            "unknown field: did you mean secretKeyRef?",
+        ),
+        (
+            {
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabel": {}},
+                    }
+                ]
+            },
+            "spec.topologySpreadConstraints[0].labelSelector.matchLabel",
+            "unknown field: did you mean matchLabels?",
+        ),
+    ],
+    ids=["resources", "runtime", "in a list", "deep in a list"],
+)
+def test_did_you_mean_suggests_only_fields_valid_at_that_level(
+    patch: dict[str, Any], path: str, message: str
+) -> None:
+    problem = only(with_spec(patch))
+    assert (problem.path, problem.message[: len(message)]) == (path, message)
+
+
+LEAKS = ("Input should", "instance of", "Spec", "Resources", "EnvVar", "String should")
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"runtime": "x"},
+        {"resources": []},
+        {"cache": 5},
+        {"env": [1]},
+        {"model": {"servedName": ""}},
+        {"imagePullSecrets": [{"name": "a" * 300}]},
+        {"extraArgs": "--seed=1"},
+        {"nodeSelector": ["a"]},
+        {"topologySpreadConstraints": [{}] * 9},
+    ],
+)
+def test_no_pydantic_class_names_or_text_reach_a_user(patch: dict[str, Any]) -> None:
+    for problem in problems_of(with_spec(patch)):
+        assert not any(leak in problem.message for leak in LEAKS), problem
+
+
+def test_size_messages_in_plain_words() -> None:
+    assert only(with_spec({"model": {"servedName": ""}})).message == "must not be empty"
+    long_name = only(with_spec({"imagePullSecrets": [{"name": "a" * 300}]})).message
+    assert long_name.startswith("must have at most 253 characters, got 300")
+    too_many = only(with_spec({"imagePullSecrets": [{"name": "a"}] * 17})).message
+    assert too_many == "must have at most 16 items, got 17"
+
+
+# --- 4. what reaches vLLM is exactly what was validated ------------------------------
+
+REFUSED_ARGS = {
+    "--max_model_len=4096": "--max-model-len",
+    "--max_model_len": "--max-model-len",
+    "--served_model_name=x": "--served-model-name",
+    "--max-model": "--max-model-len",
+    "--tensor_parallel_size=2": "--tensor-parallel-size",
+    "--enable_prefix_caching": "--enable-prefix-caching",
+    "-tp=2": "-tp",
+    "-t": "-tp",
+    "-qgptq": "-q",
+    "--config=/models/c.yaml": "--config",
+}
+
+
+@pytest.mark.parametrize(("arg", "flag"), REFUSED_ARGS.items(), ids=REFUSED_ARGS.keys())
+def test_extra_args_cannot_set_a_rendered_flag_under_any_spelling(arg: str, flag: str) -> None:
+    problem = only(with_spec({"extraArgs": ["--seed=1", arg]}))
+    assert problem.path == "spec.extraArgs[1]"
+    field = rules.RENDERED_FLAGS[flag].split(" ")[0]
+    assert problem.message.startswith(f"{arg!r} sets {flag}, which the operator renders: set ")
+    assert f"set {field}" in problem.message
+
+
+def test_an_ambiguous_prefix_names_every_flag_it_could_set() -> None:
+    problem = only(with_spec({"extraArgs": ["--max-num=4"]}))
+    assert "sets --max-num-seqs or --max-num-batched-tokens" in problem.message
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--seed", "1"], ["--trust-remote-code"], ["--max-log-len=10"], ["--model-impl=vllm"]],
+)
+def test_other_extra_args_pass(args: list[str]) -> None:
+    assert validate(with_spec({"extraArgs": args})) == []
+
+
+ON_A_VOLUME = {"path": "/models/m", "source": {"pvc": {"claimName": "m"}}}
+
+
+@pytest.mark.parametrize(
+    ("model", "path"),
+    [
+        ({"servedName": "--port"}, "spec.model.servedName"),
+        ({**ON_A_VOLUME, "id": "-x"}, "spec.model.id"),
+        ({"id": "--help"}, "spec.model.id"),
+        ({"revision": "--no-such-flag"}, "spec.model.revision"),
+    ],
+    ids=["servedName", "id of a volume model", "hub id", "hub revision"],
+)
+def test_values_that_become_arguments_never_start_with_a_dash(
+    model: dict[str, Any], path: str
+) -> None:
+    assert only(with_spec({"model": model})).path == path
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_the_examples_stay_valid(example: Path) -> None:
+    assert main(["validate", str(example)]) == 0
