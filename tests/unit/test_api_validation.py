@@ -358,7 +358,7 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "extra arg the operator renders": (
         {"extraArgs": ["--trust-remote-code", "--max-model-len=4096"]},
         "spec.extraArgs[1]",
-        "'--max-model-len=4096' sets --max-model-len, which the operator renders: set "
+        "'--max-model-len=...' sets --max-model-len, which the operator renders: set "
         "spec.batching.continuous.maxModelLen instead",
     ),
     "cards in resources": (

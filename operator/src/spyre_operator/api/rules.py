@@ -372,9 +372,10 @@ def extra_args(s: SpyreModelSpec) -> Iterator[Problem]:
         flags = rendered_flags_set_by(arg)
         if flags:
             fields = " or ".join(dict.fromkeys(RENDERED_FLAGS[f] for f in flags))
+            option, is_set, _ = arg.partition("=")  # the value is not repeated: maybe a key
             yield Problem(
                 f"spec.extraArgs[{i}]",
-                f"{shown(arg)} sets {' or '.join(flags)}, which the operator renders: set "
+                f"{shown(option + ('=...' if is_set else ''))} sets {' or '.join(flags)}, which the operator renders: set "
                 f"{fields} instead",
             )
 
