@@ -49,7 +49,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     memo.events = EventPoster(kube)
     limits = compiles.Limits(*options.compile_limits())
     queue = functools.partial(compile_queue, limits, indexes["jobs"], indexes[MODELS])
-    memo.reconciler = Reconciler(kube, memo.events, compile_queue=queue)
+    unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
+    memo.reconciler = Reconciler(kube, memo.events, compile_queue=None if unlimited else queue)
     memo.resync = start_resync(memo.reconciler, indexes[MODELS], options.resync_seconds())
     port = options.metrics_port()
     if port:
@@ -271,21 +272,22 @@ def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> N
 def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
     """A Job/Deployment/Service changed or was deleted: reconcile its owners. ADDED and
     the initial listing are skipped: the reconciler made the object (the start-up listing
-    of the SpyreModels covers restarts). A compile Job that finished or went away frees
-    a slot: then the SpyreModels waiting for one, in the queue's order."""
+    of the SpyreModels covers restarts). A compile Job that started, finished or went
+    away moves the compile queue: then the SpyreModels waiting in it, first in line first
+    (the first ones may start now, the others learn their new place)."""
     if event_type in ("MODIFIED", "DELETED"):
         namespace = body["metadata"]["namespace"]
         reconcile_each(reconciler, [(namespace, name) for name in owners(body)])
-        if frees_compile_slot(event_type, body):
-            reconcile_each(reconciler, waiting(reconciler))
+    if moves_compile_queue(event_type, body):
+        reconcile_each(reconciler, waiting(reconciler))
 
 
-def frees_compile_slot(event_type: str, body: Mapping[str, Any]) -> bool:
+def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool:
     labels = body["metadata"].get("labels") or {}
-    if labels.get(COMPONENT) != meta.COMPILE:
+    if labels.get(COMPONENT) != meta.COMPILE or event_type is None:
         return False
     view = job_view(plain(body), [])
-    return event_type == "DELETED" or view.succeeded or view.failed
+    return event_type in ("ADDED", "DELETED") or view.succeeded or view.failed
 
 
 def waiting(reconciler: Reconciler) -> list[tuple[str, str]]:
