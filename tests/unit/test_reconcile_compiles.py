@@ -127,6 +127,8 @@ def test_what_a_spyremodel_wants() -> None:
     assert wanted(_body(cache={"cacheKey": key, "ok": False})) is not None  # a retry
     assert wanted(_body(weights={"state": "Downloading"})) is None  # the weights first
     assert wanted(merge(obj, {"metadata": {"deletionTimestamp": "x"}})) is None
+    refused = {"type": "Degraded", "status": "True", "reason": "ApplyFailed"}
+    assert wanted(_body(conditions=[refused])) is None  # holds up nobody
     assert wanted(merge(obj, {"spec": {"replicas": -1}})) is None  # invalid
 
 

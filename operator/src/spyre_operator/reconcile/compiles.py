@@ -14,7 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spyre_operator.api.problem import InvalidSpec
+from spyre_operator.api.status import DEGRADED
 from spyre_operator.api.validation import parse
+from spyre_operator.reconcile.conditions import find
 from spyre_operator.reconcile.weights import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
@@ -142,16 +144,18 @@ def is_compile_start(verb: str, obj: dict[str, Any]) -> bool:
 
 def wanted(body: dict[str, Any]) -> Want | None:
     """The compile Job a SpyreModel wants, from its spec and stored status; None when it
-    wants none (invalid, deleted, weights not downloaded yet, or its key compiled)."""
+    wants none (invalid, deleted, weights not downloaded yet, or its key compiled), or
+    when the API server refused what it wrote last (it keeps no place ahead of others)."""
     metadata = body["metadata"]
-    if metadata.get("deletionTimestamp"):
+    status = body.get("status") or {}
+    refused = find(status.get("conditions") or [], DEGRADED).get("reason") == "ApplyFailed"
+    if metadata.get("deletionTimestamp") or refused:
         return None
     try:
         model = parse(body)
     except InvalidSpec:
         return None
     spec = model.spec
-    status = body.get("status") or {}
     commit = weights_commit(status.get("weights"))
     if spec.model.from_hub and commit is None:
         return None
