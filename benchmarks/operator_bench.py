@@ -156,6 +156,7 @@ class Bench:
 
     def start_operator(self, resync: float) -> None:
         args = ["run", "--metrics-port", str(self.port), "--resync-seconds", str(resync)]
+        args += ["--max-compiles", "0"]  # bursts of compile Jobs at once: no queue
         self.operator = OperatorProcess(args, self.plane.kubeconfig, self.log)
         wait(self._metrics_or_none, "operator metrics")
 

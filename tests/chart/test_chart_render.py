@@ -48,7 +48,13 @@ COMBINATIONS: dict[str, Combination] = {
         "image.pullPolicy": "Always",
         "imagePullSecrets": [{"name": "registry-creds"}],
         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
-        "operator": {"logLevel": "debug", "resyncSeconds": 60, "workers": 4},
+        "operator": {
+            "logLevel": "debug",
+            "resyncSeconds": 60,
+            "workers": 4,
+            "maxCompiles": 8,
+            "maxCompilesPerNamespace": 2,
+        },
         "metrics.port": 9090,
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
@@ -132,6 +138,8 @@ def test_operator_deployment_is_one_restricted_replica() -> None:
         "--metrics-port=8081",
         "--resync-seconds=300",
         "--workers=16",
+        "--max-compiles=4",
+        "--max-compiles-per-namespace=0",
         "--platform=kubernetes",
         "--webhook-port=9443",
         f"--webhook-secret=ops/{WEBHOOK}-cert",
@@ -164,6 +172,8 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
     assert args.verbose is (operator.get("logLevel") == "debug")
     assert args.workers == operator.get("workers", 16)
     assert args.resync_seconds == operator.get("resyncSeconds", 300)
+    assert args.max_compiles == operator.get("maxCompiles", 4)
+    assert args.max_compiles_per_namespace == operator.get("maxCompilesPerNamespace", 0)
     assert args.platform == values.get("operator.platform", "kubernetes")
     if values.get("webhook.enabled") is False:
         assert args.webhook_port == 0
@@ -391,6 +401,7 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"livenessProbe.port": 80}, "/livenessProbe/port"),
     ({"metrics.port": 8080}, "metrics.port: must differ from livenessProbe.port"),
     ({"operator.workers": 0}, "/operator/workers"),
+    ({"operator.maxCompiles": -1}, "/operator/maxCompiles"),
     ({"operator.platform": "gke"}, "/operator/platform"),
     ({"operator.resyncSeconds": "5m"}, "/operator/resyncSeconds"),
     (

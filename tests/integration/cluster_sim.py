@@ -145,10 +145,12 @@ def free_port() -> int:
 class Operator(OperatorProcess):
     """`spyre-operator run --namespace NS`, waited for until it serves its metrics."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log: Path, resync: float) -> None:
+    def __init__(
+        self, kubeconfig: Path, namespace: str, log: Path, resync: float, *flags: str
+    ) -> None:
         self.port = free_port()
         args = ["run", "--namespace", namespace, "--metrics-port", str(self.port),
-                "--resync-seconds", str(resync)]  # fmt: skip
+                "--resync-seconds", str(resync), *flags]  # fmt: skip
         super().__init__(args, kubeconfig, log)
         wait_for(self._metrics_or_none, "the operator serves its metrics")
 
@@ -171,12 +173,13 @@ class Operator(OperatorProcess):
 
 @contextmanager
 def running_operator(
-    kubeconfig: Path, namespace: str, log: Path, resync: float = 300.0
+    kubeconfig: Path, namespace: str, log: Path, resync: float = 300.0, *flags: str
 ) -> Iterator[Operator]:
-    """The operator for one test namespace; its log is printed when the test fails."""
+    """The operator for one test namespace (more `flags` of `spyre-operator run`); its log
+    is printed when the test fails."""
     kube = kube_for(kubeconfig)
     install_crd(kube)
-    operator = Operator(kubeconfig, namespace, log, resync)
+    operator = Operator(kubeconfig, namespace, log, resync, *flags)
     try:
         yield operator
     except BaseException:

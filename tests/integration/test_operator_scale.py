@@ -64,7 +64,8 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
         doc["spec"]["batching"]["continuous"]["maxNumSeqs"] = 1 + i % KEYS
         docs.append(model(namespace, f"m{i:02d}", doc))
     resync = 3.0
-    with running_operator(kubeconfig, namespace, tmp_path / "operator.log", resync) as operator:
+    log, flags = tmp_path / "operator.log", ("--max-compiles", str(KEYS))  # all at once
+    with running_operator(kubeconfig, namespace, log, resync, *flags) as operator:
         for doc in docs:
             create(kube, doc)
         # One download for all: the same model and revision.

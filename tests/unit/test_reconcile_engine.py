@@ -11,7 +11,9 @@ import pytest
 from apilib import example
 
 from spyre_operator.api.validation import validate
-from spyre_operator.reconcile.conditions import Event
+from spyre_operator.reconcile import engine
+from spyre_operator.reconcile.compiles import Limits, Queue
+from spyre_operator.reconcile.conditions import Event, find
 from spyre_operator.reconcile.engine import Reconciler, retry_delay
 from spyre_operator.reconcile.kube import ApiError, Kube
 
@@ -379,3 +381,42 @@ def test_forgetting_a_model_cancels_its_retry(kube: FakeKube) -> None:
     (timer,) = rec._retries.values()
     rec.forget(NS, "micro-granite-cpu")  # its DELETED event
     assert timer.finished.is_set() and not rec._retries
+
+
+ON_A_PVC = {"id": "m", "path": "/models/m", "source": {"pvc": {"claimName": "models"}}}
+
+
+@pytest.mark.parametrize(
+    ("seen", "started_seconds", "jobs"),
+    [
+        ("nothing", 60.0, 1),  # the watch lags: the Job just created holds the one slot
+        ("nothing", 0.0, 2),  # ... for STARTED_SECONDS at most
+        ("finished", 60.0, 2),  # the watch brought it, finished: the slot is free
+    ],
+)
+def test_a_compile_just_started_counts_until_the_watch_brings_it(
+    seen: str, started_seconds: float, jobs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kube = FakeKube()
+    for n, name in enumerate(("a", "b"), 1):
+        doc = example("micro-granite-cpu")
+        doc["spec"]["model"] = ON_A_PVC
+        doc["spec"]["batching"]["continuous"]["maxNumSeqs"] = n
+        doc["metadata"] = {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": 1}
+        doc["metadata"]["creationTimestamp"] = f"2030-01-01T00:00:0{n}Z"
+        kube._store(doc)
+    monkeypatch.setattr(engine, "STARTED_SECONDS", started_seconds)
+
+    def watched() -> Queue:
+        created = {(NS, n) for (k, _, n), _ in kube.objects.items() if k == "Job"}
+        return Queue(Limits(cluster=1), frozenset(), (), frozenset(created))
+
+    queue = watched if seen == "finished" else lambda: Queue(Limits(cluster=1), frozenset(), ())
+    rec = Reconciler(kube, lambda body, event: None, clock=lambda: "T", compile_queue=queue)
+    rec.reconcile(NS, "a")
+    rec.reconcile(NS, "b")
+    assert kube.writes["POST Job"] == jobs
+    st = kube.get("SpyreModel", NS, "b")["status"]  # type: ignore[index]
+    assert find(st["conditions"], "CacheReady")["reason"] == (
+        "Queued" if jobs == 1 else "Compiling"
+    )

@@ -46,8 +46,8 @@ def cleanup(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.index(GROUP, VERSION, PLURAL, id=wiring.MODELS)
-def spyremodels(namespace: str | None, name: str, **_: Any) -> dict[tuple[str, str], bool]:
-    return {(str(namespace), name): True}  # what the resync walks
+def spyremodels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    return wiring.model_entry(body)  # what the resync walks and the compile queue reads
 
 
 @kopf.index("batch", "v1", "jobs", labels=wiring.MANAGED, id="jobs")

@@ -373,9 +373,10 @@ def extra_args(s: SpyreModelSpec) -> Iterator[Problem]:
         if flags:
             fields = " or ".join(dict.fromkeys(RENDERED_FLAGS[f] for f in flags))
             option, is_set, _ = arg.partition("=")  # the value is not repeated: maybe a key
+            written = shown(option + ("=..." if is_set else ""))
             yield Problem(
                 f"spec.extraArgs[{i}]",
-                f"{shown(option + ('=...' if is_set else ''))} sets {' or '.join(flags)}, which the operator renders: set "
+                f"{written} sets {' or '.join(flags)}, which the operator renders: set "
                 f"{fields} instead",
             )
 

@@ -50,6 +50,22 @@ def register(sub: Any) -> None:
         help="threads for reconciles (default: %(default)s)",
     )
     run.add_argument(
+        "--max-compiles",
+        type=_count,
+        default=options.DEFAULT_MAX_COMPILES,
+        metavar="N",
+        help="compile Jobs running at once in the watched namespaces; the rest wait in "
+        "status (CacheReady reason Queued), oldest SpyreModel first; 0: unlimited "
+        "(default: %(default)s)",
+    )
+    run.add_argument(
+        "--max-compiles-per-namespace",
+        type=_count,
+        default=options.DEFAULT_MAX_COMPILES_NAMESPACE,
+        metavar="N",
+        help="compile Jobs running at once in one namespace; 0: unlimited (default: %(default)s)",
+    )
+    run.add_argument(
         "--platform",
         choices=PLATFORMS,
         default=PLATFORMS[0],
@@ -86,6 +102,13 @@ def register(sub: Any) -> None:
     )
     dev.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each step")
     dev.set_defaults(func=_dev)
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value}: use 0 (unlimited) or a positive number")
+    return value
 
 
 def _webhook_flags(run: argparse.ArgumentParser) -> None:
@@ -140,6 +163,8 @@ def _run(args: argparse.Namespace) -> int:
     os.environ[options.METRICS_ENV] = str(args.metrics_port)
     os.environ[options.WORKERS_ENV] = str(args.workers)
     os.environ[options.PLATFORM_ENV] = args.platform
+    os.environ[options.MAX_COMPILES_ENV] = str(args.max_compiles)
+    os.environ[options.MAX_COMPILES_NAMESPACE_ENV] = str(args.max_compiles_per_namespace)
     os.environ[options.WEBHOOK_PORT_ENV] = str(args.webhook_port)
     os.environ[options.WEBHOOK_SECRET_ENV] = args.webhook_secret or ""
     os.environ[options.WEBHOOK_HOSTS_ENV] = ",".join(args.webhook_host)

@@ -20,6 +20,7 @@ from spyre_operator.api.problem import Problem
 from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING, READY
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile import options
+from spyre_operator.reconcile.compiles import Turn, Want, turn
 from spyre_operator.reconcile.conditions import (
     Cond,
     Event,
@@ -240,6 +241,15 @@ def _revision_event(old: dict[str, Any], weights: dict[str, Any] | None) -> list
     ]
 
 
+def _queued(obs: Observed, model: SpyreModel, job_name: str) -> Turn | None:
+    """The compile queue's answer when this key's Job does not exist: None to start it."""
+    if obs.queue is None:
+        return None
+    created = obs.body["metadata"].get("creationTimestamp", "")
+    answer = turn(obs.queue, Want(created, model.namespace, model.name, job_name))
+    return None if answer.start else answer
+
+
 def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     spec, uid, status = model.spec, obs.uid, obs.status
     weights = obs.weights
@@ -273,6 +283,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     job = obs.job
     key: str | None = None
     failure: Failure | None = None
+    queued: Turn | None = None
     if not weights_ready:
         cache = status.get("cache") or {}  # of the running Deployment's key, if any
         cache_ready = False
@@ -286,7 +297,9 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
         # From the summary (recorded once the pods were read: they may be gone later).
         if cache.get("ok") is False:
             failure = Failure(cache["reason"], cache["message"])
-        if not cache_ready or job is not None:
+        if job is None and not cache_ready:
+            queued = _queued(obs, model, cache["jobName"])
+        if (not cache_ready or job is not None) and queued is None:
             name = cache["jobName"]
             actions += _shared_job(
                 model,
@@ -336,7 +349,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     if active_key is not None:
         actions += _apply(want.service, obs.service)
 
-    conds, phase = _conditions(obs, model, key, cache, cache_ready, failure, rolling)
+    conds, phase = _conditions(obs, model, key, cache, cache_ready, failure, rolling, queued)
     generation = obs.generation
     new_status: dict[str, Any] = {
         "observedGeneration": generation,
@@ -368,6 +381,7 @@ def _conditions(
     cache_ready: bool,
     failure: Failure | None,
     rolling: bool,
+    queued: Turn | None,
 ) -> tuple[list[Cond], str]:
     deploy, spec = obs.deployment, model.spec
     serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
@@ -392,6 +406,14 @@ def _conditions(
             "Downloading",
             f"Job {weights.get('jobName')} is downloading {spec.model.id} at revision "
             f"{spec.model.hub_revision} into the cache volume; the compile follows",
+        )
+    elif queued is not None:
+        assert key is not None
+        cache_cond = Cond(
+            CACHE_READY,
+            "False",
+            "Queued",
+            f"the compile of cache {short_key(key)} waits for a free slot: {queued.message}",
         )
     else:
         assert key is not None
@@ -435,7 +457,7 @@ def _conditions(
     if failed is not None:
         progressing = Cond(PROGRESSING, "False", failed.reason, failed.message)
     elif not cache_ready:
-        reason = "Compiling" if not downloading else "Downloading"
+        reason = "Downloading" if downloading else "Queued" if queued else "Compiling"
         reason = reason.replace("ing", "ingNewCache", 1) if serving_old else reason
         where = (
             f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"

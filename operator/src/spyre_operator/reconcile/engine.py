@@ -2,8 +2,9 @@
 
 Everything is derived from the cluster on each pass (the SpyreModel, its children and its
 stored status). Between passes the reconciler keeps only a lock per object, the
-resourceVersion of its own last status write (to skip the watch echo of that write) and
-pending retries, so a restarted operator continues where the last one stopped.
+resourceVersion of its own last status write (to skip the watch echo of that write),
+pending retries, and the compile Jobs it created a moment ago that the watch has not
+brought yet, so a restarted operator continues where the last one stopped.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from spyre_operator.api.problem import InvalidSpec
 from spyre_operator.api.validation import parse
 from spyre_operator.reconcile.apply import execute, write_status
+from spyre_operator.reconcile.compiles import JobRef, Queue, is_compile_start
 from spyre_operator.reconcile.conditions import (
     Event,
     announce,
@@ -40,6 +42,9 @@ MAX_RETRY_SECONDS = 300.0
 # The API server refused the object itself: retrying the same manifest cannot help (the
 # resync and the next change try again). Other failed writes are retried after a pause.
 REFUSED = (400, 403, 422)
+# A compile Job this operator created counts as running until the watch brings it (the
+# index has it then); this long at most, should its events be lost (created and deleted).
+STARTED_SECONDS = 60.0
 
 
 def retry_delay(first: float, failures: int) -> float:
@@ -55,9 +60,14 @@ class Reconciler:
         emit: EventSink,
         clock: Callable[[], str] = now_rfc3339,
         retry_seconds: float = RETRY_SECONDS,
+        compile_queue: Callable[[], Queue] | None = None,
     ):
+        """`compile_queue` reads the compile queue from the cluster (None: no limits)."""
         self.kube, self.emit, self.clock = kube, emit, clock
         self.retry_seconds = retry_seconds
+        self._compile_queue = compile_queue
+        self._admission = threading.Lock()  # one compile start at a time (queue limits)
+        self._started: dict[JobRef, float] = {}  # compile Jobs created -> time.monotonic()
         self.stats: Counter[str] = Counter()
         self.metrics = Metrics()
         self._locks: dict[Key, threading.Lock] = {}
@@ -159,16 +169,40 @@ class Reconciler:
                 body = None  # decided from a stale copy: read it again
         raise RuntimeError(f"{namespace}/{name} kept changing during {MAX_ATTEMPTS} passes")
 
+    def compile_queue(self) -> Queue | None:
+        """The compile queue as the cluster shows it, with the Jobs just created."""
+        if self._compile_queue is None:
+            return None
+        queue = self._compile_queue()
+        with self._guard:
+            expired = time.monotonic() - STARTED_SECONDS
+            for ref, when in list(self._started.items()):
+                if ref in queue.known or when < expired:
+                    del self._started[ref]
+            started = frozenset(self._started)
+        return queue.with_started(started)
+
     def plan(self, body: dict[str, Any], now: str) -> Plan:
         try:
             model = parse(body)
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now)
-        return decide(observe(self.kube, body, model), model, now)
+        return decide(observe(self.kube, body, model, self.compile_queue), model, now)
 
     def _once(self, body: dict[str, Any]) -> None:
         now = self.clock()
         plan = self.plan(body, now)
+        if self._compile_queue is None or not any(
+            is_compile_start(a.verb, a.obj) for a in plan.actions
+        ):
+            self._carry_out(body, plan, now)
+            return
+        # Starting a compile: decide again under the lock, counting the Jobs the ones
+        # before just started, so concurrent reconciles never exceed the limits.
+        with self._admission:
+            self._carry_out(body, self.plan(body, now), now)
+
+    def _carry_out(self, body: dict[str, Any], plan: Plan, now: str) -> None:
         old = body.get("status") or {}
         status, events = plan.status, plan.events
         done: list[Event] = []
@@ -189,6 +223,10 @@ class Reconciler:
                 events = transition_events(old, status)
                 failed = err
                 break
+            if is_compile_start(action.verb, action.obj):
+                job = action.obj["metadata"]
+                with self._guard:
+                    self._started[(job["namespace"], job["name"])] = time.monotonic()
             done.append(Event("Normal", action.reason, action.message))
         patch = status_patch(old, status)
         meta = body["metadata"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile.compiles import Queue
 from spyre_operator.reconcile.kube import Kube
 from spyre_operator.reconcile.weights import weights_commit, weights_summary
 from spyre_operator.render import meta
@@ -109,6 +110,7 @@ class Observed:
     weights_job: JobView | None = None  # a hub model's weights Job
     weights: dict[str, Any] | None = None  # status.weights as it stands now (hub models)
     job: JobView | None = None  # the compile Job of the spec's cache key
+    queue: Queue | None = None  # the compile queue, read when that Job does not exist
     deployment: DeploymentView | None = None
     service: dict[str, Any] | None = None
     network_policy: dict[str, Any] | None = None
@@ -258,13 +260,19 @@ def _job(
     return job_view(raw, pods, container)
 
 
-def observe(kube: Kube, body: dict[str, Any], model: SpyreModel) -> Observed:
+def observe(
+    kube: Kube,
+    body: dict[str, Any],
+    model: SpyreModel,
+    compile_queue: Callable[[], Queue | None] | None = None,
+) -> Observed:
+    """`compile_queue` reads the compile queue (None: no limits)."""
     ns, spec = model.namespace, model.spec
     status = body.get("status") or {}
     pvc_exists = None
     if spec.cache.volume.create:
         pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
-    weights_job, weights, job, commit = None, None, None, None
+    weights_job, weights, job, commit, queue = None, None, None, None, None
     if spec.model.from_hub:
         weights_job = _job(
             kube,
@@ -283,6 +291,8 @@ def observe(kube: Kube, body: dict[str, Any], model: SpyreModel) -> Observed:
             COMPILE_CONTAINER,
             lambda raw: _needs_compile_pods(raw, status),
         )
+        if job is None and compile_queue is not None:
+            queue = compile_queue()
     deployment = None
     raw_deploy = kube.get("Deployment", ns, model.name)
     issues: tuple[PodIssue, ...] = ()
@@ -296,6 +306,7 @@ def observe(kube: Kube, body: dict[str, Any], model: SpyreModel) -> Observed:
         weights_job=weights_job,
         weights=weights,
         job=job,
+        queue=queue,
         deployment=deployment,
         service=kube.get("Service", ns, model.name),
         network_policy=kube.get("NetworkPolicy", ns, model.name),

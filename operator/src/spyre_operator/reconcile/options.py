@@ -13,8 +13,13 @@ RESYNC_ENV = "SPYRE_OPERATOR_RESYNC_SECONDS"
 METRICS_ENV = "SPYRE_OPERATOR_METRICS_PORT"
 WORKERS_ENV = "SPYRE_OPERATOR_WORKERS"
 PLATFORM_ENV = "SPYRE_OPERATOR_PLATFORM"
+MAX_COMPILES_ENV = "SPYRE_OPERATOR_MAX_COMPILES"
+MAX_COMPILES_NAMESPACE_ENV = "SPYRE_OPERATOR_MAX_COMPILES_PER_NAMESPACE"
 DEFAULT_RESYNC = 300.0
 DEFAULT_WORKERS = 16
+# A compile holds CPU and memory (or cards) for 20-60 min: a few at once, the rest queue.
+DEFAULT_MAX_COMPILES = 4
+DEFAULT_MAX_COMPILES_NAMESPACE = 0  # unlimited: the cluster-wide cap alone
 
 
 def resync_seconds() -> float:
@@ -24,6 +29,15 @@ def resync_seconds() -> float:
 
 def workers() -> int:
     return int(os.environ.get(WORKERS_ENV, DEFAULT_WORKERS))
+
+
+def compile_limits() -> tuple[int, int]:
+    """Compile Jobs running at once, in all watched namespaces and in one (0: unlimited)."""
+    cluster = int(os.environ.get(MAX_COMPILES_ENV) or DEFAULT_MAX_COMPILES)
+    namespace = int(os.environ.get(MAX_COMPILES_NAMESPACE_ENV) or DEFAULT_MAX_COMPILES_NAMESPACE)
+    if cluster < 0 or namespace < 0:
+        raise ValueError(f"{MAX_COMPILES_ENV}, {MAX_COMPILES_NAMESPACE_ENV}: 0 (unlimited) or more")
+    return cluster, namespace
 
 
 def metrics_port() -> int:

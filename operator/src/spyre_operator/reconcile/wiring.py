@@ -7,6 +7,7 @@ Configuration comes from the environment (the `run` command sets it from its fla
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import os
 import queue
@@ -19,17 +20,18 @@ import kopf
 from kubernetes import client
 
 from spyre_operator.api.names import API_VERSION, KIND
-from spyre_operator.reconcile import metrics, options
+from spyre_operator.reconcile import compiles, metrics, options
 from spyre_operator.reconcile.conditions import Event, clip
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.kube import KINDS, Kube, load_api_client
+from spyre_operator.reconcile.observe import job_view
 from spyre_operator.render import meta
 
 log = logging.getLogger(__name__)
 
 MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
 COMPONENT = "app.kubernetes.io/component"
-MODELS = "spyremodels"  # the index of SpyreModel names (handlers.py)
+MODELS = "spyremodels"  # the index of SpyreModels -> the compile Job each wants (handlers.py)
 EVENT_MESSAGE_LIMIT = 1024
 HOST = socket.gethostname()  # the pod's name in a cluster: which replica said it
 
@@ -45,7 +47,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4)
     kube = IndexedKube(api, {plural: indexes[plural] for plural in INDEXED})
     memo.events = EventPoster(kube)
-    memo.reconciler = Reconciler(kube, memo.events)
+    limits = compiles.Limits(*options.compile_limits())
+    queue = functools.partial(compile_queue, limits, indexes["jobs"], indexes[MODELS])
+    unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
+    memo.reconciler = Reconciler(kube, memo.events, compile_queue=None if unlimited else queue)
     memo.resync = start_resync(memo.reconciler, indexes[MODELS], options.resync_seconds())
     port = options.metrics_port()
     if port:
@@ -121,6 +126,39 @@ class IndexedKube(Kube):
             return super().get(kind, namespace, name)
         found: list[dict[str, Any]] = list(index.get((namespace, name), ()))
         return found[-1] if found else None
+
+
+# ----- the compile queue, from the indexes ----------------------------------------------
+def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], compiles.Want | None]:
+    """A SpyreModel as the index keeps it: the compile Job it wants (the resync walks the
+    keys)."""
+    metadata = body["metadata"]
+    return {(metadata["namespace"], metadata["name"]): compiles.wanted(plain(body))}
+
+
+def _values(index: Mapping[Any, Any]) -> list[Any]:
+    """Every value of a kopf index, read from a worker thread while the event loop may
+    change it (list() of the key iterator is atomic, a Python-level loop over it is not)."""
+    return [value for key in list(index) for value in list(index.get(key, ()))]
+
+
+def compile_queue(
+    limits: compiles.Limits, jobs: Mapping[Any, Any], models: Mapping[Any, Any]
+) -> compiles.Queue:
+    """The queue as the cluster shows it: the compile Jobs, and the SpyreModels whose
+    wanted Job does not exist."""
+    known, running = set(), set()
+    for job in _values(jobs):
+        labels = job["metadata"].get("labels") or {}
+        if labels.get(COMPONENT) != meta.COMPILE:
+            continue
+        ref = (job["metadata"]["namespace"], job["metadata"]["name"])
+        known.add(ref)
+        view = job_view(job, [])
+        if not (view.succeeded or view.failed):
+            running.add(ref)
+    wanting = tuple(w for w in _values(models) if w is not None and w.ref not in known)
+    return compiles.Queue(limits, frozenset(running), wanting, frozenset(known))
 
 
 # ----- Events and the periodic resync --------------------------------------------------
@@ -234,10 +272,29 @@ def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> N
 def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
     """A Job/Deployment/Service/NetworkPolicy changed or was deleted: reconcile its
     owners. ADDED and the initial listing are skipped: the reconciler made the object (the
-    start-up listing of the SpyreModels covers restarts)."""
+    start-up listing of the SpyreModels covers restarts). A compile Job that started,
+    finished or went away moves the compile queue: then the SpyreModels waiting in it,
+    first in line first (the first ones may start now, the others learn their new place)."""
     if event_type in ("MODIFIED", "DELETED"):
         namespace = body["metadata"]["namespace"]
         reconcile_each(reconciler, [(namespace, name) for name in owners(body)])
+    if moves_compile_queue(event_type, body):
+        reconcile_each(reconciler, waiting(reconciler))
+
+
+def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool:
+    labels = body["metadata"].get("labels") or {}
+    if labels.get(COMPONENT) != meta.COMPILE or event_type is None:
+        return False
+    view = job_view(plain(body), [])
+    return event_type in ("ADDED", "DELETED") or view.succeeded or view.failed
+
+
+def waiting(reconciler: Reconciler) -> list[tuple[str, str]]:
+    """The SpyreModels waiting for a compile slot, first in line first."""
+    queue = reconciler.compile_queue()
+    wanting = queue.wanting if queue is not None else ()
+    return [(w.namespace, w.name) for w in sorted(wanting, key=compiles.fair)]
 
 
 def pod_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
