@@ -138,8 +138,7 @@ def turn(queue: Queue, me: Want) -> Turn:
 
 def is_compile_start(verb: str, obj: dict[str, Any]) -> bool:
     """A create of a compile Job (what the queue admits)."""
-    labels = obj.get("metadata", {}).get("labels") or {}
-    return verb == "create" and labels.get("app.kubernetes.io/component") == meta.COMPILE
+    return verb == "create" and meta.component(obj) == meta.COMPILE
 
 
 def wanted(body: dict[str, Any]) -> Want | None:

@@ -30,7 +30,6 @@ from spyre_operator.render import meta
 log = logging.getLogger(__name__)
 
 MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
-COMPONENT = "app.kubernetes.io/component"
 MODELS = "spyremodels"  # the index of SpyreModels -> the compile Job each wants (handlers.py)
 EVENT_MESSAGE_LIMIT = 1024
 HOST = socket.gethostname()  # the pod's name in a cluster: which replica said it
@@ -149,8 +148,7 @@ def compile_queue(
     wanted Job does not exist."""
     known, running = set(), set()
     for job in _values(jobs):
-        labels = job["metadata"].get("labels") or {}
-        if labels.get(COMPONENT) != meta.COMPILE:
+        if meta.component(job) != meta.COMPILE:
             continue
         ref = (job["metadata"]["namespace"], job["metadata"]["name"])
         known.add(ref)
@@ -283,8 +281,7 @@ def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[
 
 
 def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool:
-    labels = body["metadata"].get("labels") or {}
-    if labels.get(COMPONENT) != meta.COMPILE or event_type is None:
+    if meta.component(body) != meta.COMPILE or event_type is None:
         return False
     view = job_view(plain(body), [])
     return event_type in ("ADDED", "DELETED") or view.succeeded or view.failed
@@ -304,9 +301,10 @@ def pod_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[st
         return
     namespace = body["metadata"]["namespace"]
     labels = body["metadata"].get("labels") or {}
-    if labels.get(COMPONENT) == meta.SERVER and meta.MODEL_LABEL in labels:
+    component = meta.component(body)
+    if component == meta.SERVER and meta.MODEL_LABEL in labels:
         reconcile_each(reconciler, [(namespace, labels[meta.MODEL_LABEL])])
-    elif labels.get(COMPONENT) in (meta.COMPILE, meta.WEIGHTS) and "job-name" in labels:
+    elif component in (meta.COMPILE, meta.WEIGHTS) and "job-name" in labels:
         job = reconciler.kube.get("Job", namespace, labels["job-name"])
         reconcile_each(reconciler, [(namespace, name) for name in owners(job or {})])
 

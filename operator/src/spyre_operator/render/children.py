@@ -166,11 +166,10 @@ def build_deployment(
 
 def build_service(model: SpyreModel) -> dict[str, Any]:
     service = model.spec.service
-    labels = meta.labels(meta.SERVER, model.name) | {meta.MODEL_LABEL: model.name}
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(model.name, model.namespace, labels),
+        "metadata": _metadata(model.name, model.namespace, meta.server_labels(model.name)),
         "spec": {
             "type": service.type,
             "selector": meta.server_selector(model.name),
@@ -197,11 +196,10 @@ def build_network_policy(model: SpyreModel) -> dict[str, Any]:
         rule["from"] = [peer.to_k8s() for peer in service.allow_from]
     elif service.type not in EXPOSED:
         rule["from"] = SAME_NAMESPACE
-    labels = meta.labels(meta.SERVER, model.name) | {meta.MODEL_LABEL: model.name}
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _metadata(model.name, model.namespace, labels),
+        "metadata": _metadata(model.name, model.namespace, meta.server_labels(model.name)),
         "spec": {
             "podSelector": {"matchLabels": meta.server_selector(model.name)},
             "policyTypes": ["Ingress"],

@@ -16,13 +16,14 @@ SERVER = "server"
 COMPILE = "compile"
 WEIGHTS = "weights"
 GRAPH_CACHE = "graph-cache"
+COMPONENT_LABEL = "app.kubernetes.io/component"
 
 
 def labels(component: str, instance: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "spyre-model",
         "app.kubernetes.io/instance": instance,
-        "app.kubernetes.io/component": component,
+        COMPONENT_LABEL: component,
         "app.kubernetes.io/part-of": "spyre-serving",
         "app.kubernetes.io/managed-by": "spyre-operator",
     }
@@ -30,7 +31,18 @@ def labels(component: str, instance: str) -> dict[str, str]:
 
 def server_selector(name: str) -> dict[str, str]:
     """Selects the serving pods of one SpyreModel (stable across cache keys)."""
-    return {MODEL_LABEL: name, "app.kubernetes.io/component": SERVER}
+    return {MODEL_LABEL: name, COMPONENT_LABEL: SERVER}
+
+
+def server_labels(name: str) -> dict[str, str]:
+    """The labels of one SpyreModel's serving objects (Service, NetworkPolicy)."""
+    return labels(SERVER, name) | {MODEL_LABEL: name}
+
+
+def component(obj: Any) -> str | None:
+    """Which child an object is (SERVER, COMPILE, WEIGHTS, ...), from its labels."""
+    found: str | None = (obj.get("metadata", {}).get("labels") or {}).get(COMPONENT_LABEL)
+    return found
 
 
 def selector_string(name: str) -> str:
