@@ -66,6 +66,7 @@ def test_create_compiles_then_serves(kube: Kube, namespace: str, operator: Opera
     st = wait_phase(kube, namespace, "m1", "Starting")
     assert condition(st, "CacheReady")[:2] == ("True", "Compiled")
     assert (st["cache"]["ok"], st["cache"]["seconds"], st["activeCacheKey"]) == (True, 42.0, key)
+    assert st["cache"]["bytes"] == 3 * 2**30  # what the compile pod said it wrote
     deploy = kube.get("Deployment", namespace, "m1")
     assert deploy is not None
     env = _env(deploy)

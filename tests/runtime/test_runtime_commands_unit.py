@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from rtlib import contract_env
 
-from spyre_runtime import cli, precompile, serve
+from spyre_runtime import cli, precompile, serve, space
 from spyre_runtime.catalog import READY_NAME, read_catalog, write_ready
 
 pytestmark = pytest.mark.unit
@@ -157,6 +159,7 @@ def test_precompile_publishes_catalog_then_ready(
     def fake_warmup(cfg: Any, child_env: dict[str, str], progress: Any) -> dict[str, Any]:
         seen.update(child_env)
         assert not (Path(env["TORCH_SENDNN_CACHE_DIR"]) / READY_NAME).exists()
+        (Path(env["TORCH_SENDNN_CACHE_DIR"]) / "graph.bin").write_bytes(b"g" * 5000)
         return {"ok": True, "catalogData": data, "timings": {"engineSeconds": 1.0}}
 
     monkeypatch.setattr(precompile, "_run_warmup", fake_warmup)
@@ -172,11 +175,14 @@ def test_precompile_publishes_catalog_then_ready(
     assert ready["config"] == CONFIG
     assert set(ready["versions"]) == {"spyre_runtime", "vllm", "vllm_spyre", "torch"}
     assert ready["timings"]["engineSeconds"] == 1.0
+    catalog_bytes = (cache_dir / "pre_compiled_cache_catalog.json").stat().st_size
+    assert ready["bytes"] == 5000 + catalog_bytes + (cache_dir / ".catalog.lock").stat().st_size
     assert summary(env) == {
         "ok": True,
         "cacheKey": env["SPYRE_SERVING_CACHE_KEY"],
         "seconds": ready["timings"]["totalSeconds"],
         "versions": ready["versions"],
+        "bytes": ready["bytes"],
     }
 
 
@@ -191,6 +197,55 @@ def test_a_failed_warmup_leaves_no_ready(
     assert summary(env)["reason"] == "OutOfMemory"
     cache_dir = Path(env["TORCH_SENDNN_CACHE_DIR"])
     assert not (cache_dir / READY_NAME).exists() and read_catalog(cache_dir) == []
+
+
+def test_a_compile_the_volume_cannot_hold_fails_before_the_warmup(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An earlier compile of the same model (another key) wrote 2 GB; 1 GB is free."""
+    earlier = tmp_path / ("e" * 64)
+    earlier.mkdir()
+    write_ready(earlier, {"cacheKey": earlier.name, "config": CONFIG, "bytes": 2 * 10**9})
+    monkeypatch.setattr(space.shutil, "disk_usage", lambda _: SimpleNamespace(free=10**9))
+
+    def never(*_: Any) -> dict[str, Any]:
+        raise AssertionError("the warmup must not start")
+
+    monkeypatch.setattr(precompile, "_run_warmup", never)
+    assert cli.main(["precompile", str(tmp_path)]) == 1
+    result = summary(env)
+    assert (result["ok"], result["reason"]) == (False, "OutOfSpace")
+    assert "1.00 GB free" in result["message"] and "needs about 2.20 GB" in result["message"]
+    assert "an earlier compile of /m wrote 2.00 GB" in result["message"]
+    assert "spec.cache.volume.size" in result["message"]
+    assert not (Path(env["TORCH_SENDNN_CACHE_DIR"]) / READY_NAME).exists()
+
+
+def test_space_needed_comes_from_the_same_models_earlier_compiles(tmp_path: Path) -> None:
+    def compiled(key: str, model: str, size: int | None, files: int = 0) -> None:
+        (tmp_path / key).mkdir()
+        (tmp_path / key / "graph.bin").write_bytes(b"x" * files)
+        record = {"cacheKey": key, "config": {"model": model}}
+        write_ready(tmp_path / key, record if size is None else {**record, "bytes": size})
+
+    assert space.earlier_bytes(tmp_path, "/m", "k0") is None
+    compiled("k1", "/m", 700)
+    compiled("k2", "/m", None, files=900)  # READY of an older runtime: measured instead
+    compiled("k3", "/other", 10**6)
+    (tmp_path / "k4").mkdir()  # a compile that never finished counts for nothing
+    (tmp_path / "k4" / "graph.bin").write_bytes(b"x" * 10**6)
+    measured = space.tree_bytes(tmp_path / "k2")  # its graph and its READY
+    assert 900 < measured < 1000 and space.earlier_bytes(tmp_path, "/m", "k0") == measured
+    assert space.earlier_bytes(tmp_path, "/m", "k2") == 700  # never itself
+    need = math.ceil(measured * space.HEADROOM)
+    assert space.shortfall(tmp_path, "k0", "/m", free=need) is None
+    assert space.shortfall(tmp_path, "k0", "/m", free=need - 1) is not None
+    (tmp_path / "k0").mkdir()  # a retry: what the killed attempt wrote is already there
+    (tmp_path / "k0" / "graph.bin").write_bytes(b"x" * 100)
+    assert space.shortfall(tmp_path, "k0", "/m", free=need - 100) is None
+    first = space.shortfall(tmp_path, "k9", "/new", free=space.FLOOR_BYTES - 1)
+    assert first is not None and "compiled here for the first time" in first
+    assert space.shortfall(tmp_path, "k9", "/new", free=space.FLOOR_BYTES) is None
 
 
 def test_containerfile_keeps_the_base_images_torch() -> None:

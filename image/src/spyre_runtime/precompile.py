@@ -23,6 +23,7 @@ from . import __version__
 from .catalog import upsert_catalog_entry, write_ready
 from .config import ContractError, Flavour, RuntimeConfig
 from .report import Progress, failure, log, write_summary
+from .space import shortfall, tree_bytes
 
 HEARTBEAT_SECONDS = 60
 
@@ -107,6 +108,11 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
     env[require_var] = "0"
     env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     cache_dir.mkdir(parents=True, exist_ok=True)
+    # The model as the compile config names it (a hub id, not the weights' local path).
+    model = str((cfg.compile_config or {}).get("model") or cfg.model)
+    short = shortfall(cache_dir.parent, cache_dir.name, model)
+    if short:
+        return fail(failure("OutOfSpace", short))
     progress.step("warmup", f"cache {cache_dir}; vllm serve {' '.join(cfg.vllm_args)}")
     result = _run_warmup(cfg, env, progress)
     if not result["ok"]:
@@ -116,10 +122,12 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
     upsert_catalog_entry(cache_dir, entry)
     progress.step("catalog", json.dumps(entry, sort_keys=True))
     seconds = progress.elapsed()
+    written = tree_bytes(cache_dir)  # READY's own few bytes aside
     write_ready(
         cache_dir,
         {
             "cacheKey": cfg.cache_key,
+            "bytes": written,
             "config": cfg.compile_config,
             "flavour": cfg.flavour.name,
             "catalogEntry": entry,
@@ -135,6 +143,12 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
     progress.step("ready", f"{cache_dir / 'READY'} written")
     write_summary(
         cfg.termination_log,
-        {"ok": True, "cacheKey": cfg.cache_key, "seconds": seconds, "versions": found},
+        {
+            "ok": True,
+            "cacheKey": cfg.cache_key,
+            "seconds": seconds,
+            "versions": found,
+            "bytes": written,
+        },
     )
     return 0

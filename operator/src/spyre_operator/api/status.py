@@ -71,6 +71,8 @@ class CompileSummary(StatusModel):
     """Duration of the compile."""
     versions: dict[str, str] | None = None
     """Versions of the software that compiled (vllm, the plugin, ...)."""
+    bytes: Annotated[int, Field(ge=0)] | None = None
+    """What the compile wrote to the cache volume under its key."""
 
 
 class WeightsSummary(StatusModel):

@@ -160,7 +160,7 @@ def cache_summary(key: str, job: JobView | None, recorded: dict[str, Any]) -> di
     out["ok"] = job.succeeded
     summary = (job.terminated.summary if job.terminated else None) or {}
     if job.succeeded:
-        for name in ("seconds", "versions"):
+        for name in ("seconds", "versions", "bytes"):
             if summary.get(name) is not None:
                 out[name] = summary[name]
     else:

@@ -139,7 +139,9 @@ def finish_job(
     kube.patch("Job", namespace, job_name, {"status": job_status}, sub="status")
 
 
-def complete_job(kube: Kube, namespace: str, job_name: str, seconds: float = 42.0) -> None:
+def complete_job(
+    kube: Kube, namespace: str, job_name: str, seconds: float = 42.0, size: int = 3 * 2**30
+) -> None:
     """The compile succeeded; its pod wrote the summary of docs/contract.md."""
     job = kube.get("Job", namespace, job_name)
     key = (job or {}).get("metadata", {}).get("annotations", {}).get(meta.CACHE_KEY_ANNOTATION)
@@ -148,6 +150,7 @@ def complete_job(kube: Kube, namespace: str, job_name: str, seconds: float = 42.
         "cacheKey": key,
         "seconds": seconds,
         "versions": {"vllm": "0.17.1", "vllm_spyre": "1.10.0"},
+        "bytes": size,
     }
     finish_job(
         kube, namespace, job_name, exit_code=0, message=json.dumps(summary), reason="Completed"
