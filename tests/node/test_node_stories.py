@@ -170,6 +170,23 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     # ... and the serving pod loaded what it wrote
     assert_started_from_cache(cluster, pod)
     assert cluster.answer(*cluster.service())
+    # the bytes the compile pod reported are what is on the volume (READY, written after
+    # the count, aside; the serving pods compiled nothing, so wrote nothing)
+    assert cache["bytes"] == volume_bytes(cluster, name, cache["cacheKey"]), cache
+
+
+def volume_bytes(cluster: Cluster, pod: str, key: str) -> int:
+    """Bytes of the regular files under the key's directory but READY, read in a pod."""
+    script = (
+        "import os, stat, sys; t = 0\n"
+        "for top, _, names in os.walk(sys.argv[1]):\n"
+        "    for n in names:\n"
+        "        st = os.lstat(os.path.join(top, n))\n"
+        "        t += st.st_size if stat.S_ISREG(st.st_mode) and n != 'READY' else 0\n"
+        "print(t)"
+    )
+    out = cluster.kubectl("exec", pod, "--", "python3", "-c", script, f"/var/cache/spyre/{key}")
+    return int(out.strip())
 
 
 def test_an_autoscaler_scales_to_two_and_the_second_replica_starts_from_the_cache(
