@@ -61,7 +61,9 @@ def run(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, command: 
 def test_a_cpu_quantity_that_overflows_a_float_is_a_problem(cpu: str) -> None:
     problem = only(with_spec({"resources": {"limits": {"cpu": cpu}}}))
     assert problem.path == "spec.resources.limits.cpu"
-    assert problem.message.startswith(("use cores (8) or millicores", "must be a Kubernetes"))
+    assert problem.message.startswith("must be a Kubernetes") or problem.message == (
+        f"{cpu} is more than Kubernetes counts: use a real amount"
+    )
 
 
 def test_a_400_digit_integer_quantity_is_a_problem() -> None:
@@ -74,6 +76,9 @@ def test_a_runtime_version_past_pythons_digit_limit_is_a_problem() -> None:
     version = "1" * 6000 + ".0.0"
     problem = only(with_spec({"runtime": {"version": version}}))
     assert problem.path == "spec.runtime.version"
+    assert problem.message == "must have at most 64 characters, got 6004"
+    # within the bound, the rule compares the major part as text
+    problem = only(with_spec({"runtime": {"version": "1" * 50 + ".0.0"}}))
     assert "sendnn-inference versions are 2.x, got 1111" in problem.message
 
 
@@ -142,10 +147,10 @@ def test_values_checked_by_the_rules_are_quoted_clipped(patch: dict[str, Any]) -
 
 
 def test_one_objects_problems_are_bounded() -> None:
-    env = [{"name": f"A{i}", "value": 1} for i in range(500)]
+    env = [{"name": f"A{i}", "value": 1} for i in range(120)]
     problems = problems_of(with_spec({"env": env}))
     assert len(problems) == MAX_PROBLEMS + 1
-    assert str(problems[-1]) == "spec: and 450 more problems"
+    assert str(problems[-1]) == "spec: and 70 more problems"
 
 
 def test_a_rule_that_raises_names_itself_instead_of_a_traceback(
