@@ -216,6 +216,38 @@ def test_compile_job_on_cards_uses_the_serving_placement() -> None:
     assert pod["schedulerName"] == "spyre-scheduler"
 
 
+AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "cards", "operator": "Gt", "values": ["3"]}]}
+            ]
+        },
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["node-1"]}
+            ]}}
+        ],
+    },
+    "podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"app": "x"}},
+                "namespaces": ["ai"],
+                "topologyKey": "kubernetes.io/hostname",
+            }}
+        ]
+    },
+}  # fmt: skip
+
+
+def test_affinity_reaches_the_pods_exactly_as_written() -> None:
+    patch = {"affinity": AFFINITY, "cache": {"compile": {"backend": "sendnn"}}}
+    spec = _model(merge(example("granite-3.3-8b-instruct"), {"spec": patch})).spec
+    assert _pod(build_deployment(SpyreModel("m", "ai", spec)))["affinity"] == AFFINITY
+    assert _pod(build_compile_job(spec, "ai"))["affinity"] == AFFINITY  # a compile on cards
+
+
 def test_compile_placement_overrides() -> None:
     patch = {
         "nodeSelector": {"spyre": "yes"},

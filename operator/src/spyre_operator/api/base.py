@@ -8,8 +8,8 @@ from fractions import Fraction
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
-from pydantic.json_schema import JsonDict
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
 from spyre_operator.api.problem import shown
