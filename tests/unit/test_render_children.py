@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from apilib import COMMIT, example, merge, pinned, with_spec
+from apilib import AFFINITY, COMMIT, example, merge, pinned, with_spec
 
 from spyre_operator.api.validation import SpyreModel, parse
 from spyre_operator.render import meta
@@ -214,31 +214,6 @@ def test_compile_job_on_cards_uses_the_serving_placement() -> None:
     pod = _pod(build_compile_job(_model(obj).spec, "ai"))
     assert pod["containers"][0]["resources"]["limits"]["ibm.com/spyre_pf"] == "4"
     assert pod["schedulerName"] == "spyre-scheduler"
-
-
-AFFINITY = {
-    "nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "cards", "operator": "Gt", "values": ["3"]}]}
-            ]
-        },
-        "preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 10, "preference": {"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": ["node-1"]}
-            ]}}
-        ],
-    },
-    "podAntiAffinity": {
-        "preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "podAffinityTerm": {
-                "labelSelector": {"matchLabels": {"app": "x"}},
-                "namespaces": ["ai"],
-                "topologyKey": "kubernetes.io/hostname",
-            }}
-        ]
-    },
-}  # fmt: skip
 
 
 def test_affinity_reaches_the_pods_exactly_as_written() -> None:

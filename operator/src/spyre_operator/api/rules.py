@@ -456,7 +456,7 @@ def _resource_problems(path: str, res: Resources | None) -> Iterator[Problem]:
             elif bad_name:
                 yield Problem(where, bad_name)
             elif value > QUANTITY_MAX:
-                yield Problem(where, f"{amount} is more than Kubernetes counts: use a real amount")
+                yield Problem(where, f"{amount} is more than Kubernetes counts: use e.g. 8 or 64Gi")
             elif name == "cpu":
                 try:
                     cpu_cores(amount)
