@@ -9,6 +9,7 @@ import pytest
 import yaml
 from apilib import ROOT
 
+from spyre_operator.api.base import QUANTITY
 from spyre_operator.api.crd import CRD_FILES, build_crd
 from spyre_operator.render.commands import crd_yaml
 
@@ -81,11 +82,13 @@ def test_schema_carries_the_bounds_the_api_server_can_enforce() -> None:
     assert _at("spec.replicas")["minimum"] == 0
     assert _at("spec.resources.limits")["additionalProperties"] == {
         "maxLength": 64,
+        "pattern": QUANTITY.pattern,
         "x-kubernetes-int-or-string": True,
     }
     assert _at("spec.cache.volume.size") == {
         "description": "Requested size when the operator creates the claim. Default: 100Gi.",
         "maxLength": 64,
+        "pattern": QUANTITY.pattern,
         "x-kubernetes-int-or-string": True,
     }
     assert "x-kubernetes-preserve-unknown-fields" not in _at("spec.affinity")

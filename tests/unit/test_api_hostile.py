@@ -462,6 +462,11 @@ REFUSED_BY_KUBERNETES = {
         "spec.cache.compile.resources.requests.cpu",
         "2 is more than the limit .5",
     ),
+    "a quantity with a trailing newline": (
+        {"resources": {"limits": {"memory": "8Gi\n"}}},
+        "spec.resources.limits.memory",
+        "must be a Kubernetes quantity such as 8, 7500m or 64Gi, got '8Gi\\n'",
+    ),
     "a quantity past int64": (
         {"resources": {"requests": {"cpu": "9e18"}}},
         "spec.resources.requests.cpu",

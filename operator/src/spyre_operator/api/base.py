@@ -34,9 +34,7 @@ class ApiModel(BaseModel):
 
 # Kubernetes resource.Quantity: "8", "7500m", "64Gi" or a plain integer. Kept as a string,
 # the form the API expects in a manifest (server-side apply refuses a number there).
-_QUANTITY = re.compile(
-    r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"
-)
+QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
 
 
 # Kubernetes keeps a quantity as an int64 scaled value: anything longer is refused there.
@@ -46,7 +44,7 @@ _QUANTITY_MAX_CHARS = 64
 def _quantity(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
         return str(value)
-    if isinstance(value, str) and len(value) <= _QUANTITY_MAX_CHARS and _QUANTITY.match(value):
+    if isinstance(value, str) and len(value) <= _QUANTITY_MAX_CHARS and QUANTITY.fullmatch(value):
         return value
     raise PydanticCustomError(
         "quantity",
@@ -58,7 +56,13 @@ def _quantity(value: object) -> str:
 Quantity = Annotated[
     str,
     PlainValidator(_quantity),
-    WithJsonSchema({"x-kubernetes-int-or-string": True, "maxLength": _QUANTITY_MAX_CHARS}),
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "maxLength": _QUANTITY_MAX_CHARS,
+            "pattern": QUANTITY.pattern,  # the API server checks strings only (as controller-gen)
+        }
+    ),
 ]
 
 
@@ -71,7 +75,7 @@ _EXPONENT_LIMIT = 40
 def quantity_value(quantity: str) -> Fraction:
     """The exact amount a quantity string stands for ("1.5Gi" -> 1610612736); an exponent
     beyond 10**±40 is clamped there (the value stays exact enough to compare)."""
-    match = _QUANTITY.fullmatch(quantity)
+    match = QUANTITY.fullmatch(quantity)
     if match is None:
         raise ValueError(f"{quantity} is not a quantity")
     number, suffix = Fraction(match.group(1)), match.group(3) or ""
