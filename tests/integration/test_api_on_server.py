@@ -83,7 +83,7 @@ def test_every_example_and_its_rendered_children_pass_a_server_dry_run(
         ({"replicas": -1}, "spec.replicas", "greater than or equal to 0"),
         ({"cache": {"volume": {"claimName": "Bad_Claim"}}}, "spec.cache.volume.claimName",
          "should match"),
-        ({"nodeSelector": {"zone": "z" * 64}}, "spec.nodeSelector.zone", "longer than 63"),
+        ({"nodeSelector": {"zone": "z" * 64}}, "spec.nodeSelector.zone", "at most 63 chars"),
         ({"tolerations": [{"operator": "Exists"}] * 33}, "spec.tolerations", "at most 32 items"),
     ],
     ids=["chunk-not-64", "context-over-32k", "tp-3", "unknown-task", "negative-replicas",
