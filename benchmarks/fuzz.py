@@ -444,7 +444,7 @@ def _apply_failed(status: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--n", type=int, default=1000, help="mutants (default 1000)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
