@@ -151,7 +151,7 @@ UNBOUNDED = {
     ".apiVersion": "checked by the API server itself",
     ".kind": "checked by the API server itself",
 }
-# status is written by the operator alone (messages clipped in api/status.py); a bound
+# status is written by the operator alone (messages clipped in reconcile/conditions.py); a bound
 # there could only turn a long value into a failed status write.
 UNBOUNDED_UNDER = (".status",)
 

@@ -522,6 +522,11 @@ REFUSED_BY_KUBERNETES = {
         f"{NODE_TERM}.nodeSelectorTerms[0].matchExpressions[0].values",
         "operator Gt takes exactly one integer",
     ),
+    "node requirement Lt past int64": (
+        _node_requirement(operator="Lt", values=[str(2**63)]),
+        f"{NODE_TERM}.nodeSelectorTerms[0].matchExpressions[0].values",
+        "operator Lt takes exactly one integer",
+    ),
     "node requirement key": (
         _node_requirement(key="a b", operator="Exists"),
         f"{NODE_TERM}.nodeSelectorTerms[0].matchExpressions[0].key",

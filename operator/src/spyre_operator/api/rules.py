@@ -95,7 +95,7 @@ RESOURCE_RULE = (
 )
 # Kubernetes counts a quantity as an int64 of its smallest unit (milli).
 QUANTITY_MAX = (2**63 - 1) // 1000
-INTEGER = re.compile(r"[-+]?[0-9]{1,18}")
+INTEGER = re.compile(r"[-+]?[0-9]{1,19}")  # an int64, as Gt and Lt compare
 NAMESPACE = re.compile(DNS_LABEL)
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -578,13 +578,17 @@ def placement(s: SpyreModelSpec) -> Iterator[Problem]:
         )
 
 
+def _int64(text: str) -> bool:
+    return INTEGER.fullmatch(text) is not None and -(2**63) <= int(text) < 2**63
+
+
 def _requirement_problems(where: str, req: NodeSelectorRequirement) -> Iterator[Problem]:
     values, op = req.values or [], req.operator
     if op in ("In", "NotIn") and not values:
         yield Problem(f"{where}.values", f"required with operator {op}: the values to match")
     elif op in ("Exists", "DoesNotExist") and values:
         yield Problem(f"{where}.values", f"operator {op} takes none: remove them")
-    elif op in ("Gt", "Lt") and (len(values) != 1 or not INTEGER.fullmatch(values[0])):
+    elif op in ("Gt", "Lt") and (len(values) != 1 or not _int64(values[0])):
         yield Problem(
             f"{where}.values",
             f"operator {op} takes exactly one integer, e.g. ['4'], got {shown(values)}",
