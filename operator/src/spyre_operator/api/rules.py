@@ -27,6 +27,7 @@ from spyre_operator.api.spec import (
     NodeSelectorTerm,
     PodAffinity,
     PodAffinityTerm,
+    PodSelector,
     Resources,
     SpyreModelSpec,
     Toleration,
@@ -686,7 +687,7 @@ def image_pull_secrets(s: SpyreModelSpec) -> Iterator[Problem]:
             yield Problem(f"spec.imagePullSecrets[{i}].name", f"{name} is listed twice: keep one")
 
 
-def _selector_problems(path: str, selector: LabelSelector) -> Iterator[Problem]:
+def _selector_problems(path: str, selector: LabelSelector | PodSelector) -> Iterator[Problem]:
     yield from _label_problems(f"{path}.matchLabels", selector.match_labels or {})
     for i, req in enumerate(selector.match_expressions or []):
         where = f"{path}.matchExpressions[{i}]"

@@ -340,7 +340,7 @@ class _Pruned(ApiModel):
     model_config = ConfigDict(json_schema_extra=PRUNED)
 
 
-class LabelSelectorRequirement(_Pruned):
+class LabelSelectorRequirement(ApiModel):
     key: LabelKey
     """Label key."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
@@ -349,12 +349,28 @@ class LabelSelectorRequirement(_Pruned):
     """Label values for In and NotIn."""
 
 
-class LabelSelector(_Pruned):
-    """A label query (metav1.LabelSelector): every requirement must hold; {} matches all."""
+class LabelSelector(ApiModel):
+    """A label query (metav1.LabelSelector): every requirement must hold; {} matches all.
+    Unknown fields are kept for a refusal by name: pruned, a typo (matchLabel) would leave
+    {}, which matches every pod (a NetworkPolicy would admit them all)."""
 
     match_labels: LabelMap | None = None
     """Labels a match must carry (all of them)."""
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=16)] | None = None
+    """Requirements a match must meet (all of them)."""
+
+
+class _PrunedRequirement(LabelSelectorRequirement):
+    model_config = ConfigDict(json_schema_extra=PRUNED)
+
+
+class PodSelector(_Pruned):
+    """A label query inside affinity, pruned as the rest of it: every requirement must hold;
+    {} matches all."""
+
+    match_labels: LabelMap | None = None
+    """Labels a match must carry (all of them)."""
+    match_expressions: Annotated[list[_PrunedRequirement], Field(max_length=16)] | None = None
     """Requirements a match must meet (all of them)."""
 
 
@@ -460,7 +476,7 @@ Namespaces = Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_len
 
 
 class PodAffinityTerm(_Pruned):
-    label_selector: LabelSelector | None = None
+    label_selector: PodSelector | None = None
     """Pods this term is about."""
     namespaces: Namespaces | None = None
     """Namespaces of those pods; unset: the SpyreModel's namespace."""
