@@ -497,11 +497,11 @@ class PodAffinity(_Pruned):
     required_during_scheduling_ignored_during_execution: (
         Annotated[list[PodAffinityTerm], Field(max_length=TERMS)] | None
     ) = None
-    """TERMS the pods must meet."""
+    """Terms the pods must meet."""
     preferred_during_scheduling_ignored_during_execution: (
         Annotated[list[WeightedPodAffinityTerm], Field(max_length=TERMS)] | None
     ) = None
-    """TERMS the pods prefer to meet."""
+    """Terms the pods prefer to meet."""
 
 
 class Affinity(_Pruned):
