@@ -201,13 +201,16 @@ def test_every_problem_is_listed_as_validate_prints_it(
 
 
 # What crashed validation or slipped past it in the fuzz run (issue 18), as JSON reaches the
-# webhook: the refusal is validate's text, and short.
+# webhook: the refusal is validate's text, and short. (Longer values than these are refused
+# by the CRD's size bounds before the webhook: version 64 characters, an argument 32 KiB.)
 HOSTILE = {
     "cpu 1e400": {"resources": {"limits": {"cpu": "1e400"}}},
-    "6000-digit version": {"runtime": {"version": "1" * 6000 + ".0.0"}},
+    "60-digit version": {"runtime": {"version": "1" * 60 + ".0.0"}},
     "underscore flag": {"extraArgs": ["--max_model_len=4096"]},
     "flag as a served name": {"model": {"servedName": "--port"}},
-    "a 100,000-character argument": {"extraArgs": ["--max_model_len=" + "9" * 100_000]},
+    "a 30,000-character argument": {"extraArgs": ["--max_model_len=" + "9" * 30_000]},
+    "toleration Exists with a value": {"tolerations": [{"operator": "Exists", "value": "x"}]},
+    "image with spaces": {"image": " quay.io/x:1 "},
 }
 
 

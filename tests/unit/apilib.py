@@ -62,3 +62,29 @@ def pinned(doc: dict[str, Any]) -> dict[str, Any]:
     if "pvc" in source or "hostPath" in source:
         return doc
     return merge(doc, {"spec": {"model": {"revision": COMMIT}}})
+
+
+# A core/v1 Affinity using every part of the type (valid, as Kubernetes checks it).
+AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "cards", "operator": "Gt", "values": ["3"]}]}
+            ]
+        },
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["node-1"]}
+            ]}}
+        ],
+    },
+    "podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {"app": "x"}},
+                "namespaces": ["ai"],
+                "topologyKey": "kubernetes.io/hostname",
+            }}
+        ]
+    },
+}  # fmt: skip

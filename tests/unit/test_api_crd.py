@@ -9,6 +9,7 @@ import pytest
 import yaml
 from apilib import ROOT
 
+from spyre_operator.api.base import QUANTITY
 from spyre_operator.api.crd import CRD_FILES, build_crd
 from spyre_operator.render.commands import crd_yaml
 
@@ -80,15 +81,25 @@ def test_schema_carries_the_bounds_the_api_server_can_enforce() -> None:
     assert (_at("spec.service.port")["minimum"], _at("spec.service.port")["maximum"]) == (1, 65535)
     assert _at("spec.replicas")["minimum"] == 0
     assert _at("spec.resources.limits")["additionalProperties"] == {
-        "x-kubernetes-int-or-string": True
+        "maxLength": 64,
+        "pattern": QUANTITY.pattern,
+        "x-kubernetes-int-or-string": True,
     }
     assert _at("spec.cache.volume.size") == {
         "description": "Requested size when the operator creates the claim. Default: 100Gi.",
+        "maxLength": 64,
+        "pattern": QUANTITY.pattern,
         "x-kubernetes-int-or-string": True,
     }
-    assert _at("spec.affinity")["x-kubernetes-preserve-unknown-fields"] is True
+    assert "x-kubernetes-preserve-unknown-fields" not in _at("spec.affinity")
     assert set(_schema()["required"]) == {"spec"}
     assert set(_at("spec")["required"]) == {"model", "batching"}
+
+
+# Copies of Kubernetes types, pruned as the API server prunes them in a Deployment (as
+# controller-gen embeds them): nothing unknown, so nothing unbounded, nests below them.
+def _pruned(path: str) -> bool:
+    return path.startswith("spec.affinity")
 
 
 def test_unknown_spec_fields_are_kept_for_the_validator_and_status_fields_pruned() -> None:
@@ -97,7 +108,8 @@ def test_unknown_spec_fields_are_kept_for_the_validator_and_status_fields_pruned
     spec_objects = [(p, n) for p, n in _nodes(_at("spec"), "spec") if "properties" in n]
     assert len(spec_objects) > 10
     for path, node in spec_objects:
-        assert node.get("x-kubernetes-preserve-unknown-fields") is True, path
+        kept = node.get("x-kubernetes-preserve-unknown-fields") is True
+        assert kept != _pruned(path), path
     assert not any(n.get("x-kubernetes-preserve-unknown-fields") for _, n in _nodes(_at("status")))
 
 
@@ -130,3 +142,32 @@ def test_names_subresources_and_printer_columns() -> None:
 
 def test_committed_yaml_parses_to_the_generated_crd() -> None:
     assert yaml.safe_load((ROOT / CRD_FILES[0]).read_text()) == build_crd()
+
+
+# What stays unbounded in the CRD, and why. Everything else a client sends has a size bound,
+# so one object can never make the API server (or the operator) read without end.
+UNBOUNDED = {
+    ".apiVersion": "checked by the API server itself",
+    ".kind": "checked by the API server itself",
+}
+# status is written by the operator alone (messages clipped in reconcile/conditions.py); a bound
+# there could only turn a long value into a failed status write.
+UNBOUNDED_UNDER = (".status",)
+
+
+def test_every_string_list_and_map_a_client_sends_is_bounded() -> None:
+    unbounded = []
+    for path, node in _nodes(_schema()):
+        if path in UNBOUNDED or path.startswith(UNBOUNDED_UNDER):
+            continue
+        text = node.get("type") == "string" or node.get("x-kubernetes-int-or-string")
+        if text and "maxLength" not in node and "enum" not in node:
+            unbounded.append(f"{path} (string: maxLength)")
+        if node.get("type") == "array" and "maxItems" not in node:
+            unbounded.append(f"{path} (list: maxItems)")
+        if "additionalProperties" in node and "maxProperties" not in node:
+            unbounded.append(f"{path} (map: maxProperties)")
+        free = node.get("x-kubernetes-preserve-unknown-fields") and "properties" not in node
+        if free:
+            unbounded.append(f"{path} (free-form: give it a type)")
+    assert not unbounded, f"bound these in api/spec.py (Field(max_length=...)): {unbounded}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from apilib import COMMIT, example, merge, pinned, with_spec
+from apilib import AFFINITY, COMMIT, example, merge, pinned, with_spec
 
 from spyre_operator.api.validation import SpyreModel, parse
 from spyre_operator.render import meta
@@ -214,6 +214,13 @@ def test_compile_job_on_cards_uses_the_serving_placement() -> None:
     pod = _pod(build_compile_job(_model(obj).spec, "ai"))
     assert pod["containers"][0]["resources"]["limits"]["ibm.com/spyre_pf"] == "4"
     assert pod["schedulerName"] == "spyre-scheduler"
+
+
+def test_affinity_reaches_the_pods_exactly_as_written() -> None:
+    patch = {"affinity": AFFINITY, "cache": {"compile": {"backend": "sendnn"}}}
+    spec = _model(merge(example("granite-3.3-8b-instruct"), {"spec": patch})).spec
+    assert _pod(build_deployment(SpyreModel("m", "ai", spec)))["affinity"] == AFFINITY
+    assert _pod(build_compile_job(spec, "ai"))["affinity"] == AFFINITY  # a compile on cards
 
 
 def test_compile_placement_overrides() -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
 from spyre_operator.api.problem import shown
@@ -32,9 +34,7 @@ class ApiModel(BaseModel):
 
 # Kubernetes resource.Quantity: "8", "7500m", "64Gi" or a plain integer. Kept as a string,
 # the form the API expects in a manifest (server-side apply refuses a number there).
-_QUANTITY = re.compile(
-    r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$"
-)
+QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
 
 
 # Kubernetes keeps a quantity as an int64 scaled value: anything longer is refused there.
@@ -44,7 +44,7 @@ _QUANTITY_MAX_CHARS = 64
 def _quantity(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
         return str(value)
-    if isinstance(value, str) and len(value) <= _QUANTITY_MAX_CHARS and _QUANTITY.match(value):
+    if isinstance(value, str) and len(value) <= _QUANTITY_MAX_CHARS and QUANTITY.fullmatch(value):
         return value
     raise PydanticCustomError(
         "quantity",
@@ -56,8 +56,36 @@ def _quantity(value: object) -> str:
 Quantity = Annotated[
     str,
     PlainValidator(_quantity),
-    WithJsonSchema({"x-kubernetes-int-or-string": True}),
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "maxLength": _QUANTITY_MAX_CHARS,
+            "pattern": QUANTITY.pattern,  # the API server checks strings only (as controller-gen)
+        }
+    ),
 ]
+
+
+_SCALE = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+# Past 10**±40 a quantity is beyond anything Kubernetes counts (int64 of its units).
+_EXPONENT_LIMIT = 40
+
+
+def quantity_value(quantity: str) -> Fraction:
+    """The exact amount a quantity string stands for ("1.5Gi" -> 1610612736); an exponent
+    beyond 10**±40 is clamped there (the value stays exact enough to compare)."""
+    match = QUANTITY.fullmatch(quantity)
+    if match is None:
+        raise ValueError(f"{quantity} is not a quantity")
+    number, suffix = Fraction(match.group(1)), match.group(3) or ""
+    if suffix in _BINARY:
+        return number * 2 ** _BINARY[suffix]
+    if suffix[:1] in ("e", "E"):
+        exponent = max(-_EXPONENT_LIMIT, min(_EXPONENT_LIMIT, int(suffix[1:])))
+    else:
+        exponent = _SCALE.get(suffix, 0)
+    return number * Fraction(10) ** exponent
 
 
 def cpu_cores(quantity: str) -> int:
@@ -69,16 +97,16 @@ def cpu_cores(quantity: str) -> int:
     return max(1, math.floor(cores))
 
 
-# A free-form Kubernetes object (e.g. core/v1 Affinity), passed through unchanged.
-FreeForm = Annotated[
-    dict[str, Any],
-    WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
-]
-
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 Name = Annotated[str, Field(min_length=1, max_length=253)]
 # A name Kubernetes checks as a DNS-1123 subdomain (Secrets, ServiceAccounts,
 # PriorityClasses): a wrong one is refused here rather than when a pod is created.
 ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
-LabelMap = dict[str, str]
+# Label values have at most 63 characters (api/rules.py checks keys and values as
+# Kubernetes does; a CRD schema cannot constrain map keys); at most 64 labels.
+LabelValue = Annotated[str, Field(max_length=63)]
+LabelMap = Annotated[dict[str, LabelValue], Field(max_length=64)]
+# A schema marker (api/crd.py): unknown fields in this object are pruned by the API server,
+# as in the Kubernetes types it copies, instead of kept for a refusal by name.
+PRUNED: JsonDict = {"x-spyre-pruned": True}

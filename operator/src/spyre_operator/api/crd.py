@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from spyre_operator.api import names
+from spyre_operator.api.base import PRUNED
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.status import CACHE_READY, SpyreModelStatus
 
@@ -51,6 +52,7 @@ _KEPT = {
     "x-kubernetes-list-map-keys",
 }
 _DROPPED = {"title", "default"}
+(PRUNED_MARK,) = PRUNED
 # Key order in the YAML: what a node is first, its children last.
 _RANK = {"type": 0, "description": 1, "required": 8, "properties": 9, "items": 9}
 
@@ -73,9 +75,12 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     node = _resolve(node, defs)
     out: dict[str, Any] = {}
+    pruned = node.get(PRUNED_MARK, False)  # a copy of a Kubernetes type: pruned as there
     for key, value in node.items():
         if key == "properties":
             out[key] = {name: _structural(sub, defs) for name, sub in value.items()}
+        elif key == PRUNED_MARK or (key == "additionalProperties" and value is False and pruned):
+            continue
         elif key == "additionalProperties" and value is False:
             out["x-kubernetes-preserve-unknown-fields"] = True  # refused by name, not pruned
         elif key in ("items", "additionalProperties"):

@@ -12,17 +12,25 @@ import re
 from collections.abc import Callable, Iterator
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.base import DNS_SUBDOMAIN, cpu_cores
+from spyre_operator.api.base import DNS_LABEL, DNS_SUBDOMAIN, cpu_cores, quantity_value
 from spyre_operator.api.names import GROUP
 from spyre_operator.api.problem import Problem, clip, join_path, shown
 from spyre_operator.api.spec import (
+    ANNOTATIONS_MAX_BYTES,
     CPU_BACKENDS,
     SPYRE_BLOCK,
+    Affinity,
     IpBlock,
     LabelSelector,
     ModelSpec,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodAffinity,
+    PodAffinityTerm,
+    PodSelector,
     Resources,
     SpyreModelSpec,
+    Toleration,
 )
 
 Rule = Callable[[SpyreModelSpec], Iterator[Problem]]
@@ -79,7 +87,29 @@ RESERVED_PREFIXES = (f"{GROUP}/", "batch.kubernetes.io/")
 # Kubernetes' limits: label/annotation key names and label values, all annotations together.
 LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 SUBDOMAIN = re.compile(DNS_SUBDOMAIN)
-ANNOTATIONS_MAX_BYTES = 256 * 1024
+# Container resources without a domain (IsStandardContainerResourceName); others are
+# extended resources, a qualified name with a domain (example.com/device).
+STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+RESOURCE_RULE = (
+    "use cpu, memory, ephemeral-storage or hugepages-<size>, or an extended resource with "
+    "a domain (example.com/device)"
+)
+# Kubernetes counts a quantity as an int64 of its smallest unit (milli).
+QUANTITY_MAX = (2**63 - 1) // 1000
+INTEGER = re.compile(r"[-+]?[0-9]{1,19}")  # an int64, as Gt and Lt compare
+NAMESPACE = re.compile(DNS_LABEL)
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+IMAGE_NAME_MAX = 255
+# An image reference as the container runtime parses it (the distribution grammar).
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REF = re.compile(
+    rf"(?P<name>(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*)"
+    r"(?::\w[\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    re.ASCII,
+)
 KEY_RULE = (
     "an optional DNS subdomain prefix and '/' (e.g. example.com/), then a name of at most "
     "63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit"
@@ -397,19 +427,60 @@ def argument_values(s: SpyreModelSpec) -> Iterator[Problem]:
             )
 
 
+def _resource_name_problem(name: str) -> str | None:
+    """What Kubernetes says against a container resource name (validateContainerResourceName),
+    or None."""
+    if "/" not in name:
+        if name in STANDARD_RESOURCES or name.startswith("hugepages-"):
+            return None
+        return f"{shown(name)} is not a container resource: {RESOURCE_RULE}"
+    if not _qualified_name(name) or name.startswith("requests."):
+        return f"{shown(name)} is not a resource name: {RESOURCE_RULE}"
+    return None
+
+
+def _extended(name: str) -> bool:
+    """An extended resource (a device plugin's): whole units, requests equal to limits."""
+    return "/" in name and "kubernetes.io/" not in name
+
+
 def _resource_problems(path: str, res: Resources | None) -> Iterator[Problem]:
     if res is None:
         return
     for kind, amounts in (("limits", res.limits), ("requests", res.requests)):
         for name, amount in amounts.items():
             where = join_path(path, kind, name)
+            bad_name = _resource_name_problem(name)
+            value = quantity_value(amount)
             if ACCELERATOR_RESOURCE.match(name):
                 yield Problem(where, "Spyre cards are requested with spec.accelerator: remove it")
+            elif bad_name:
+                yield Problem(where, bad_name)
+            elif value > QUANTITY_MAX:
+                yield Problem(where, f"{amount} is more than Kubernetes counts: use e.g. 8 or 64Gi")
             elif name == "cpu":
                 try:
                     cpu_cores(amount)
                 except ValueError:
                     yield Problem(where, f"use cores (8) or millicores (7500m), got {amount}")
+            elif _extended(name) and value.denominator != 1:
+                yield Problem(where, f"{name} is counted in whole units, got {amount}")
+    for name, amount in res.requests.items():
+        limit = res.limits.get(name)
+        where = join_path(path, "requests", name)
+        if _resource_name_problem(name) or ACCELERATOR_RESOURCE.match(name):
+            continue
+        if limit is not None and quantity_value(amount) > quantity_value(limit):
+            yield Problem(
+                where,
+                f"{amount} is more than the limit {limit}: a container may not request more "
+                "than it may use; raise limits or lower requests",
+            )
+        elif _extended(name) and (limit is None or quantity_value(amount) != quantity_value(limit)):
+            yield Problem(
+                where,
+                f"{name} cannot be overcommitted: set limits.{name} to the same amount ({amount})",
+            )
 
 
 def resources(s: SpyreModelSpec) -> Iterator[Problem]:
@@ -464,6 +535,151 @@ def pod_metadata(s: SpyreModelSpec) -> Iterator[Problem]:
         )
 
 
+def _toleration_problems(path: str, tolerations: list[Toleration] | None) -> Iterator[Problem]:
+    """Kubernetes' ValidateTolerations."""
+    for i, t in enumerate(tolerations or []):
+        where = f"{path}[{i}]"
+        if t.key:
+            yield from _key_problems(f"{where}.key", t.key, "a taint")
+        elif t.operator != "Exists":
+            yield Problem(
+                f"{where}.operator",
+                "must be Exists when key is empty (a toleration of every taint): set a key, "
+                "or operator: Exists",
+            )
+        if t.toleration_seconds is not None and t.effect != "NoExecute":
+            yield Problem(
+                f"{where}.effect",
+                "must be NoExecute when tolerationSeconds is set (only NoExecute taints evict): "
+                "set effect: NoExecute, or remove tolerationSeconds",
+            )
+        if t.operator == "Exists" and t.value:
+            yield Problem(
+                f"{where}.value",
+                "must be empty with operator Exists (every value matches): remove value, or "
+                "use operator: Equal",
+            )
+        elif t.value:
+            yield from _value_problems(f"{where}.value", t.value)
+
+
+def placement(s: SpyreModelSpec) -> Iterator[Problem]:
+    """nodeSelector and tolerations of the pods (and of the compile and weights pods)."""
+    compile_spec = s.cache.compile
+    yield from _label_problems("spec.nodeSelector", s.node_selector)
+    yield from _label_problems("spec.cache.compile.nodeSelector", compile_spec.node_selector or {})
+    yield from _toleration_problems("spec.tolerations", s.tolerations)
+    yield from _toleration_problems("spec.cache.compile.tolerations", compile_spec.tolerations)
+    name = s.scheduler_name
+    if name is not None and (not name.isprintable() or any(c.isspace() for c in name)):
+        yield Problem(
+            "spec.schedulerName",
+            f"{shown(name)} cannot name a scheduler: no spaces or control characters (e.g. "
+            "spyre-scheduler)",
+        )
+
+
+def _int64(text: str) -> bool:
+    return INTEGER.fullmatch(text) is not None and -(2**63) <= int(text) < 2**63
+
+
+def _requirement_problems(where: str, req: NodeSelectorRequirement) -> Iterator[Problem]:
+    values, op = req.values or [], req.operator
+    if op in ("In", "NotIn") and not values:
+        yield Problem(f"{where}.values", f"required with operator {op}: the values to match")
+    elif op in ("Exists", "DoesNotExist") and values:
+        yield Problem(f"{where}.values", f"operator {op} takes none: remove them")
+    elif op in ("Gt", "Lt") and (len(values) != 1 or not _int64(values[0])):
+        yield Problem(
+            f"{where}.values",
+            f"operator {op} takes exactly one integer, e.g. ['4'], got {shown(values)}",
+        )
+
+
+def _node_term_problems(path: str, term: NodeSelectorTerm) -> Iterator[Problem]:
+    for i, req in enumerate(term.match_expressions or []):
+        where = f"{path}.matchExpressions[{i}]"
+        yield from _key_problems(f"{where}.key", req.key, "a node label")
+        yield from _requirement_problems(where, req)
+    for i, req in enumerate(term.match_fields or []):
+        where = f"{path}.matchFields[{i}]"
+        if req.key != "metadata.name":
+            yield Problem(
+                f"{where}.key",
+                f"{shown(req.key)} is no node field Kubernetes selects on: use metadata.name",
+            )
+        if req.operator not in ("In", "NotIn") or len(req.values or []) != 1:
+            yield Problem(where, "takes operator In or NotIn and exactly one value (a node name)")
+
+
+def _pod_term_problems(path: str, term: PodAffinityTerm) -> Iterator[Problem]:
+    yield from _key_problems(f"{path}.topologyKey", term.topology_key, "a node label")
+    if term.label_selector is not None:
+        yield from _selector_problems(f"{path}.labelSelector", term.label_selector)
+    for i, namespace in enumerate(term.namespaces or []):
+        if not NAMESPACE.fullmatch(namespace):
+            yield Problem(
+                f"{path}.namespaces[{i}]",
+                f"{shown(namespace)} is not a namespace name: lowercase letters, digits and "
+                "'-', starting and ending with a letter or digit",
+            )
+
+
+def _pod_affinity_problems(path: str, pa: PodAffinity | None) -> Iterator[Problem]:
+    if pa is None:
+        return
+    for i, term in enumerate(pa.required_during_scheduling_ignored_during_execution or []):
+        yield from _pod_term_problems(f"{path}.{REQUIRED}[{i}]", term)
+    for i, weighted in enumerate(pa.preferred_during_scheduling_ignored_during_execution or []):
+        yield from _pod_term_problems(
+            f"{path}.{PREFERRED}[{i}].podAffinityTerm", weighted.pod_affinity_term
+        )
+
+
+def affinity(s: SpyreModelSpec) -> Iterator[Problem]:
+    """Kubernetes' ValidateAffinity, past the schema (types, required fields, weights)."""
+    a: Affinity | None = s.affinity
+    if a is None:
+        return
+    node = a.node_affinity
+    if node is not None:
+        path = "spec.affinity.nodeAffinity"
+        required = node.required_during_scheduling_ignored_during_execution
+        for i, term in enumerate(required.node_selector_terms if required else []):
+            yield from _node_term_problems(f"{path}.{REQUIRED}.nodeSelectorTerms[{i}]", term)
+        for i, pref in enumerate(node.preferred_during_scheduling_ignored_during_execution or []):
+            yield from _node_term_problems(f"{path}.{PREFERRED}[{i}].preference", pref.preference)
+    yield from _pod_affinity_problems("spec.affinity.podAffinity", a.pod_affinity)
+    yield from _pod_affinity_problems("spec.affinity.podAntiAffinity", a.pod_anti_affinity)
+
+
+def image(s: SpyreModelSpec) -> Iterator[Problem]:
+    ref = s.image
+    if ref is None:
+        return
+    if ref != ref.strip():
+        yield Problem(
+            "spec.image",
+            f"{shown(ref)} has leading or trailing whitespace, which Kubernetes refuses in a "
+            "pod: remove it",
+        )
+    elif not (match := IMAGE_REF.fullmatch(ref)) or len(match["name"]) > IMAGE_NAME_MAX:
+        yield Problem(
+            "spec.image",
+            f"{shown(ref)} is not an image reference: [registry[:port]/]name[:tag][@digest], the "
+            "name in lowercase (e.g. quay.io/org/image:1.0)",
+        )
+
+
+def cache_volume(s: SpyreModelSpec) -> Iterator[Problem]:
+    size = s.cache.volume.size
+    if quantity_value(size) <= 0:
+        yield Problem(
+            "spec.cache.volume.size",
+            f"must be more than 0, got {shown(size)}: the claim's size, e.g. 100Gi",
+        )
+
+
 def image_pull_secrets(s: SpyreModelSpec) -> Iterator[Problem]:
     names = [ref.name for ref in s.image_pull_secrets]
     for i, name in enumerate(names):
@@ -471,7 +687,7 @@ def image_pull_secrets(s: SpyreModelSpec) -> Iterator[Problem]:
             yield Problem(f"spec.imagePullSecrets[{i}].name", f"{name} is listed twice: keep one")
 
 
-def _selector_problems(path: str, selector: LabelSelector) -> Iterator[Problem]:
+def _selector_problems(path: str, selector: LabelSelector | PodSelector) -> Iterator[Problem]:
     yield from _label_problems(f"{path}.matchLabels", selector.match_labels or {})
     for i, req in enumerate(selector.match_expressions or []):
         where = f"{path}.matchExpressions[{i}]"
@@ -578,6 +794,10 @@ RULES: tuple[Rule, ...] = (
     extra_args,
     argument_values,
     resources,
+    placement,
+    affinity,
+    image,
+    cache_volume,
     pod_metadata,
     image_pull_secrets,
     topology_spread,

@@ -10,10 +10,18 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.base import ApiModel, FreeForm, LabelMap, Name, ObjectName, Quantity
+from spyre_operator.api.base import (
+    PRUNED,
+    ApiModel,
+    LabelMap,
+    LabelValue,
+    Name,
+    ObjectName,
+    Quantity,
+)
 from spyre_operator.api.runtimes import Flavour, FlavourName
 
 # Spyre's KV-cache block size: chunk sizes and static prompt lengths are multiples of it.
@@ -38,6 +46,10 @@ BatchSize = Annotated[int, Field(ge=1, le=256)]
 LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 EnvName = Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
 AbsolutePath = Annotated[str, Field(pattern=r"^/", max_length=4096)]
+# Kubernetes' limit on all annotations of an object together (keys and values).
+ANNOTATIONS_MAX_BYTES = 256 * 1024
+# Free text the operator passes on (env values, extra arguments): bounded, as a request is.
+Text = Annotated[str, Field(max_length=32768)]
 # A key of a Secret's data (Kubernetes' IsConfigMapKey).
 SecretKey = Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
 
@@ -50,9 +62,9 @@ class SecretKeyRef(ApiModel):
 
 
 class PvcSource(ApiModel):
-    claim_name: Name
+    claim_name: ObjectName
     """PersistentVolumeClaim holding the model files."""
-    sub_path: str | None = None
+    sub_path: Annotated[str, Field(max_length=4096)] | None = None
     """Directory inside the claim to mount instead of its root."""
     mount_path: AbsolutePath = "/models"
     """Where the claim is mounted (read-only) in the container."""
@@ -147,7 +159,10 @@ class RuntimeSpec(ApiModel):
     flavour: FlavourName = runtimes.SENDNN_INFERENCE
     """vllm-spyre (vLLM-Spyre 1.x) or sendnn-inference (2.x, the renamed successor)."""
     version: (
-        Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+([.-]?[0-9A-Za-z.]+)?$")] | None
+        Annotated[
+            str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+([.-]?[0-9A-Za-z.]+)?$", max_length=64)
+        ]
+        | None
     ) = None
     """Plugin version; defaults to 1.10.0 (vllm-spyre) or 2.6.3 (sendnn-inference)."""
 
@@ -194,35 +209,39 @@ class Batching(ApiModel):
 class Toleration(ApiModel):
     """core/v1 Toleration."""
 
-    key: str | None = None
+    key: Annotated[str, Field(max_length=317)] | None = None
     """Taint key to tolerate; empty with operator Exists tolerates every taint."""
     operator: Literal["Exists", "Equal"] | None = None
     """Exists (any value) or Equal (the value below); Kubernetes defaults to Equal."""
-    value: str | None = None
+    value: LabelValue | None = None
     """Taint value to match with operator Equal."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     """Taint effect to match; empty matches every effect."""
-    toleration_seconds: Annotated[int, Field(ge=0)] | None = None
+    toleration_seconds: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
     """With NoExecute: how long the pod stays bound after the taint appears."""
 
 
+ResourceMap = Annotated[dict[str, Quantity], Field(max_length=16)]
+Tolerations = Annotated[list[Toleration], Field(max_length=32)]
+
+
 class Resources(ApiModel):
-    limits: dict[str, Quantity] = Field(default_factory=dict)
+    limits: ResourceMap = Field(default_factory=dict)
     """Most a container may use, e.g. {cpu: 8, memory: 64Gi}."""
-    requests: dict[str, Quantity] = Field(default_factory=dict)
+    requests: ResourceMap = Field(default_factory=dict)
     """What the scheduler reserves, e.g. {cpu: 4, memory: 48Gi}."""
 
 
 class CacheVolume(ApiModel):
     """The PersistentVolumeClaim holding compiled graphs and hub downloads."""
 
-    claim_name: Name = "spyre-graph-cache"
+    claim_name: ObjectName = "spyre-graph-cache"
     """PersistentVolumeClaim shared by all SpyreModels of the namespace."""
     create: bool = True
     """Create the claim if it does not exist (false: use an existing claim)."""
     size: Quantity = "100Gi"
     """Requested size when the operator creates the claim."""
-    storage_class_name: Name | None = None
+    storage_class_name: ObjectName | None = None
     """StorageClass when the operator creates the claim; unset uses the default class."""
     access_mode: Literal["ReadWriteMany", "ReadWriteOnce"] = "ReadWriteMany"
     """ReadWriteOnce only works when the compile Job and all replicas share one node."""
@@ -239,7 +258,7 @@ class CompileSpec(ApiModel):
     """CPU/memory of the compile pod; unset takes spec.resources."""
     node_selector: LabelMap | None = None
     """Node labels the compile and weights pods need; unset takes spec.nodeSelector."""
-    tolerations: list[Toleration] | None = None
+    tolerations: Tolerations | None = None
     """Tolerations of the compile and weights pods; unset takes spec.tolerations."""
     active_deadline_seconds: Annotated[int, Field(ge=60, le=7 * 24 * 3600)] = 3 * 3600
     """How long a compile may run before it is failed."""
@@ -260,9 +279,9 @@ class CacheSpec(ApiModel):
 class Accelerator(ApiModel):
     """The Spyre cards of a serving (and Spyre compile) pod."""
 
-    resource_name: Annotated[str, Field(pattern=r"^ibm\.com/(spyre|aiu)_(pf|vf)(_tier[0-2])?$")] = (
-        "ibm.com/spyre_pf"
-    )
+    resource_name: Annotated[
+        str, Field(pattern=r"^ibm\.com/(spyre|aiu)_(pf|vf)(_tier[0-2])?$", max_length=64)
+    ] = "ibm.com/spyre_pf"
     """Extended resource of the Spyre device plugin (ibm.com/aiu_pf on older clusters)."""
     count: Annotated[int, Field(ge=0, le=4)] | None = None
     """Cards per replica; must equal tensorParallelSize (default), 0 for the CPU backends
@@ -281,9 +300,9 @@ class EnvKeyRef(ApiModel):
 class EnvFieldRef(ApiModel):
     """A field of the pod (core/v1 ObjectFieldSelector)."""
 
-    field_path: Annotated[str, Field(min_length=1)]
+    field_path: Annotated[str, Field(min_length=1, max_length=256)]
     """Path of the field, e.g. metadata.name or status.podIP."""
-    api_version: str | None = None
+    api_version: Annotated[str, Field(max_length=64)] | None = None
     """API version the path is written in; Kubernetes defaults to v1."""
 
 
@@ -303,7 +322,7 @@ class EnvVar(ApiModel):
 
     name: EnvName
     """Variable name; the names the operator renders are refused (docs/api.md)."""
-    value: str | None = None
+    value: Text | None = None
     """Literal value."""
     value_from: EnvVarSource | None = None
 
@@ -314,21 +333,44 @@ class LocalObjectReference(ApiModel):
     namespace."""
 
 
+class _Pruned(ApiModel):
+    """A copy of a Kubernetes type: the API server prunes unknown fields in it, as it does in
+    a Deployment (a bounded schema: nothing unknown nests below it)."""
+
+    model_config = ConfigDict(json_schema_extra=PRUNED)
+
+
 class LabelSelectorRequirement(ApiModel):
     key: LabelKey
     """Label key."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     """How the key's value is matched; In and NotIn need values, the others take none."""
-    values: Annotated[list[str], Field(max_length=64)] | None = None
+    values: Annotated[list[LabelValue], Field(max_length=64)] | None = None
     """Label values for In and NotIn."""
 
 
 class LabelSelector(ApiModel):
-    """A label query (metav1.LabelSelector): every requirement must hold; {} matches all."""
+    """A label query (metav1.LabelSelector): every requirement must hold; {} matches all.
+    Unknown fields are kept for a refusal by name: pruned, a typo (matchLabel) would leave
+    {}, which matches every pod (a NetworkPolicy would admit them all)."""
 
-    match_labels: Annotated[LabelMap, Field(max_length=64)] | None = None
+    match_labels: LabelMap | None = None
     """Labels a match must carry (all of them)."""
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=16)] | None = None
+    """Requirements a match must meet (all of them)."""
+
+
+class _PrunedRequirement(LabelSelectorRequirement):
+    model_config = ConfigDict(json_schema_extra=PRUNED)
+
+
+class PodSelector(_Pruned):
+    """A label query inside affinity, pruned as the rest of it: every requirement must hold;
+    {} matches all."""
+
+    match_labels: LabelMap | None = None
+    """Labels a match must carry (all of them)."""
+    match_expressions: Annotated[list[_PrunedRequirement], Field(max_length=16)] | None = None
     """Requirements a match must meet (all of them)."""
 
 
@@ -383,6 +425,96 @@ class ServiceSpec(ApiModel):
     VLLM_API_KEY from this Secret); /health and /metrics stay open."""
 
 
+# core/v1 Affinity (the fields of Kubernetes 1.20), with bounds on every list.
+TERMS = 16
+
+
+class NodeSelectorRequirement(_Pruned):
+    key: LabelKey
+    """Node label key (matchExpressions), or metadata.name (matchFields)."""
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    """In and NotIn need values, Exists and DoesNotExist take none, Gt and Lt one integer."""
+    values: Annotated[list[Annotated[str, Field(max_length=253)]], Field(max_length=64)] | None = (
+        None
+    )
+    """Values to compare with: label values, or node names for metadata.name."""
+
+
+class NodeSelectorTerm(_Pruned):
+    """Requirements a node must meet (all of them)."""
+
+    match_expressions: Annotated[list[NodeSelectorRequirement], Field(max_length=TERMS)] | None = (
+        None
+    )
+    """Requirements on the node's labels."""
+    match_fields: Annotated[list[NodeSelectorRequirement], Field(max_length=TERMS)] | None = None
+    """Requirements on the node's fields (metadata.name, operator In or NotIn, one value)."""
+
+
+class NodeSelector(_Pruned):
+    node_selector_terms: Annotated[list[NodeSelectorTerm], Field(min_length=1, max_length=TERMS)]
+    """A node must meet one of the terms."""
+
+
+class PreferredSchedulingTerm(_Pruned):
+    weight: Annotated[int, Field(ge=1, le=100)]
+    """Weight of the preference, 1-100."""
+    preference: NodeSelectorTerm
+    """The node preferred."""
+
+
+class NodeAffinity(_Pruned):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    """Nodes the pods must run on."""
+    preferred_during_scheduling_ignored_during_execution: (
+        Annotated[list[PreferredSchedulingTerm], Field(max_length=TERMS)] | None
+    ) = None
+    """Nodes the pods prefer."""
+
+
+Namespaces = Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=TERMS)]
+
+
+class PodAffinityTerm(_Pruned):
+    label_selector: PodSelector | None = None
+    """Pods this term is about."""
+    namespaces: Namespaces | None = None
+    """Namespaces of those pods; unset: the SpyreModel's namespace."""
+    topology_key: LabelKey
+    """Node label whose value is the domain, e.g. kubernetes.io/hostname."""
+
+
+class WeightedPodAffinityTerm(_Pruned):
+    weight: Annotated[int, Field(ge=1, le=100)]
+    """Weight of the preference, 1-100."""
+    pod_affinity_term: PodAffinityTerm
+    """The term preferred."""
+
+
+class PodAffinity(_Pruned):
+    """Pods to run near (podAffinity) or away from (podAntiAffinity)."""
+
+    required_during_scheduling_ignored_during_execution: (
+        Annotated[list[PodAffinityTerm], Field(max_length=TERMS)] | None
+    ) = None
+    """Terms the pods must meet."""
+    preferred_during_scheduling_ignored_during_execution: (
+        Annotated[list[WeightedPodAffinityTerm], Field(max_length=TERMS)] | None
+    ) = None
+    """Terms the pods prefer to meet."""
+
+
+class Affinity(_Pruned):
+    """core/v1 Affinity."""
+
+    node_affinity: NodeAffinity | None = None
+    """Nodes the pods run on, by node labels."""
+    pod_affinity: PodAffinity | None = None
+    """Pods to run near (in the same topology domain)."""
+    pod_anti_affinity: PodAffinity | None = None
+    """Pods to run away from (not in the same topology domain)."""
+
+
 class TopologySpreadConstraint(ApiModel):
     """core/v1 TopologySpreadConstraint (the fields of Kubernetes 1.20)."""
 
@@ -425,16 +557,16 @@ class SpyreModelSpec(ApiModel):
     node_selector: LabelMap = Field(default_factory=dict)
     """Node labels of the serving pods (and of the compile and weights pods unless
     cache.compile sets its own)."""
-    tolerations: list[Toleration] = Field(default_factory=list)
+    tolerations: Tolerations = Field(default_factory=list)
     """Tolerations of the pods (as nodeSelector); pods with cards also tolerate the card
     resource's NoSchedule taint unless a toleration names it."""
-    affinity: FreeForm | None = None
+    affinity: Affinity | None = None
     """core/v1 Affinity of the serving pods (and of compile pods that use cards)."""
     scheduler_name: Name | None = None
     """Pod scheduler, e.g. spyre-scheduler."""
-    env: list[EnvVar] = Field(default_factory=list)
+    env: Annotated[list[EnvVar], Field(max_length=128)] = Field(default_factory=list)
     """Extra environment of the serving and compile containers."""
-    extra_args: list[str] = Field(default_factory=list)
+    extra_args: Annotated[list[Text], Field(max_length=128)] = Field(default_factory=list)
     """Extra `vllm serve` arguments, appended last."""
     service: ServiceSpec = Field(default_factory=ServiceSpec)
     # The platform's part of the pods; none changes the graphs (not in the cache key).
@@ -446,9 +578,11 @@ class SpyreModelSpec(ApiModel):
     """ServiceAccount of every pod (its identity, e.g. for an SCC or workload identity);
     unset is the namespace's default. Its token is not mounted."""
     # (keys are checked in api/rules.py: a CRD schema cannot constrain map keys)
-    pod_annotations: Annotated[dict[str, str], Field(max_length=64)] = Field(default_factory=dict)
+    pod_annotations: Annotated[
+        dict[str, Annotated[str, Field(max_length=ANNOTATIONS_MAX_BYTES)]], Field(max_length=64)
+    ] = Field(default_factory=dict)
     """Annotations of every pod (service mesh, secret injectors, autoscaler hints)."""
-    pod_labels: Annotated[LabelMap, Field(max_length=64)] = Field(default_factory=dict)
+    pod_labels: LabelMap = Field(default_factory=dict)
     """Labels of every pod (cost tags, policies); the operator's own labels cannot be set."""
     priority_class_name: ObjectName | None = None
     """PriorityClass of every pod."""

@@ -41,6 +41,9 @@ HINTS = {
     "spec.serviceAccountName": _SUBDOMAIN_HINT,
     "spec.priorityClassName": _SUBDOMAIN_HINT,
     "spec.service.apiKeySecret.name": _SUBDOMAIN_HINT,
+    "spec.cache.volume.claimName": _SUBDOMAIN_HINT,
+    "spec.cache.volume.storageClassName": _SUBDOMAIN_HINT,
+    "spec.model.source.pvc.claimName": _SUBDOMAIN_HINT,
     "spec.service.apiKeySecret.key": (
         "a key of a Secret's data: letters, digits, '-', '_' and '.'"
     ),

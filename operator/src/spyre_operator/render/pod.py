@@ -176,7 +176,7 @@ def _scheduling(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
         out["tolerations"] = tolerating
     if count or role == "serve":
         if spec.affinity:
-            out["affinity"] = spec.affinity
+            out["affinity"] = spec.affinity.to_k8s()
         if spec.scheduler_name:
             out["schedulerName"] = spec.scheduler_name
     return out

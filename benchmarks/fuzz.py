@@ -1,0 +1,472 @@
+"""Fuzz benchmark (not a test): hostile SpyreModels through `validate`, and optionally
+through the API server with the operator running.
+
+    .venv/bin/python benchmarks/fuzz.py [--n 1000] [--seed 1] [--timeout 10]
+    .venv/bin/python benchmarks/fuzz.py --server [--n 50] [--wait 60]
+
+Each mutant is one of the examples (examples/*.yaml) changed by one mutation kind:
+wrong types, huge sizes, unicode, deep nesting, YAML aliases and duplicate keys, odd
+numbers, unknown or deleted fields, broken YAML, and values Kubernetes refuses in the
+pass-through fields (tolerations, nodeSelector, resources, affinity, image, claim names,
+storage class, size, scheduler name).
+
+Offline, every mutant is written to a file and checked by what `spyre-operator validate`
+runs (render.commands.load), in a worker process with a time limit per file. Prints:
+- crashes: an exception escaped (validate would print a traceback);
+- hangs: no answer within --timeout seconds;
+- the slowest validation, and the time to validate a 1 MB file (under 1 s is the goal).
+
+With --server: starts a local control plane (etcd + kube-apiserver) and
+`spyre-operator run`, creates every mutant the API server can take as JSON (name m<i>, a
+namespace of its own), waits up to --wait seconds, and prints:
+- creates the API server did not answer within 30 s (it keeps working on them);
+- without status: admitted objects the operator never wrote a status for;
+- accepted but refused: objects the operator took as valid (phase not Invalid) whose
+  children the API server refuses: a server dry-run of each child `render` makes (and of a
+  Pod from each pod template, where Kubernetes checks more), or status reason ApplyFailed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import multiprocessing
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+MB = 1024 * 1024
+
+# --- mutations -----------------------------------------------------------------------
+
+UNICODE = [
+    "\u202eRTL",
+    "a\u200bb",
+    "nul\x00",
+    "\uff47\uff52\uff41\uff4e\uff49\uff54\uff45",
+    "🙂🚀",
+    "é",
+    "\ufeffbom",
+    "a\nb",
+]
+NUMBERS: list[Any] = [
+    math.nan, math.inf, -1, 0, 1.5, 10**400, "1e400", "9" * 500, "32", "0x10", 2**63, -(2**63)
+]  # fmt: skip
+# Values Kubernetes refuses (or takes) in the pass-through fields: field path -> values.
+FIELDS: dict[tuple[str, ...], list[Any]] = {
+    ("tolerations",): [
+        [{"operator": "Exists", "value": "x"}],
+        [{"operator": "Equal", "effect": "NoSchedule"}],
+        [{"key": "k", "tolerationSeconds": 5}],
+        [{"key": "bad key!", "operator": "Exists"}],
+        [{"key": "k", "value": "a b"}],
+        [{"key": "example.com/k", "operator": "Exists", "effect": "NoExecute"}],
+    ],
+    ("nodeSelector",): [{"k": "bad value with spaces"}, {"bad key!": "v"}, {"a/b/c": "v"}],
+    ("cache", "compile", "nodeSelector"): [{"a": "b c"}, {"-a": "b"}],
+    ("resources",): [
+        {"requests": {"memory": "64Gi"}, "limits": {"memory": "1Gi"}},
+        {"requests": {"cpu": "2"}, "limits": {"cpu": ".5"}},
+        {"requests": {"cpu": "9e18"}},
+        {"limits": {"extraArg": 1}},
+        {"limits": {"Bad Resource": 1}},
+        {"requests": {"example.com/dev": 1}},
+        {"limits": {"example.com/dev": "500m"}},
+        {"requests": {"cpu": 2, "memory": "1Gi"}, "limits": {"cpu": 4, "memory": "2Gi"}},
+    ],
+    ("affinity",): [
+        {"nodeAffinity": "not-an-object"},
+        {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In"}]}]}}},
+        {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 0, "preference": {}}]}},
+        {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "zone", "labelSelector": {"matchLabels": {"a": "b c"}}}]}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "cards", "operator": "Gt", "values": ["3"]}]}]}}},
+    ],
+    ("image",): [" quay.io/x:1 ", "quay.io/Org/x:1", "x:", "quay.io/x@sha256:12", "a b", "x"],
+    ("schedulerName",): ["Not A Scheduler!", "\x00", "spyre-scheduler"],
+    ("cache", "volume", "claimName"): ["Bad_Claim", "\x7fspyre-graph-cache", "a" * 254],
+    ("cache", "volume", "storageClassName"): ["bad class", "Fast", "fast.example.com"],
+    ("cache", "volume", "size"): ["0", "0Gi", "-1Gi", "1e400", "10Gi", 0],
+}  # fmt: skip
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _paths(value, (*prefix, i))
+    return out
+
+
+def _parent(doc: dict[str, Any], path: tuple[Any, ...]) -> Any:
+    node: Any = doc
+    for part in path[:-1]:
+        node = node[part]
+    return node
+
+
+def _set(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
+    node = doc
+    for part in path[:-1]:
+        if isinstance(node, dict) and not isinstance(node.get(part), dict | list):
+            node[part] = {}
+        node = node[part]
+    node[path[-1]] = value
+
+
+def _alias_bomb(depth: int, width: int) -> str:
+    """A flow sequence whose last item expands to width**depth leaves."""
+    levels = ["&a0 [" + ", ".join(["x"] * width) + "]"]
+    levels += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, depth)]
+    return "[" + ", ".join(levels) + "]"
+
+
+DEEP = "__deep__"  # placeholders replaced in the YAML text (PyYAML's dumper recurses)
+
+
+def mutate(rng: random.Random, doc: dict[str, Any], text: str) -> tuple[str, str]:
+    """(kind, YAML text) of one mutant of an example."""
+    kind = rng.choice(KINDS)
+    doc = copy.deepcopy(doc)
+    path = rng.choice(_paths(doc)[1:])
+    in_a_mapping = [p for p in _paths(doc)[1:] if isinstance(_parent(doc, p), dict)]
+    deep = ""
+    if kind == "types":
+        _set(doc, path, rng.choice([None, True, 7, "text", [1, "a"], {"a": 1}, 1.25, []]))
+    elif kind == "sizes":
+        n = rng.choice([300, 5000, 70_000, 600_000])
+        _set(
+            doc,
+            path,
+            rng.choice(["x" * n, ["x"] * (n // 100), {f"k{i}": i for i in range(n // 300)}]),
+        )
+    elif kind == "unicode":
+        _set(doc, path, rng.choice(UNICODE))
+    elif kind == "numbers":
+        _set(doc, path, rng.choice(NUMBERS))
+    elif kind == "unknown":
+        where = rng.choice(in_a_mapping)[:-1]
+        _set(doc, (*where, rng.choice(["tensorParalelSize", "x", "status", "kind"])), 1)
+    elif kind == "delete":
+        del _parent(doc, path)[path[-1]]
+    elif kind == "nesting":
+        levels = rng.choice([20, 100, 500, 2000])
+        opener, closer = rng.choice([("[", "]"), ("{a: ", "}")])
+        deep = opener * levels + closer * levels
+        _set(doc, rng.choice([("spec", "affinity", "nodeAffinity"), path]), DEEP)
+    elif kind == "aliases":
+        deep = _alias_bomb(rng.randint(3, 9), rng.randint(3, 9))
+        _set(doc, rng.choice([("spec", "nodeSelector", "a"), ("spec", "affinity")]), DEEP)
+    elif kind == "field":
+        where = rng.choice(list(FIELDS))
+        _set(doc, ("spec", *where), copy.deepcopy(rng.choice(FIELDS[where])))
+    if kind == "duplicates":
+        lines = text.splitlines(keepends=True)
+        i = rng.randrange(len(lines))
+        return kind, "".join([*lines[: i + 1], lines[i], *lines[i + 1 :]])
+    if kind == "syntax":
+        cut = rng.randrange(len(text))
+        broken = rng.choice(
+            [text[:cut], text[:cut] + "\t" + text[cut:], text + "{[", "\x00" + text]
+        )
+        return kind, broken
+    out = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000)
+    return kind, out.replace(DEEP, deep) if deep else out
+
+
+KINDS = [
+    "types", "sizes", "unicode", "numbers", "unknown", "delete", "nesting", "aliases",
+    "duplicates", "syntax", "field", "field", "field",  # the pass-through fields weigh more
+]  # fmt: skip
+
+
+def mutants(n: int, seed: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    sources = [(yaml.safe_load(p.read_text()), p.read_text()) for p in EXAMPLES]
+    return [mutate(rng, *rng.choice(sources)) for _ in range(n)]
+
+
+def one_megabyte_files() -> dict[str, str]:
+    """Two 1 MB files: an example with 1 MB of values (valid) and with 1 MB of keys."""
+    doc = yaml.safe_load((ROOT / "examples" / "micro-granite-cpu.yaml").read_text())
+    values = copy.deepcopy(doc)
+    values["spec"]["extraArgs"] = [f"--x{i}=" + "v" * 8000 for i in range(128)]
+    keys = copy.deepcopy(doc)
+    keys["spec"]["podAnnotations"] = {f"example.com/k{i:07d}": "v" for i in range(MB // 28)}
+    return {
+        name: yaml.safe_dump(d, width=10_000) for name, d in (("values", values), ("keys", keys))
+    }
+
+
+# --- validate, in a worker process with a time limit ---------------------------------
+
+
+def _serve(conn: Connection) -> None:
+    from spyre_operator.render.commands import load
+
+    while True:
+        path = conn.recv()
+        started = time.perf_counter()
+        try:
+            loaded = load([path], "default")
+            result: tuple[str, Any] = ("ok", len(loaded.errors))
+        except BaseException as err:  # a crash: what validate would print as a traceback
+            result = ("crash", f"{type(err).__name__}: {str(err)[:200]}")
+        conn.send((*result, time.perf_counter() - started))
+
+
+class Validator:
+    """validate in a child process: one that does not answer in `timeout` s is killed."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._start()
+
+    def _start(self) -> None:
+        self.conn, child = multiprocessing.Pipe()
+        self.proc = multiprocessing.get_context("fork").Process(target=_serve, args=(child,))
+        self.proc.start()
+
+    def check(self, path: Path) -> tuple[str, Any, float]:
+        self.conn.send(str(path))
+        if self.conn.poll(self.timeout):
+            outcome: tuple[str, Any, float] = self.conn.recv()
+            return outcome
+        self.proc.kill()
+        self.proc.join()
+        self._start()
+        return "hang", f"no answer in {self.timeout:g} s", self.timeout
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.join()
+
+
+def offline(cases: list[tuple[str, str]], timeout: float, directory: Path) -> int:
+    validator = Validator(timeout)
+    outcomes: Counter[str] = Counter()
+    slowest: tuple[float, str] = (0.0, "")
+    bad: list[str] = []
+    try:
+        for i, (kind, text) in enumerate(cases):
+            path = directory / f"m{i}.yaml"
+            path.write_text(text, errors="surrogatepass")
+            outcome, detail, seconds = validator.check(path)
+            outcomes[outcome] += 1
+            if outcome == "ok":
+                outcomes["refused" if detail else "accepted"] += 1
+            else:
+                bad.append(f"  {outcome}: mutant {i} ({kind}), {path.name}: {detail}")
+            slowest = max(slowest, (seconds, f"mutant {i} ({kind})"))
+        big = {}
+        for name, text in one_megabyte_files().items():
+            path = directory / f"1mb-{name}.yaml"
+            path.write_text(text)
+            outcome, detail, big[name] = validator.check(path)
+            if outcome != "ok":
+                bad.append(f"  {outcome}: the 1 MB file of {name}: {detail}")
+                outcomes[outcome] += 1
+    finally:
+        validator.close()
+    print(f"validate: {len(cases)} mutants (seed and kinds above)")
+    print(f"  accepted {outcomes['accepted']}, refused with problems {outcomes['refused']}")
+    print(f"  crashes {outcomes['crash']}")
+    print(f"  hangs (> {timeout:g} s) {outcomes['hang']}")
+    print(f"  slowest validation {slowest[0] * 1000:.0f} ms ({slowest[1]})")
+    for name, seconds in big.items():
+        print(f"  1 MB file ({name}): {seconds * 1000:.0f} ms")
+    print("\n".join(bad[:20]))
+    return outcomes["crash"] + outcomes["hang"]
+
+
+# --- through the API server, with the operator running ------------------------------
+
+
+def _json_or_none(text: str) -> dict[str, Any] | None:
+    """The mutant as the API server can get it: one mapping that is JSON (no NaN, no
+    non-string keys, no alias bomb), else None."""
+    from spyre_operator.render.yamlio import load_documents
+
+    try:
+        docs = load_documents(text)
+        if len(docs) != 1 or not isinstance(docs[0], dict):
+            return None
+        body = json.dumps(docs[0], allow_nan=False)
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError):
+        return None
+    if len(body) > 3 * MB:
+        return None
+    parsed: dict[str, Any] = json.loads(body)
+    return parsed
+
+
+def server(cases: list[tuple[str, str]], wait_seconds: float, directory: Path) -> int:
+    from cluster_sim import install_crd, kube_for
+    from urllib3.exceptions import ReadTimeoutError
+
+    from spyre_operator.api.validation import InvalidSpec, parse
+    from spyre_operator.local.controlplane import ControlPlane, free_port
+    from spyre_operator.local.operator_process import OperatorProcess
+    from spyre_operator.reconcile.kube import ApiError, path
+    from spyre_operator.render.children import desired
+
+    plane = ControlPlane(directory / "plane")
+    plane.up()
+    operator = None
+    try:
+        kube = kube_for(plane.kubeconfig)
+        install_crd(kube)
+        args = ["run", "--metrics-port", str(free_port())]
+        operator = OperatorProcess(args, plane.kubeconfig, directory / "operator.log")
+        answers: Counter[str] = Counter()
+        slow: list[str] = []
+        admitted: dict[str, str] = {}  # namespace -> kind
+        for i, (kind, text) in enumerate(cases):
+            body = _json_or_none(text)
+            if body is None:
+                answers["not JSON (not sent)"] += 1
+                continue
+            namespace = f"fuzz-{i}"  # one each: the cache PVC is per namespace
+            kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+            # what the controller manager's token controller would make (it runs none)
+            account = {"metadata": {"name": "default"}}
+            kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", account)
+            body["metadata"] = {"name": f"m{i}", "namespace": namespace}
+            try:
+                kube.request("POST", path("SpyreModel", namespace), body)
+            except ApiError as err:
+                answers[f"refused {err.status}"] += 1
+                continue
+            except ReadTimeoutError:  # the server is still at it (deep maps it keeps)
+                answers["no answer in 30 s"] += 1
+                slow.append(f"m{i} ({kind})")
+                continue
+            answers["admitted"] += 1
+            admitted[namespace] = kind
+        operator.check_alive()
+        statuses = _statuses(kube, admitted, wait_seconds)
+        no_status = [ns for ns in admitted if not statuses.get(ns)]
+        refused: list[str] = []
+        for namespace, st in statuses.items():
+            if not st or st.get("phase") == "Invalid":
+                continue
+            stored = kube.get("SpyreModel", namespace, namespace.replace("fuzz-", "m"))
+            try:
+                want = desired(parse(stored), stored["metadata"]["uid"], commit="0" * 40)
+            except InvalidSpec as err:  # the operator said valid, the parse says not
+                refused.append(f"{namespace}: operator valid, parse invalid: {err}"[:300])
+                continue
+            why = _refusals(kube, want.objects()) or _apply_failed(st)
+            if why:
+                refused.append(f"{namespace} ({admitted[namespace]}): {why}"[:300])
+        operator.check_alive()
+    finally:
+        if operator is not None:
+            operator.stop(timeout=30)
+        plane.down()
+    print(f"API server: {len(cases)} mutants: {dict(sorted(answers.items()))}")
+    print(f"  create not answered in 30 s: {len(slow)} {slow[:10]}")
+    print(f"  without status after {wait_seconds:g} s: {len(no_status)} {no_status[:10]}")
+    print(f"  accepted but refused children: {len(refused)}")
+    print("\n".join(f"    {line}" for line in refused[:20]))
+    return len(slow) + len(no_status) + len(refused)
+
+
+def _statuses(kube: Any, admitted: dict[str, str], wait_seconds: float) -> dict[str, Any]:
+    deadline = time.monotonic() + wait_seconds
+    found: dict[str, Any] = {}
+    while True:
+        for namespace in admitted:
+            if not found.get(namespace):
+                obj = kube.get("SpyreModel", namespace, namespace.replace("fuzz-", "m")) or {}
+                found[namespace] = obj.get("status")
+        if all(found.values()) or time.monotonic() > deadline:
+            return found
+        time.sleep(1)  # polling a benchmark's progress, not asserting on it
+
+
+def _refusals(kube: Any, objects: list[dict[str, Any]]) -> str:
+    """The first refusal of a server dry-run of the children, and of a Pod from each pod
+    template (a Job or Deployment is admitted with an image a Pod is refused for), in the
+    namespace's default ServiceAccount (whether a named one exists is not the spec's
+    validity). Only 400 and 422 are refusals: 409 is an object the operator created."""
+    from spyre_operator.reconcile.kube import ApiError, path
+
+    bodies = list(objects)
+    for obj in objects:
+        template = obj.get("spec", {}).get("template")
+        if template:
+            meta = obj["metadata"]
+            spec = {**template["spec"], "serviceAccountName": "default"}
+            bodies.append(
+                {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+                 "metadata": {"name": meta["name"][:50] + "-pod", "namespace": meta["namespace"]}}
+            )  # fmt: skip
+    for body in bodies:
+        try:
+            kube.request(
+                "POST", path(body["kind"], body["metadata"]["namespace"]), body,
+                query={"dryRun": "All"},
+            )  # fmt: skip
+        except ApiError as err:
+            if err.status in (400, 422):
+                return f"{body['kind']} refused ({err.status}): {str(err.body)[:200]}"
+    return ""
+
+
+def _apply_failed(status: dict[str, Any]) -> str:
+    for cond in status.get("conditions") or []:
+        if cond.get("reason") == "ApplyFailed":
+            return f"ApplyFailed: {cond.get('message', '')[:200]}"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=1000, help="mutants (default 1000)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds per file before a hang (10)"
+    )
+    parser.add_argument(
+        "--server", action="store_true",
+        help="also create the mutants on a local control plane with the operator running",
+    )  # fmt: skip
+    parser.add_argument(
+        "--wait", type=float, default=60.0, help="--server: seconds to wait for status (60)"
+    )
+    args = parser.parse_args(argv)
+    cases = mutants(args.n, args.seed)
+    print(f"mutants: {args.n}, seed {args.seed}: {dict(Counter(k for k, _ in cases))}")
+    with tempfile.TemporaryDirectory(prefix="fuzz-") as tmp:
+        failures = offline(cases, args.timeout, Path(tmp))
+        if args.server:
+            failures += server(cases, args.wait, Path(tmp))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
