@@ -11,6 +11,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     Operator,
     create,
     download,
+    events_for,
     get,
     job_name,
     kube,
@@ -74,6 +75,9 @@ def _image(kube: Kube, namespace: str, name: str) -> str | None:
     return image
 
 
+PHASES = ("Downloading", "Compiling", "Starting", "Ready", "Degraded", "Failed")
+
+
 def test_killed_operator_resumes_from_the_cluster(
     kube: Kube, namespace: str, operator: Operator, kubeconfig: Path, tmp_path: Path
 ) -> None:
@@ -100,6 +104,10 @@ def test_killed_operator_resumes_from_the_cluster(
     jobs = kube.list("Job", namespace, "app.kubernetes.io/component=compile")
     assert len(jobs) == 1
     assert st["cache"]["ok"] is True
+    # Starting was reached while no operator ran; each phase's Event is there once
+    # (a transition's Event is posted before its status is written).
+    phases = [r for _, r in events_for(kube, namespace, "crash") if r in PHASES]
+    assert phases == ["Downloading", "Compiling", "Starting", "Ready"], phases
 
 
 def test_scale_subresource_drives_the_deployment(

@@ -125,10 +125,22 @@ def kube() -> FakeKube:
     return fake
 
 
+class Sink:
+    """Events as the API server keeps them: a name posted again is AlreadyExists."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.names: list[str | None] = []  # of every post, repeats included
+
+    def __call__(self, body: dict[str, Any], event: Event, name: str | None = None) -> None:
+        if name is None or name not in self.names:
+            self.events.append(event)
+        self.names.append(name)
+
+
 def reconciler(kube: FakeKube) -> tuple[Reconciler, list[Event]]:
-    events: list[Event] = []
-    rec = Reconciler(kube, lambda body, event: events.append(event), clock=lambda: "T")
-    return rec, events
+    sink = Sink()
+    return Reconciler(kube, sink, clock=lambda: "T"), sink.events
 
 
 COMMIT = "6e9c6465a9d7e5e9fa35004a29f0c90befa7d23f"  # the example's pinned revision
@@ -248,6 +260,43 @@ def test_a_stale_copy_is_read_again_and_written_once(kube: FakeKube) -> None:
     assert [e.reason for e in events].count("Downloading") == 1
 
 
+def test_a_transition_is_said_before_its_status_and_again_under_its_name_after_a_crash(
+    kube: FakeKube,
+) -> None:
+    """The operator killed between the Event and the status write: the next one decides
+    the same transition from the same stored status and posts it under the same name."""
+    sink = Sink()
+    order: list[str] = []
+    real_patch = kube.patch
+
+    def crash_on_status(kind: str, namespace: str, name: str, patch: Any, **kw: Any) -> Any:
+        if kind == "SpyreModel":
+            order.append("status")
+            if order.count("status") == 1:
+                raise SystemExit("killed")
+        return real_patch(kind, namespace, name, patch, **kw)
+
+    kube.patch = crash_on_status  # type: ignore[method-assign]
+
+    def emit(body: dict[str, Any], event: Event, name: str | None = None) -> None:
+        order.append(f"event {event.reason}")
+        sink(body, event, name)
+
+    with pytest.raises(SystemExit):
+        Reconciler(kube, emit, clock=lambda: "T1").reconcile(NS, "micro-granite-cpu")
+    assert order == ["event Downloading", "status"]
+    assert "status" not in kube.get("SpyreModel", NS, "micro-granite-cpu")  # type: ignore[operator]
+    Reconciler(kube, emit, clock=lambda: "T2").reconcile(NS, "micro-granite-cpu")
+    assert order[2:] == ["event Downloading", "status"]
+    first, second = (n for n in sink.names if n is not None)
+    assert first == second and first.startswith("micro-granite-cpu.")
+    assert [e.reason for e in sink.events] == ["Downloading"]  # one Event in the cluster
+    # the next transition has a name of its own
+    finish_weights(kube)
+    Reconciler(kube, emit, clock=lambda: "T3").reconcile(NS, "micro-granite-cpu")
+    assert [e.reason for e in sink.events] == ["Downloading", "Compiling"]
+
+
 def test_a_refused_child_is_reported_not_retried_forever(kube: FakeKube) -> None:
     rec, events = reconciler(kube)
     finish_compile(kube, rec)
@@ -340,7 +389,7 @@ def test_a_failed_write_is_reported_then_tried_again(kube: FakeKube) -> None:
     events: list[Event] = []
     compiling = threading.Event()
 
-    def emit(body: dict[str, Any], event: Event) -> None:
+    def emit(body: dict[str, Any], event: Event, name: str | None = None) -> None:
         events.append(event)
         if event.reason == "Downloading":
             compiling.set()
@@ -412,7 +461,7 @@ def test_a_compile_just_started_counts_until_the_watch_brings_it(
         return Queue(Limits(cluster=1), frozenset(), (), frozenset(created))
 
     queue = watched if seen == "finished" else lambda: Queue(Limits(cluster=1), frozenset(), ())
-    rec = Reconciler(kube, lambda body, event: None, clock=lambda: "T", compile_queue=queue)
+    rec = Reconciler(kube, Sink(), clock=lambda: "T", compile_queue=queue)
     rec.reconcile(NS, "a")
     rec.reconcile(NS, "b")
     assert kube.writes["POST Job"] == jobs

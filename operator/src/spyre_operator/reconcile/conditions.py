@@ -7,6 +7,8 @@ the current state. The status is written only when it differs from what is store
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +91,22 @@ def transition_events(old: dict[str, Any], new: dict[str, Any]) -> list[Event]:
         warn = phase in ("Degraded", "Failed", "Invalid")
         return [Event("Warning" if warn else "Normal", phase, phase_message(new))]
     return []
+
+
+def event_name(body: dict[str, Any], old_status: dict[str, Any], event: Event) -> str:
+    """A transition's Event name: the same for every reconcile that decides it from the same
+    stored status. The Event is posted before the status write, so an operator killed in
+    between leaves the old status; the next one decides the same transition and posts it
+    under the same name, and AlreadyExists says it was posted: once, never lost."""
+    meta = body["metadata"]
+    seed = json.dumps([meta.get("uid"), event.reason, old_status], sort_keys=True)
+    digest = hashlib.sha256(seed.encode()).hexdigest()[:16]
+    return event_object_name(meta["name"], digest)
+
+
+def event_object_name(name: str, suffix: str) -> str:
+    """kubectl's Event names: the object's name, a dot, a suffix (at most 253 in all)."""
+    return f"{name[:236].rstrip('.-')}.{suffix}"
 
 
 def announce(written: list[Event], transitions: list[Event]) -> list[Event]:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from spyre_operator.api.problem import InvalidSpec
 from spyre_operator.api.validation import parse
@@ -23,6 +23,7 @@ from spyre_operator.reconcile.compiles import JobRef, Queue, is_compile_start
 from spyre_operator.reconcile.conditions import (
     Event,
     announce,
+    event_name,
     now_rfc3339,
     status_patch,
     transition_events,
@@ -34,7 +35,13 @@ from spyre_operator.reconcile.observe import observe
 
 log = logging.getLogger(__name__)
 
-EventSink = Callable[[dict[str, Any], Event], None]
+
+class EventSink(Protocol):
+    def __call__(self, body: dict[str, Any], event: Event, name: str | None = None) -> None:
+        """Post an Event about `body`: in the background, or, given a name, at once and
+        idempotently (the same name again is no second Event)."""
+
+
 Key = tuple[str, str]  # (namespace, name) of a SpyreModel
 MAX_ATTEMPTS = 4  # re-reads after a stale status write (409) before giving up this pass
 RETRY_SECONDS = 10.0  # pause before a failed reconcile runs again, doubled per failure
@@ -202,6 +209,11 @@ class Reconciler:
         with self._admission:
             self._carry_out(body, self.plan(body, now), now)
 
+    def _say(self, body: dict[str, Any], event: Event, name: str | None = None) -> None:
+        meta = body["metadata"]
+        log.info("%s/%s: %s: %s", meta["namespace"], meta["name"], event.reason, event.message)
+        self.emit(body, event, name)
+
     def _carry_out(self, body: dict[str, Any], plan: Plan, now: str) -> None:
         old = body.get("status") or {}
         status, events = plan.status, plan.events
@@ -230,6 +242,9 @@ class Reconciler:
             done.append(Event("Normal", action.reason, action.message))
         patch = status_patch(old, status)
         meta = body["metadata"]
+        said = announce(done, events)
+        for event in said if events else []:  # a transition: said before the status moves
+            self._say(body, event, event_name(body, old, event))
         if patch is not None:
             written = write_status(self.kube, body, patch)
             self.stats["status_writes"] += 1
@@ -238,8 +253,7 @@ class Reconciler:
                     "resourceVersion"
                 ]
         self.metrics.status((meta["namespace"], meta["name"]), status)
-        for event in announce(done, events):
-            log.info("%s/%s: %s: %s", meta["namespace"], meta["name"], event.reason, event.message)
-            self.emit(body, event)
+        for event in [] if events else said:
+            self._say(body, event)
         if failed is not None and failed.status not in REFUSED:
             raise failed  # may pass (a timeout, a 5xx): run() tries again soon

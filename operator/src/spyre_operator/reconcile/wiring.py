@@ -13,6 +13,8 @@ import os
 import queue
 import socket
 import threading
+import time
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,9 +23,9 @@ from kubernetes import client
 
 from spyre_operator.api.names import API_VERSION, KIND
 from spyre_operator.reconcile import compiles, metrics, options
-from spyre_operator.reconcile.conditions import Event, clip
+from spyre_operator.reconcile.conditions import Event, clip, event_object_name
 from spyre_operator.reconcile.engine import Reconciler
-from spyre_operator.reconcile.kube import KINDS, Kube, load_api_client
+from spyre_operator.reconcile.kube import KINDS, ApiError, Kube, load_api_client
 from spyre_operator.reconcile.observe import job_view
 from spyre_operator.render import meta
 
@@ -161,9 +163,15 @@ def compile_queue(
 
 # ----- Events and the periodic resync --------------------------------------------------
 class EventPoster:
-    """Posts core/v1 Events on SpyreModels from one background thread, in order, so a
-    reconcile never waits for them. Events are informative: a failure is logged, never
+    """Posts core/v1 Events on SpyreModels. Phase transitions are posted at once (the
+    reconcile waits: their status is written only after them, see conditions.event_name),
+    the rest from one background thread, in order, so a reconcile never waits for them.
+    Every Event has its name before the first attempt, so a POST that timed out but landed
+    is AlreadyExists when tried again. Events are informative: a failure is logged, never
     fails anything."""
+
+    ATTEMPTS = 3
+    PAUSE_SECONDS = 1.0  # before the second attempt, doubled before each one after it
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
@@ -171,8 +179,12 @@ class EventPoster:
         self.thread = threading.Thread(target=self._loop, name="events", daemon=True)
         self.thread.start()
 
-    def __call__(self, body: Mapping[str, Any], event: Event) -> None:
-        self.queue.put(event_object(body, event, datetime.datetime.now(datetime.UTC)))
+    def __call__(self, body: Mapping[str, Any], event: Event, name: str | None = None) -> None:
+        obj = event_object(body, event, datetime.datetime.now(datetime.UTC), name)
+        if name is None:
+            self.queue.put(obj)
+        else:
+            self.post(obj)
 
     def close(self, timeout: float = 5.0) -> None:
         """Post what is queued (for at most `timeout` seconds), then stop."""
@@ -181,25 +193,46 @@ class EventPoster:
 
     def _loop(self) -> None:
         while (obj := self.queue.get()) is not None:
+            self.post(obj)
+
+    def post(self, obj: dict[str, Any]) -> None:
+        """Create the Event; a timeout, 429 or 5xx is tried again (ATTEMPTS in all)."""
+        for attempt in range(self.ATTEMPTS):
+            if attempt:
+                time.sleep(self.PAUSE_SECONDS * 2 ** (attempt - 1))
             try:
                 self.kube.create(obj)
-            except Exception as err:
-                involved = obj["involvedObject"]
-                log.warning(
-                    "%s/%s: could not post Event %s: %s",
-                    involved["namespace"],
-                    involved["name"],
-                    obj["reason"],
-                    err,
-                )
+                return
+            except ApiError as err:
+                if err.conflict:
+                    return  # posted by an earlier attempt (or an earlier operator)
+                failure: Exception = err
+                if err.status != 429 and err.status < 500:
+                    break
+            except Exception as err:  # timeouts, refused connections: try again
+                failure = err
+        involved = obj["involvedObject"]
+        log.warning(
+            "%s/%s: could not post Event %s: %s",
+            involved["namespace"],
+            involved["name"],
+            obj["reason"],
+            failure,
+        )
 
 
-def event_object(body: Mapping[str, Any], event: Event, when: datetime.datetime) -> dict[str, Any]:
+def event_object(
+    body: Mapping[str, Any], event: Event, when: datetime.datetime, name: str | None = None
+) -> dict[str, Any]:
+    """A core/v1 Event; without a name, kubectl's kind: the object's name and a unique
+    suffix."""
     metadata, stamp = body["metadata"], when.isoformat()
+    if name is None:
+        name = event_object_name(metadata["name"], uuid.uuid4().hex[:16])
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"namespace": metadata["namespace"], "generateName": "spyre-operator-"},
+        "metadata": {"namespace": metadata["namespace"], "name": name},
         "involvedObject": {
             "apiVersion": API_VERSION,
             "kind": KIND,
