@@ -178,6 +178,12 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.kubeconfig:  # before kopf and the client are imported: they read it then
         os.environ["KUBECONFIG"] = args.kubeconfig
+    from spyre_operator.reconcile.kube import cannot_start
+
+    problem = cannot_start(os.environ.get("KUBECONFIG"))
+    if problem:  # one line and out (in a cluster: the pod restarts, with back-off)
+        print(f"spyre-operator run: {problem}", file=sys.stderr)
+        return 1
     import kopf
     from kopf._core.engines.peering import Identity  # the type kopf.run's identity wants
 

@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 
 FIELD_MANAGER = "spyre-operator"
@@ -56,6 +57,29 @@ def load_api_client(kubeconfig: str | None = None, pool_size: int = 32) -> clien
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     configuration.connection_pool_maxsize = pool_size
     return client.ApiClient(configuration)
+
+
+def cannot_start(kubeconfig: str | None, timeout: float = 5.0) -> str | None:
+    """Why the operator could not talk to the API server, in one line (None: it can).
+    Checked before kopf starts, which would otherwise log a traceback and retry forever."""
+    try:
+        api = load_api_client(kubeconfig)
+    except (config.ConfigException, OSError, ValueError, yaml.YAMLError) as err:
+        where = kubeconfig or "the in-cluster config or ~/.kube/config"
+        return f"cannot load {where}: {one_line(err)}"
+    host = api.configuration.host
+    try:
+        response = api.call_api("GET", f"{host}/version", _request_timeout=timeout)
+    except Exception as err:  # urllib3: refused, timed out, TLS, name resolution
+        reason = getattr(err, "reason", None) or err
+        return f"cannot reach the API server at {host}: {one_line(reason)}"
+    if response.status == 401:
+        return f"the API server at {host} refused the credentials (401 Unauthorized)"
+    return None
+
+
+def one_line(err: object) -> str:
+    return " ".join(str(err).split())
 
 
 # (group/version prefix, plural) of every kind the operator touches.
