@@ -223,7 +223,8 @@ def events_for(kube: Kube, namespace: str, name: str) -> list[tuple[str, str]]:
     """(type, reason) of the Events about one object, oldest first."""
     items = kube.request("GET", f"/api/v1/namespaces/{namespace}/events").get("items", [])
     mine = [e for e in items if e["involvedObject"].get("name") == name]
-    mine.sort(key=lambda e: (e.get("firstTimestamp") or "", e["metadata"]["name"]))
+    # Timestamps have whole seconds: ties go by resourceVersion (the order of creation).
+    mine.sort(key=lambda e: (e.get("firstTimestamp") or "", int(e["metadata"]["resourceVersion"])))
     return [(e["type"], e["reason"]) for e in mine]
 
 
