@@ -301,6 +301,12 @@ def assert_published(done: Precompiled, rt: Runtime) -> dict[str, Any]:
         "cacheKey": done.cache_dir.name,
         "seconds": ready["timings"]["totalSeconds"],
         "versions": ready["versions"],
+        "bytes": ready["bytes"],
     }
+    # what it says it wrote is there (READY, written after the count, aside; a shared
+    # fixture's cache may have grown since, never shrunk)
+    written = [p for p in done.cache_dir.rglob("*") if p.is_file() and not p.is_symlink()]
+    on_disk = sum(p.stat().st_size for p in written if p.name != READY_NAME)
+    assert 0 < ready["bytes"] <= on_disk, (ready["bytes"], on_disk)
     assert not [p for p in done.cache_dir.iterdir() if p.name.endswith(".tmp")]
     return ready
