@@ -39,6 +39,7 @@ class FakeKube(Kube):
         self.version = 0
         self.refuse: set[str] = set()  # kinds whose writes answer with `refusal`
         self.refusal = ApiError(422, "Invalid", {"message": "spec.template: Invalid value"})
+        self.refuse_dry_run: set[str] = set()  # kinds whose dry runs answer with `refusal`
 
     def _store(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.version += 1
@@ -71,6 +72,14 @@ class FakeKube(Kube):
         obj = copy.deepcopy(obj)
         obj["metadata"] |= {"uid": f"uid-{meta['name']}", "generation": 1}
         return self._store(obj)
+
+    def dry_run(self, verb: str, obj: dict[str, Any]) -> None:
+        self.dry_runs[obj["kind"]] += 1
+        meta = obj["metadata"]
+        if obj["kind"] in self.refuse_dry_run:
+            raise self.refusal
+        if verb == "create" and (obj["kind"], meta["namespace"], meta["name"]) in self.objects:
+            raise ApiError(409, "AlreadyExists")
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         self._count("APPLY", obj["kind"])
@@ -297,11 +306,14 @@ def test_a_transition_is_said_before_its_status_and_again_under_its_name_after_a
     assert [e.reason for e in sink.events] == ["Downloading", "Compiling"]
 
 
-def test_a_refused_child_is_reported_not_retried_forever(kube: FakeKube) -> None:
+def test_a_refused_child_is_reported_and_tried_again_quietly(
+    kube: FakeKube, caplog: pytest.LogCaptureFixture
+) -> None:
     rec, events = reconciler(kube)
     finish_compile(kube, rec)
-    kube.refuse.add("Deployment")
-    rec.reconcile(NS, "micro-granite-cpu")
+    kube.refuse.add("Deployment")  # refused for real, though its dry run passed
+    caplog.set_level("INFO", logger=engine.__name__)
+    rec.run(NS, "micro-granite-cpu")
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (status["phase"], degraded["reason"]) == ("Degraded", "ApplyFailed")
@@ -310,8 +322,90 @@ def test_a_refused_child_is_reported_not_retried_forever(kube: FakeKube) -> None
     done = "(created NetworkPolicy micro-granite-cpu)"
     assert events[-1] == Event("Warning", "ApplyFailed", f"{degraded['message']} {done}")
     writes = kube.writes["PATCH SpyreModel"]
-    rec.reconcile(NS, "micro-granite-cpu")
+    for _ in range(3):  # the retries, run at once
+        (timer,) = rec._retries.values()
+        timer.cancel()
+        timer.function(*timer.args)
     assert kube.writes["PATCH SpyreModel"] == writes  # same failure, same status
+    assert rec._failures == {(NS, "micro-granite-cpu"): 4}
+    assert rec._retries[(NS, "micro-granite-cpu")].interval == 80  # 10s, doubled per failure
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]  # once, not per attempt
+    assert "\n" not in warnings[0].getMessage() and warnings[0].exc_info is None
+    # Fixed (the cluster's policy changed): applied on the next attempt, said once.
+    kube.refuse.clear()
+    (timer,) = rec._retries.values()
+    timer.cancel()
+    timer.function(*timer.args)
+    status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
+    assert status["phase"] == "Starting" and rec._failures == {} and rec._retries == {}
+    said = [r.getMessage() for r in caplog.records if "recovered" in r.getMessage()]
+    assert said == ["default/micro-granite-cpu: recovered after 4 failed attempts"]
+
+
+def test_a_retryable_failure_is_one_line_per_attempt_and_a_bug_one_traceback(
+    kube: FakeKube, caplog: pytest.LogCaptureFixture
+) -> None:
+    rec, _ = reconciler(kube)
+    kube.refuse.add("Job")
+    kube.refusal = ApiError(500, "Internal Server Error", {"message": "etcd\nleader changed"})
+    caplog.set_level("WARNING", logger=engine.__name__)
+    for _ in range(3):
+        rec.run(NS, "micro-granite-cpu")
+        rec._retries.pop((NS, "micro-granite-cpu")).cancel()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and all("\n" not in line for line in lines)
+    assert "writing Job spyre-weights-" in lines[0] and "etcd leader changed" in lines[0]
+    assert not any(r.exc_info for r in caplog.records)
+    # A failure of an unexpected kind (a bug): its traceback once, then one line each.
+    caplog.clear()
+    kube.get = None  # type: ignore[assignment,method-assign]
+    for _ in range(3):
+        rec.run(NS, "micro-granite-cpu")
+        rec._retries.pop((NS, "micro-granite-cpu")).cancel()
+    assert [bool(r.exc_info) for r in caplog.records] == [True, False, False]
+
+
+def test_a_spec_the_cluster_refuses_is_invalid_before_anything_is_written(
+    kube: FakeKube,
+) -> None:
+    """A quota, a limit range or a policy refuses the serving Deployment: found by the dry
+    runs before the download and the compile, not hours later."""
+    rec, events = reconciler(kube)
+    kube.refuse_dry_run.add("Deployment")
+    kube.refusal = ApiError(
+        403,
+        "Forbidden",
+        {
+            "message": 'deployments.apps "micro-granite-cpu" is forbidden: '
+            "exceeded quota: no-deployments"
+        },
+    )
+    rec.run(NS, "micro-granite-cpu")
+    status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert (status["phase"], degraded["reason"]) == ("Invalid", "Refused")
+    assert degraded["message"].startswith("the API server refuses Deployment micro-granite-cpu")
+    assert "exceeded quota: no-deployments" in degraded["message"]
+    assert dict(kube.writes) == {"PATCH SpyreModel": 1}  # no child, not even the volume
+    assert [e.reason for e in events] == ["Refused"] and rec._retries == {}
+    # Every child of the spec was tried, the Deployment of a hub model (its commit not
+    # known yet) included.
+    assert {"PersistentVolumeClaim", "Job", "NetworkPolicy", "Deployment"} <= set(kube.dry_runs)
+    # The quota is raised: the next reconcile (a resync) goes on; what was admitted is
+    # dry-run once, not at every pass that writes.
+    kube.refuse_dry_run.clear()
+    rec.run(NS, "micro-granite-cpu")
+    assert kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]["phase"] == "Downloading"  # type: ignore[index]
+    tried = sum(kube.dry_runs.values())
+    finish_weights(kube)  # the commit is known: a new set of manifests, dry-run once more
+    rec.run(NS, "micro-granite-cpu")
+    assert sum(kube.dry_runs.values()) > tried
+    tried = sum(kube.dry_runs.values())
+    finish(kube, "compile", {"ok": True, "seconds": 9})
+    rec.run(NS, "micro-granite-cpu")  # writes the Deployment: admitted already
+    assert kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]["phase"] == "Starting"  # type: ignore[index]
+    assert sum(kube.dry_runs.values()) == tried
 
 
 @pytest.mark.parametrize(

@@ -147,7 +147,8 @@ def wanted(body: dict[str, Any]) -> Want | None:
     when the API server refused what it wrote last (it keeps no place ahead of others)."""
     metadata = body["metadata"]
     status = body.get("status") or {}
-    refused = find(status.get("conditions") or [], DEGRADED).get("reason") == "ApplyFailed"
+    reason = find(status.get("conditions") or [], DEGRADED).get("reason")
+    refused = reason in ("ApplyFailed", "Refused")
     if metadata.get("deletionTimestamp") or refused:
         return None
     try:

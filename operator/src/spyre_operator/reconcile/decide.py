@@ -517,22 +517,25 @@ def _ready(phase: str, conds: list[Cond]) -> Cond:
     return Cond(READY, "False", phase, explaining.message)
 
 
-def decide_invalid(body: dict[str, Any], problems: list[Problem], now: str) -> Plan:
-    """An invalid spec: no children are touched, the problems are in the conditions."""
+def decide_invalid(
+    body: dict[str, Any], problems: list[Problem], now: str, reason: str = "InvalidSpec"
+) -> Plan:
+    """An invalid spec (or one the API server refuses, reason Refused): no children are
+    touched, the problems are in the conditions."""
     status: dict[str, Any] = dict(body.get("status") or {})
     generation = int(body["metadata"].get("generation", 1))
     message = "; ".join(str(p) for p in problems)
     conds = [
-        Cond(READY, "False", "InvalidSpec", message),
-        Cond(CACHE_READY, "Unknown", "InvalidSpec", "the spec is invalid"),
+        Cond(READY, "False", reason, message),
+        Cond(CACHE_READY, "Unknown", reason, "the spec is invalid"),
         Cond(
             AVAILABLE,
             find(status.get("conditions") or [], AVAILABLE).get("status", "Unknown"),
-            "InvalidSpec",
+            reason,
             "the spec is invalid; a running Deployment is left as it is",
         ),
-        Cond(PROGRESSING, "False", "InvalidSpec", message),
-        Cond(DEGRADED, "True", "InvalidSpec", message),
+        Cond(PROGRESSING, "False", reason, message),
+        Cond(DEGRADED, "True", reason, message),
     ]
     new_status = status | {
         "observedGeneration": generation,

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from spyre_operator.api.problem import InvalidSpec
+from spyre_operator.api.problem import InvalidSpec, Problem
 from spyre_operator.api.validation import parse
 from spyre_operator.reconcile.apply import execute, write_status
 from spyre_operator.reconcile.compiles import JobRef, Queue, is_compile_start
@@ -29,9 +29,11 @@ from spyre_operator.reconcile.conditions import (
     transition_events,
 )
 from spyre_operator.reconcile.decide import Plan, decide, decide_invalid, with_apply_failure
-from spyre_operator.reconcile.kube import ApiError, Kube
+from spyre_operator.reconcile.dryrun import DryRuns
+from spyre_operator.reconcile.kube import ApiError, Kube, one_line
 from spyre_operator.reconcile.metrics import Metrics
 from spyre_operator.reconcile.observe import observe
+from spyre_operator.reconcile.weights import weights_commit
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +48,17 @@ Key = tuple[str, str]  # (namespace, name) of a SpyreModel
 MAX_ATTEMPTS = 4  # re-reads after a stale status write (409) before giving up this pass
 RETRY_SECONDS = 10.0  # pause before a failed reconcile runs again, doubled per failure
 MAX_RETRY_SECONDS = 300.0
-# The API server refused the object itself: retrying the same manifest cannot help (the
-# resync and the next change try again). Other failed writes are retried after a pause.
-REFUSED = (400, 403, 422)
 # A compile Job this operator created counts as running until the watch brings it (the
 # index has it then); this long at most, should its events be lost (created and deleted).
 STARTED_SECONDS = 60.0
+
+
+class WriteFailed(ApiError):
+    """A child write failed; the status already says so (Degraded, ApplyFailed)."""
+
+    def __init__(self, message: str, err: ApiError) -> None:
+        super().__init__(err.status, err.reason, err.body)
+        self.args = (message,)
 
 
 def retry_delay(first: float, failures: int) -> float:
@@ -81,6 +88,8 @@ class Reconciler:
         self._written: dict[Key, str] = {}  # resourceVersion of our last status write
         self._retries: dict[Key, threading.Timer] = {}
         self._failures: dict[Key, int] = {}  # failed reconciles in a row
+        self._complaints: dict[Key, str] = {}  # what the log said of the current failure
+        self.dry_runs = DryRuns(kube)
         self._guard = threading.Lock()
 
     def _lock(self, namespace: str, name: str) -> threading.Lock:
@@ -93,15 +102,17 @@ class Reconciler:
             self._locks.pop((namespace, name), None)
             self._written.pop((namespace, name), None)
             self._failures.pop((namespace, name), None)
+            self._complaints.pop((namespace, name), None)
             retry = self._retries.pop((namespace, name), None)
         if retry is not None:
             retry.cancel()
+        self.dry_runs.forget(namespace, name)
         self.metrics.forget((namespace, name))
 
     def run(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
-        """Reconcile; on failure log it and run again (from a fresh read) after a pause
-        that doubles with each failure in a row (`retry_delay`). A failing SpyreModel
-        never raises into the caller, which goes on with the others."""
+        """Reconcile; on failure run again (from a fresh read) after a pause that doubles
+        with each failure in a row (`retry_delay`). A failing SpyreModel never raises into
+        the caller, which goes on with the others."""
         key = (namespace, name)
         try:
             self.reconcile(namespace, name, body)
@@ -109,14 +120,31 @@ class Reconciler:
             with self._guard:
                 failures = self._failures[key] = self._failures.get(key, 0) + 1
             delay = retry_delay(self.retry_seconds, failures)
-            if isinstance(err, ApiError):  # explained in the status where it matters
-                log.warning("%s/%s: %s (again in %gs)", namespace, name, err, delay)
-            else:
-                log.exception("reconciling %s/%s (again in %gs)", namespace, name, delay)
+            self._complain(key, err, failures, delay)
             self._retry_later(namespace, name, delay)
         else:
             with self._guard:
-                self._failures.pop(key, None)
+                failures = self._failures.pop(key, 0)
+                complained = self._complaints.pop(key, None)
+            if complained is not None:
+                log.info("%s/%s: recovered after %d failed attempts", namespace, name, failures)
+
+    def _complain(self, key: Key, err: Exception, failures: int, delay: float) -> None:
+        """One line per failed attempt, except a refusal, which the status explains: said
+        once, and again only when it changes. A traceback only for the first failure of an
+        unexpected kind (a bug)."""
+        said = one_line(err)
+        with self._guard:
+            before = self._complaints.get(key)
+            self._complaints[key] = said
+        where = f"{key[0]}/{key[1]}"
+        if isinstance(err, ApiError) and err.refused:
+            if said != before:
+                log.warning("%s: %s (tried again after a growing pause)", where, said)
+        elif isinstance(err, ApiError) or said == before:
+            log.warning("%s: %s (again in %gs)", where, said, delay)
+        else:
+            log.exception("reconciling %s (again in %gs)", where, delay)
 
     def _retry_later(self, namespace: str, name: str, delay: float) -> None:
         key = (namespace, name)
@@ -194,7 +222,14 @@ class Reconciler:
             model = parse(body)
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now)
-        return decide(observe(self.kube, body, model, self.compile_queue), model, now)
+        observed = observe(self.kube, body, model, self.compile_queue)
+        plan = decide(observed, model, now)
+        if any(action.verb in ("create", "apply") for action in plan.actions):
+            commit = weights_commit(observed.weights)
+            refusal = self.dry_runs.refusal(model, observed.uid, commit)
+            if refusal is not None:
+                return decide_invalid(body, [Problem("", refusal)], now, reason="Refused")
+        return plan
 
     def _once(self, body: dict[str, Any]) -> None:
         now = self.clock()
@@ -218,7 +253,7 @@ class Reconciler:
         old = body.get("status") or {}
         status, events = plan.status, plan.events
         done: list[Event] = []
-        failed: ApiError | None = None
+        failed: WriteFailed | None = None
         for action in plan.actions:
             try:
                 execute(self.kube, action)
@@ -229,11 +264,10 @@ class Reconciler:
                     log.info("%s: namespace is being deleted", body["metadata"]["namespace"])
                     return
                 child = action.obj["metadata"]
-                message = f"writing {action.obj['kind']} {child['name']} failed: {err}"
-                log.warning("%s/%s: %s", child["namespace"], body["metadata"]["name"], message)
+                message = f"writing {action.obj['kind']} {child['name']} failed: {one_line(err)}"
                 status = with_apply_failure(status, old, message, now)
                 events = transition_events(old, status)
-                failed = err
+                failed = WriteFailed(message, err)
                 break
             if is_compile_start(action.verb, action.obj):
                 job = action.obj["metadata"]
@@ -255,5 +289,5 @@ class Reconciler:
         self.metrics.status((meta["namespace"], meta["name"]), status)
         for event in [] if events else said:
             self._say(body, event)
-        if failed is not None and failed.status not in REFUSED:
-            raise failed  # may pass (a timeout, a 5xx): run() tries again soon
+        if failed is not None:
+            raise failed  # run() tries again after a pause (a refusal: one that grows long)

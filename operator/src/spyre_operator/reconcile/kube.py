@@ -40,6 +40,12 @@ class ApiError(Exception):
         return self.status == 403 and any(c.get("reason") == "NamespaceTerminating" for c in causes)
 
     @property
+    def refused(self) -> bool:
+        """The API server refused the object itself (invalid, or forbidden by a quota or a
+        policy): sending the same object again cannot help."""
+        return self.status in (400, 403, 422) and not self.namespace_terminating
+
+    @property
     def conflict(self) -> bool:
         """409: AlreadyExists on create, or a stale resourceVersion on update."""
         return self.status == 409
@@ -112,6 +118,7 @@ class Kube:
         self.api = api
         self._lock = threading.Lock()
         self.writes: Counter[str] = Counter()  # "PATCH Deployment" -> count
+        self.dry_runs: Counter[str] = Counter()  # "Deployment" -> count (nothing stored)
 
     def request(
         self,
@@ -194,6 +201,22 @@ class Kube:
             content_type=content_type,
             query={"fieldManager": FIELD_MANAGER},
         )
+
+    def dry_run(self, verb: str, obj: dict[str, Any]) -> None:
+        """Would the API server take this write? `create` (POST) or `apply` (server-side
+        apply) with dryRun=All: validation and admission (quotas, limit ranges, policy
+        webhooks) run, nothing is stored. ApiError says why not."""
+        meta = obj["metadata"]
+        with self._lock:
+            self.dry_runs[obj["kind"]] += 1
+        if verb == "create":
+            url, query, content_type = path(obj["kind"], meta["namespace"]), {}, "application/json"
+        else:
+            url = path(obj["kind"], meta["namespace"], meta["name"])
+            query, content_type = {"fieldManager": FIELD_MANAGER, "force": "true"}, APPLY
+        method = "POST" if verb == "create" else "PATCH"
+        query["dryRun"] = "All"
+        self.request(method, url, obj, content_type=content_type, query=query)
 
     def total_writes(self) -> int:
         with self._lock:

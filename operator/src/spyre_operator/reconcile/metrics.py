@@ -97,7 +97,12 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def exposition(stats: Counter[str], metrics: Metrics, writes: dict[str, int]) -> str:
+def exposition(
+    stats: Counter[str],
+    metrics: Metrics,
+    writes: dict[str, int],
+    dry_runs: dict[str, int] | None = None,
+) -> str:
     """The text exposition of everything the operator counts."""
     p = PREFIX
     errors, phases, reconcile, compile_ = metrics.snapshot()
@@ -126,6 +131,12 @@ def exposition(stats: Counter[str], metrics: Metrics, writes: dict[str, int]) ->
         verb, kind = request.split(" ", 1)
         requests.append(f'{p}_api_requests_total{{verb="{verb}",kind="{kind}"}} {count}')
     lines += _family(f"{p}_api_requests_total", "counter", "Writes by verb and kind.", requests)
+    lines += _family(
+        f"{p}_dry_runs_total",
+        "counter",
+        "Children dry-run (dryRun=All) before a spec's first write, by kind.",
+        [f'{p}_dry_runs_total{{kind="{k}"}} {n}' for k, n in sorted((dry_runs or {}).items())],
+    )
     lines += _family(
         f"{p}_reconcile_duration_seconds", "histogram", "Time of one reconcile.", reconcile
     )

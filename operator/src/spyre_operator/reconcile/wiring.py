@@ -343,4 +343,5 @@ def pod_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[st
 
 
 def metrics_text(reconciler: Reconciler) -> str:
-    return metrics.exposition(reconciler.stats, reconciler.metrics, reconciler.kube.writes)
+    kube = reconciler.kube
+    return metrics.exposition(reconciler.stats, reconciler.metrics, kube.writes, kube.dry_runs)
