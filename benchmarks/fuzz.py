@@ -23,7 +23,8 @@ namespace of its own), waits up to --wait seconds, and prints:
 - without status: admitted objects the operator never wrote a status for;
 - accepted but refused: objects the operator took as valid (phase not Invalid) whose
   children the API server refuses: a server dry-run of each child `render` makes (and of a
-  Pod from each pod template, where Kubernetes checks more), or status reason ApplyFailed.
+  Pod from each pod template, where Kubernetes checks more), or status reason ApplyFailed
+  (a write refused) or Refused (the operator's own dry run refused a child).
 """
 
 from __future__ import annotations
@@ -108,14 +109,14 @@ FIELDS: dict[tuple[str, ...], list[Any]] = {
 }  # fmt: skip
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+def paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     out = [prefix]
     if isinstance(node, dict):
         for key, value in node.items():
-            out += _paths(value, (*prefix, key))
+            out += paths(value, (*prefix, key))
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
+            out += paths(value, (*prefix, i))
     return out
 
 
@@ -149,8 +150,8 @@ def mutate(rng: random.Random, doc: dict[str, Any], text: str) -> tuple[str, str
     """(kind, YAML text) of one mutant of an example."""
     kind = rng.choice(KINDS)
     doc = copy.deepcopy(doc)
-    path = rng.choice(_paths(doc)[1:])
-    in_a_mapping = [p for p in _paths(doc)[1:] if isinstance(_parent(doc, p), dict)]
+    path = rng.choice(paths(doc)[1:])
+    in_a_mapping = [p for p in paths(doc)[1:] if isinstance(_parent(doc, p), dict)]
     deep = ""
     if kind == "types":
         _set(doc, path, rng.choice([None, True, 7, "text", [1, "a"], {"a": 1}, 1.25, []]))
@@ -369,7 +370,12 @@ def server(cases: list[tuple[str, str]], wait_seconds: float, directory: Path) -
         no_status = [ns for ns in admitted if not statuses.get(ns)]
         refused: list[str] = []
         for namespace, st in statuses.items():
-            if not st or st.get("phase") == "Invalid":
+            if not st:
+                continue
+            if st.get("phase") == "Invalid":  # validate's refusal, or the server's (dry run)
+                why = _refused_by_server(st)
+                if why:
+                    refused.append(f"{namespace} ({admitted[namespace]}): {why}"[:300])
                 continue
             stored = kube.get("SpyreModel", namespace, namespace.replace("fuzz-", "m"))
             try:
@@ -377,7 +383,7 @@ def server(cases: list[tuple[str, str]], wait_seconds: float, directory: Path) -
             except InvalidSpec as err:  # the operator said valid, the parse says not
                 refused.append(f"{namespace}: operator valid, parse invalid: {err}"[:300])
                 continue
-            why = _refusals(kube, want.objects()) or _apply_failed(st)
+            why = _refusals(kube, want.objects()) or _refused_by_server(st)
             if why:
                 refused.append(f"{namespace} ({admitted[namespace]}): {why}"[:300])
         operator.check_alive()
@@ -435,10 +441,12 @@ def _refusals(kube: Any, objects: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _apply_failed(status: dict[str, Any]) -> str:
+def _refused_by_server(status: dict[str, Any]) -> str:
+    """The operator wrote a child the API server refused (ApplyFailed), or its dry run
+    found one (Refused): validate had accepted the document."""
     for cond in status.get("conditions") or []:
-        if cond.get("reason") == "ApplyFailed":
-            return f"ApplyFailed: {cond.get('message', '')[:200]}"
+        if cond.get("type") == "Degraded" and cond.get("reason") in ("ApplyFailed", "Refused"):
+            return f"{cond['reason']}: {cond.get('message', '')[:200]}"
     return ""
 
 

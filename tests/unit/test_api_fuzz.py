@@ -5,17 +5,21 @@ Deterministic (derandomize) and bounded, so it runs with the unit tests."""
 from __future__ import annotations
 
 import copy
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from apilib import EXAMPLES, load_example
+from apilib import EXAMPLES, ROOT, load_example
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spyre_operator.api.validation import MAX_PROBLEMS, review
 from spyre_operator.render.commands import load
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import fuzz  # its mutation helpers
 
 pytestmark = pytest.mark.unit
 
@@ -48,17 +52,6 @@ values = st.recursive(
 )
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
-
-
 DOCS = [load_example(path) for path in EXAMPLES]
 
 
@@ -66,7 +59,7 @@ DOCS = [load_example(path) for path in EXAMPLES]
 def mutated(draw: st.DrawFn) -> dict[str, Any]:
     """An example with one value replaced, or one new key added, anywhere in it."""
     doc = copy.deepcopy(draw(st.sampled_from(DOCS)))
-    path = draw(st.sampled_from(_paths(doc)[1:]))
+    path = draw(st.sampled_from(fuzz.paths(doc)[1:]))
     parent = doc
     for part in path[:-1]:
         parent = parent[part]

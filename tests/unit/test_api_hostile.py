@@ -402,6 +402,51 @@ def _deep(levels: int) -> dict[str, Any]:
 
 
 REFUSED_BY_KUBERNETES = {
+    # found by tests/integration/test_api_fuzz_on_server.py
+    "hugepages requested below a limit that is not set": (
+        {"resources": {"requests": {"hugepages-2Mi": "1Gi", "memory": "1Gi"}}},
+        'spec.resources.requests["hugepages-2Mi"]',
+        "hugepages-2Mi cannot be overcommitted: set limits.hugepages-2Mi to the same amount",
+    ),
+    "hugepages without cpu or memory": (
+        {"cache": {"compile": {"resources": {"limits": {"hugepages-2Mi": "1Gi"}}}}},
+        "spec.cache.compile.resources.limits",
+        "hugepages need cpu or memory set too",
+    ),
+    "env secretKeyRef name that is not a Secret name": (
+        {"env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "A", "key": "k"}}}]},
+        "spec.env[0].valueFrom.secretKeyRef.name",
+        "",
+    ),
+    "env fieldRef of a whole map": (
+        {"env": [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels"}}}]},
+        "spec.env[0].valueFrom.fieldRef.fieldPath",
+        "'metadata.labels' is not a field Kubernetes passes to env: use one of metadata.name",
+    ),
+    "env fieldRef of a label that cannot be": (
+        {"env": [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['-x']"}}}]},
+        "spec.env[0].valueFrom.fieldRef.fieldPath",
+        "'-x' is not a label key",
+    ),
+    "env fieldRef of another apiVersion": (
+        {
+            "env": [
+                {
+                    "name": "A",
+                    "valueFrom": {
+                        "fieldRef": {"fieldPath": "metadata.name", "apiVersion": "apps/v1"}
+                    },
+                }
+            ]
+        },
+        "spec.env[0].valueFrom.fieldRef.apiVersion",
+        "'apps/v1': a pod's fields are v1",
+    ),
+    "env configMapKeyRef key with a slash": (
+        {"env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "a", "key": "a/b"}}}]},
+        "spec.env[0].valueFrom.configMapKeyRef.key",
+        "",
+    ),
     "toleration Exists with a value": (
         {"tolerations": [{"key": "k", "operator": "Exists", "value": "x"}]},
         "spec.tolerations[0].value",
@@ -609,6 +654,20 @@ def test_pass_through_fields_kubernetes_refuses_are_refused_offline(
 
 
 ACCEPTED_BY_KUBERNETES = {
+    "env from the pod's fields": {
+        "env": [
+            {"name": f"F{i}", "valueFrom": {"fieldRef": {"fieldPath": path, "apiVersion": "v1"}}}
+            for i, path in enumerate(
+                [
+                    "metadata.name",
+                    "status.podIP",
+                    "metadata.labels['example.com/tier']",
+                    "metadata.annotations['a']",
+                    "spec.serviceAccountName",
+                ]
+            )
+        ]
+    },
     "tolerations": {
         "tolerations": [
             {"operator": "Exists"},

@@ -379,3 +379,19 @@ def test_builders_return_independent_objects() -> None:
     first = build_deployment(GRANITE)
     _pod(first)["securityContext"]["runAsNonRoot"] = False
     assert _pod(build_deployment(GRANITE))["securityContext"]["runAsNonRoot"] is True
+
+
+def test_a_long_claim_name_is_a_valid_label_value_on_the_volume() -> None:
+    """Found by the server fuzz test: a 253-character claim name (valid for a PVC) went
+    into the volume's instance label (63 at most), and the API server refused the PVC."""
+    long_names = ["a" * 253, "a" * 53 + "." + "b" * 100, "a" * 64]
+    values = set()
+    for name in long_names:
+        model = parse(with_spec({"cache": {"volume": {"claimName": name}}}), "ai")
+        value = build_cache_pvc(model.spec, "ai")["metadata"]["labels"][
+            "app.kubernetes.io/instance"
+        ]
+        assert len(value) <= 63 and value[0].isalnum() and value[-1].isalnum()
+        values.add(value)
+    assert len(values) == len(long_names)  # different names stay different
+    assert meta.label_value("a" * 63) == "a" * 63

@@ -20,6 +20,7 @@ from spyre_operator.api.spec import (
     CPU_BACKENDS,
     SPYRE_BLOCK,
     Affinity,
+    EnvFieldRef,
     IpBlock,
     LabelSelector,
     ModelSpec,
@@ -380,6 +381,42 @@ def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:
             yield Problem(
                 f"{path}.valueFrom", "set exactly one of secretKeyRef, configMapKeyRef, fieldRef"
             )
+        if e.value_from and e.value_from.field_ref:
+            yield from _field_ref_problems(f"{path}.valueFrom.fieldRef", e.value_from.field_ref)
+
+
+# The pod fields Kubernetes passes to an env var (validEnvDownwardAPIFieldPathExpressions),
+# besides one label or annotation: metadata.labels['KEY'], metadata.annotations['KEY'].
+DOWNWARD_FIELDS = (
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+    "spec.nodeName",
+    "spec.serviceAccountName",
+    "status.hostIP",
+    "status.podIP",
+    "status.podIPs",
+)
+_SUBSCRIPT = re.compile(r"metadata\.(labels|annotations)\['(.*)'\]", re.DOTALL)
+
+
+def _field_ref_problems(where: str, ref: EnvFieldRef) -> Iterator[Problem]:
+    if ref.api_version not in (None, "v1"):
+        yield Problem(
+            f"{where}.apiVersion",
+            f"{shown(ref.api_version)}: a pod's fields are v1: use v1, or leave it out",
+        )
+    subscript = _SUBSCRIPT.fullmatch(ref.field_path)
+    if subscript:
+        what = "a label" if subscript[1] == "labels" else "an annotation"
+        yield from _key_problems(f"{where}.fieldPath", subscript[2], what)
+    elif ref.field_path not in DOWNWARD_FIELDS:
+        yield Problem(
+            f"{where}.fieldPath",
+            f"{shown(ref.field_path)} is not a field Kubernetes passes to env: use one of "
+            f"{', '.join(DOWNWARD_FIELDS)}, metadata.labels['KEY'] or "
+            "metadata.annotations['KEY']",
+        )
 
 
 def rendered_flags_set_by(arg: str) -> list[str]:
@@ -444,6 +481,12 @@ def _extended(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name
 
 
+def _overcommitable(name: str) -> bool:
+    """Kubernetes' IsOvercommitAllowed: a request below its limit (not hugepages, not
+    extended resources)."""
+    return not (_extended(name) or name.startswith("hugepages-"))
+
+
 def _resource_problems(path: str, res: Resources | None) -> Iterator[Problem]:
     if res is None:
         return
@@ -476,11 +519,21 @@ def _resource_problems(path: str, res: Resources | None) -> Iterator[Problem]:
                 f"{amount} is more than the limit {limit}: a container may not request more "
                 "than it may use; raise limits or lower requests",
             )
-        elif _extended(name) and (limit is None or quantity_value(amount) != quantity_value(limit)):
+        elif not _overcommitable(name) and (
+            limit is None or quantity_value(amount) != quantity_value(limit)
+        ):
             yield Problem(
                 where,
                 f"{name} cannot be overcommitted: set limits.{name} to the same amount ({amount})",
             )
+
+    named = set(res.limits) | set(res.requests)
+    if any(n.startswith("hugepages-") for n in named) and not named & {"cpu", "memory"}:
+        yield Problem(
+            join_path(path, "limits"),
+            "hugepages need cpu or memory set too (Kubernetes refuses hugepages alone): add "
+            "e.g. limits.memory",
+        )
 
 
 def resources(s: SpyreModelSpec) -> Iterator[Problem]:

@@ -55,9 +55,9 @@ SecretKey = Annotated[str, Field(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
 
 
 class SecretKeyRef(ApiModel):
-    name: Name
+    name: ObjectName
     """Name of the Secret."""
-    key: Name = "token"
+    key: SecretKey = "token"
     """Key in the Secret."""
 
 
@@ -289,9 +289,9 @@ class Accelerator(ApiModel):
 
 
 class EnvKeyRef(ApiModel):
-    name: Name
+    name: ObjectName
     """Name of the Secret or ConfigMap."""
-    key: Name
+    key: SecretKey
     """Key in it."""
     optional: bool | None = None
     """Start the pod even if the object or key is missing."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from spyre_operator.api.names import API_VERSION, GROUP, KIND
@@ -19,10 +20,22 @@ GRAPH_CACHE = "graph-cache"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 
 
+LABEL_VALUE_LIMIT = 63
+
+
+def label_value(name: str) -> str:
+    """A name as a label value: as it is up to 63 characters; a longer one (a claim name
+    may have 253) cut, with a hash of the whole so that different names stay different."""
+    if len(name) <= LABEL_VALUE_LIMIT:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: LABEL_VALUE_LIMIT - 9]}-{digest}"
+
+
 def labels(component: str, instance: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "spyre-model",
-        "app.kubernetes.io/instance": instance,
+        "app.kubernetes.io/instance": label_value(instance),
         COMPONENT_LABEL: component,
         "app.kubernetes.io/part-of": "spyre-serving",
         "app.kubernetes.io/managed-by": "spyre-operator",
