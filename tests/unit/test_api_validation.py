@@ -346,7 +346,15 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "the file's content cannot be part of the cache key",
     ),
     "env with value and valueFrom": (
-        {"env": [{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]},
+        {
+            "env": [
+                {
+                    "name": "A",
+                    "value": "1",
+                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                }
+            ]
+        },
         "spec.env[0]",
         "set value or valueFrom, not both",
     ),
