@@ -46,8 +46,9 @@ def _wait_established(kubectl: Kubectl, crd: str) -> None:
 
 @pytest.fixture(scope="session")
 def spyremodel_crd(kubectl: Kubectl) -> str:
-    """The chart's CRD, installed the way docs/install.md says (server-side apply)."""
+    """The chart's CRDs, installed the way docs/install.md says (server-side apply)."""
     kubectl("apply", "--server-side", "-f", str(CHART_CRDS))
+    _wait_established(kubectl, "spyrecaches.serving.spyre.dev")
     _wait_established(kubectl, "spyremodels.serving.spyre.dev")
     return "spyremodels.serving.spyre.dev"
 

@@ -29,7 +29,7 @@ from chartlib import (
     service_account_kubeconfig,
 )
 
-from spyre_operator.api.crd import build_crd
+from spyre_operator.api.crd import build_cache_crd, build_crd
 from spyre_operator.api.validation import validate
 from spyre_operator.cli import build_parser
 from spyre_operator.local.operator_process import OperatorProcess
@@ -83,7 +83,11 @@ def test_the_test_objects_are_hooks_with_a_read_only_role() -> None:
     (role,) = find(objects, "Role")
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
-        {"apiGroups": ["serving.spyre.dev"], "resources": ["spyremodels"], "verbs": ["list"]},
+        {
+            "apiGroups": ["serving.spyre.dev"],
+            "resources": ["spyremodels", "spyrecaches"],
+            "verbs": ["list"],
+        },
     ]
     (pod,) = find(objects, "Pod")
     (account,) = find(objects, "ServiceAccount")
@@ -110,7 +114,6 @@ def test_chart_yaml_has_what_artifact_hub_shows() -> None:
     license_id = CHART_YAML["annotations"]["artifacthub.io/license"]
     assert f'license = {{ text = "{license_id}" }}' in pyproject
     assert CHART_YAML["annotations"]["artifacthub.io/operator"] == "true"
-    crd = build_crd()
     assert _annotation("crds") == [
         {
             "kind": crd["spec"]["names"]["kind"],
@@ -119,6 +122,7 @@ def test_chart_yaml_has_what_artifact_hub_shows() -> None:
             "displayName": crd["spec"]["names"]["kind"],
             "description": crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"],
         }
+        for crd in (build_crd(), build_cache_crd())
     ]
     (example,) = _annotation("crdsExamples")
     assert example == yaml.safe_load((ROOT / "examples/micro-granite-cpu.yaml").read_text())
@@ -200,7 +204,7 @@ def test_check_install_passes_as_the_test_account_and_fails_when_the_operator_is
     assert code == 0, out
     assert out.splitlines() == [
         f"ok: the operator pod operator-0 answers on http://127.0.0.1:{operator_health}/healthz",
-        "ok: the API server serves spyremodels.serving.spyre.dev/v1alpha1",
+        "ok: the API server serves spyremodels and spyrecaches.serving.spyre.dev/v1alpha1",
     ]
 
     gone = _free_port()  # nothing listens there

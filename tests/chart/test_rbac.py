@@ -20,7 +20,7 @@ from chartlib import RELEASE, Installed, Kubectl, find, install_rbac, template
 from kubernetes import client, config
 
 import spyre_operator.handlers  # noqa: F401  (its decorators fill kopf's default registry)
-from spyre_operator.api.names import GROUP, PLURAL
+from spyre_operator.api.names import CACHE_PLURAL, GROUP, PLURAL
 from spyre_operator.reconcile import kube as operator_kube
 
 pytestmark = pytest.mark.chart
@@ -45,6 +45,10 @@ OPERATOR_CALLS = (
     Call("watch", PLURAL, GROUP, why="kopf watches SpyreModels (handlers.py)"),
     Call("get", PLURAL, GROUP, why="reconcile/engine.py reads the latest copy"),
     Call("patch", PLURAL, GROUP, "status", why="reconcile/apply.write_status"),
+    Call("list", CACHE_PLURAL, GROUP, why="kopf watches SpyreCaches (handlers.py)"),
+    Call("watch", CACHE_PLURAL, GROUP, why="kopf watches SpyreCaches (handlers.py)"),
+    Call("get", CACHE_PLURAL, GROUP, why="reconcile/engine.py reads the latest copy"),
+    Call("patch", CACHE_PLURAL, GROUP, "status", why="reconcile/apply.write_status"),
     Call("list", "persistentvolumeclaims", why="kopf.index persistentvolumeclaims (observe)"),
     Call("watch", "persistentvolumeclaims", why="kopf.index persistentvolumeclaims (observe)"),
     Call("create", "persistentvolumeclaims", why="decide: CreatedCacheVolume"),

@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from spyre_operator.api.crd import build_crd
-from spyre_operator.api.names import CRD_NAME
+from spyre_operator.api.crd import build_cache_crd, build_crd
 from spyre_operator.api.validation import parse
 from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile import metrics, simulate
@@ -36,22 +35,22 @@ def kube_for(kubeconfig: Path) -> Kube:
 
 
 def install_crd(kube: Kube) -> None:
-    """Server-side apply of the generated CRD; waits until it is served."""
-    crd = build_crd()
-    url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
-    kube.request(
-        "PATCH",
-        url,
-        crd,
-        content_type="application/apply-patch+yaml",
-        query={"fieldManager": "tests", "force": "true"},
-    )
+    """Server-side apply of the generated CRDs; waits until they are served."""
+    for crd in (build_crd(), build_cache_crd()):
+        url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        kube.request(
+            "PATCH",
+            url,
+            crd,
+            content_type="application/apply-patch+yaml",
+            query={"fieldManager": "tests", "force": "true"},
+        )
 
-    def established() -> bool:
-        conditions = kube.request("GET", url).get("status", {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+        def established(url: str = url) -> bool:
+            conditions = kube.request("GET", url).get("status", {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
-    wait_for(established, "the CRD is established")
+        wait_for(established, f"the CRD {crd['metadata']['name']} is established")
 
 
 def wait_for(probe: Callable[[], T | None], what: str, timeout: float = TIMEOUT) -> T:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from apilib import BASE, COMMIT, EXAMPLES, ROOT, merge
 
-from spyre_operator.api.crd import CRD_FILES
+from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES
 from spyre_operator.cli import main
 
 pytestmark = pytest.mark.unit
@@ -197,13 +197,15 @@ def test_render_refuses_an_unknown_platform(capsys: pytest.CaptureFixture[str]) 
 
 def test_crd_prints_the_committed_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crd"]) == 0
-    assert capsys.readouterr().out == (ROOT / CRD_FILES[0]).read_text()
+    out = capsys.readouterr().out
+    docs = [d["spec"]["names"]["kind"] for d in yaml.safe_load_all(out)]
+    assert docs == ["SpyreModel", "SpyreCache"]
 
 
 def test_crd_write_regenerates_both_copies(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["crd", "--write", "--root", str(tmp_path)]) == 0
-    for name in CRD_FILES:
+    for name in CRD_FILES + CACHE_CRD_FILES:
         assert (tmp_path / name).read_text() == (ROOT / name).read_text()
-    assert capsys.readouterr().out.count("wrote ") == 2
+    assert capsys.readouterr().out.count("wrote ") == 4

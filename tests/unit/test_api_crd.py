@@ -10,7 +10,7 @@ import yaml
 from apilib import ROOT
 
 from spyre_operator.api.base import QUANTITY
-from spyre_operator.api.crd import CRD_FILES, build_crd
+from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.render.commands import crd_yaml
 
 pytestmark = pytest.mark.unit
@@ -18,11 +18,14 @@ pytestmark = pytest.mark.unit
 FIX = "regenerate with `spyre-operator crd --write` and commit the result"
 
 
-@pytest.mark.parametrize("name", CRD_FILES)
-def test_committed_crd_matches_the_models(name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [(n, "SpyreModel") for n in CRD_FILES] + [(n, "SpyreCache") for n in CACHE_CRD_FILES],
+)
+def test_committed_crd_matches_the_models(name: str, kind: str) -> None:
     path = ROOT / name
     assert path.exists(), f"{name} is missing: {FIX}"
-    assert path.read_text() == crd_yaml(), f"{name} is out of date: {FIX}"
+    assert path.read_text() == crd_yaml(kind), f"{name} is out of date: {FIX}"
 
 
 def _schema() -> dict[str, Any]:
@@ -142,6 +145,25 @@ def test_names_subresources_and_printer_columns() -> None:
 
 def test_committed_yaml_parses_to_the_generated_crd() -> None:
     assert yaml.safe_load((ROOT / CRD_FILES[0]).read_text()) == build_crd()
+    assert yaml.safe_load((ROOT / CACHE_CRD_FILES[0]).read_text()) == build_cache_crd()
+
+
+def test_a_spyrecache_takes_a_spyremodel_spec_and_has_the_compile_status() -> None:
+    cache = build_cache_crd()
+    assert cache["metadata"]["name"] == "spyrecaches.serving.spyre.dev"
+    assert cache["spec"]["names"]["shortNames"] == ["scache"]  # "sc" is StorageClass
+    (version,) = cache["spec"]["versions"]
+    assert version["subresources"] == {"status": {}}  # nothing to scale
+    schema = version["schema"]["openAPIV3Schema"]["properties"]
+    model = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    spec = {**model["spec"], "properties": dict(model["spec"]["properties"])}
+    spec["properties"]["replicas"] = {
+        k: v for k, v in spec["properties"]["replicas"].items() if k != "default"
+    }
+    assert schema["spec"] == spec  # a SpyreModel's spec, copied as it is, is a valid one
+    status = set(schema["status"]["properties"])
+    assert status == {"observedGeneration", "phase", "conditions", "targetCacheKey", "cache",
+                      "weights"}  # fmt: skip
 
 
 # What stays unbounded in the CRD, and why. Everything else a client sends has a size bound,

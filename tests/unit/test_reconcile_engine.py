@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from apilib import example
 
+from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import validate
 from spyre_operator.reconcile import engine
 from spyre_operator.reconcile.compiles import Limits, Queue
@@ -563,3 +564,29 @@ def test_a_compile_just_started_counts_until_the_watch_brings_it(
     assert find(st["conditions"], "CacheReady")["reason"] == (
         "Queued" if jobs == 1 else "Compiling"
     )
+
+
+def test_a_spyrecache_downloads_and_compiles_and_never_serves(kube: FakeKube) -> None:
+    """A SpyreCache (a SpyreModel's spec) is reconciled by the same engine, compile only."""
+    cache = example("micro-granite-cpu")
+    cache["kind"] = CACHE_KIND
+    cache["metadata"] |= {"name": "ahead", "uid": "uid-c", "generation": 1, "namespace": NS}
+    kube._store(cache)
+    sink = Sink()
+    rec = Reconciler(kube, sink, clock=lambda: "T", kind=CACHE_KIND)
+    rec.reconcile(NS, "ahead")
+    finish_weights(kube)
+    rec.reconcile(NS, "ahead")
+    (job,) = [o for (k, _, n), o in kube.objects.items() if k == "Job" and "-compile-" in n]
+    assert job["metadata"]["ownerReferences"][0]["kind"] == CACHE_KIND
+    finish(kube, "compile", {"ok": True, "seconds": 9, "bytes": 4096})
+    rec.reconcile(NS, "ahead")
+    status = kube.get(CACHE_KIND, NS, "ahead")["status"]  # type: ignore[index]
+    assert status["phase"] == "Ready" and status["cache"]["bytes"] == 4096
+    assert [c["type"] for c in status["conditions"]] == ["Ready", "CacheReady", "Degraded"]
+    assert [e.reason for e in sink.events] == ["Downloading", "Compiling", "Ready"]
+    kinds = {k for k, _, _ in kube.objects}
+    assert not kinds & {"Deployment", "Service", "NetworkPolicy"}
+    writes = kube.total_writes()
+    rec.reconcile(NS, "ahead")
+    assert kube.total_writes() == writes  # idle

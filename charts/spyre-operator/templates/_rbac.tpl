@@ -20,10 +20,10 @@ spyre_operator.reconcile (tests/chart/test_rbac.py checks each one as this ident
 */}}
 {{- define "spyre-operator.operatorRules" -}}
 - apiGroups: [serving.spyre.dev]
-  resources: [spyremodels]
+  resources: [spyremodels, spyrecaches]
   verbs: [get, list, watch]
 - apiGroups: [serving.spyre.dev]
-  resources: [spyremodels/status]
+  resources: [spyremodels/status, spyrecaches/status]
   verbs: [patch]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]

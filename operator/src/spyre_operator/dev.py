@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from spyre_operator.api.names import CRD_NAME
+from spyre_operator.api.names import CACHE_CRD_NAME, CRD_NAME
 from spyre_operator.local import node_demo, preflight
 from spyre_operator.local.binaries import cache_root
 from spyre_operator.local.controlplane import ControlPlane, ControlPlaneError
@@ -145,9 +145,10 @@ def run(session: Session, doc: dict[str, Any], example: Path, args: argparse.Nam
     kube = session.up()
     name = doc["metadata"]["name"]
     namespace = doc["metadata"].get("namespace") or "default"
-    say("installing the SpyreModel CRD")
+    say("installing the SpyreModel and SpyreCache CRDs")
     session.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=crd_yaml())
-    session.kubectl("wait", "--for", "condition=established", f"crd/{CRD_NAME}")
+    for crd in (CRD_NAME, CACHE_CRD_NAME):
+        session.kubectl("wait", "--for", "condition=established", f"crd/{crd}")
     session.start_operator(namespace)
     say(f"applying {example}")
     session.kubectl("apply", "-n", namespace, "-f", str(example))

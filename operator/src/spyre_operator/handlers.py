@@ -18,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from spyre_operator.api.names import GROUP, PLURAL, VERSION
+from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, PLURAL, VERSION
 from spyre_operator.reconcile import options, wiring
 
 NETWORKING = "networking.k8s.io"
@@ -46,6 +46,7 @@ def cleanup(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.index(GROUP, VERSION, PLURAL, id=wiring.MODELS)
+@kopf.index(GROUP, VERSION, CACHE_PLURAL, id=wiring.CACHES)
 def spyremodels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return wiring.model_entry(body)  # what the resync walks and the compile queue reads
 
@@ -64,17 +65,22 @@ def spyremodel_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: An
     wiring.model_event(memo.reconciler, type, body)
 
 
+@kopf.on.event(GROUP, VERSION, CACHE_PLURAL)
+def spyrecache_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    wiring.model_event(memo.reconcilers[CACHE_KIND], type, body)
+
+
 @kopf.on.event("batch", "v1", "jobs", labels=wiring.MANAGED)
 @kopf.on.event("apps", "v1", "deployments", labels=wiring.MANAGED)
 @kopf.on.event("", "v1", "services", labels=wiring.MANAGED)
 @kopf.on.event(NETWORKING, "v1", "networkpolicies", labels=wiring.MANAGED)
 def child_changed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    wiring.child_changed(memo.reconciler, type, body)
+    wiring.child_changed(memo.reconcilers, type, body)
 
 
 @kopf.on.event("", "v1", "pods", labels=wiring.MANAGED)
 def pod_changed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    wiring.pod_changed(memo.reconciler, type, body)
+    wiring.pod_changed(memo.reconcilers, type, body)
 
 
 @kopf.on.probe(id="reconciles")

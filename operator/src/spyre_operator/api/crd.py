@@ -1,4 +1,5 @@
-"""The SpyreModel CustomResourceDefinition, generated from the pydantic models.
+"""The SpyreModel and SpyreCache CustomResourceDefinitions, generated from the pydantic
+models.
 
 pydantic's JSON schema is turned into a structural schema (Kubernetes 1.20+, no CEL):
 $refs are inlined, `X | None` becomes an optional X (not nullable: the API server prunes
@@ -23,13 +24,18 @@ from pydantic import BaseModel
 from spyre_operator.api import names
 from spyre_operator.api.base import PRUNED
 from spyre_operator.api.spec import SpyreModelSpec
-from spyre_operator.api.status import CACHE_READY, SpyreModelStatus
+from spyre_operator.api.status import CACHE_READY, SpyreCacheStatus, SpyreModelStatus
 
-# Where the generated YAML is committed (relative to the repository root).
-CRD_FILES = (
-    f"crds/{names.GROUP}_{names.PLURAL}.yaml",
-    f"charts/spyre-operator/crds/{names.GROUP}_{names.PLURAL}.yaml",
-)
+# Where the generated YAML is committed (relative to the repository root), per plural.
+CRD_FOLDERS = ("crds", "charts/spyre-operator/crds")
+
+
+def crd_file(folder: str, plural: str) -> str:
+    return f"{folder}/{names.GROUP}_{plural}.yaml"
+
+
+CRD_FILES = tuple(crd_file(folder, names.PLURAL) for folder in CRD_FOLDERS)
+CACHE_CRD_FILES = tuple(crd_file(folder, names.CACHE_PLURAL) for folder in CRD_FOLDERS)
 
 _KEPT = {
     "type",
@@ -104,7 +110,7 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     return _structural(raw, raw.pop("$defs", {}))
 
 
-_PRINTER_COLUMNS = [
+_PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {
         "name": "Cache",
@@ -127,34 +133,98 @@ def _with_replicas_default(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_crd() -> dict[str, Any]:
+    """The SpyreModel CRD, with the scale subresource (HPA, KEDA, kubectl scale)."""
+    scale = {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    return _crd(
+        kind=names.KIND,
+        plural=names.PLURAL,
+        singular=names.SINGULAR,
+        short_names=names.SHORT_NAMES,
+        description="A model served with vLLM on IBM Spyre, from a shared compiled-graph cache.",
+        spec=_with_replicas_default(model_schema(SpyreModelSpec)),
+        status=model_schema(SpyreModelStatus),
+        subresources={"status": {}, "scale": scale},
+        columns=_PRINTER_COLUMNS,
+    )
+
+
+_CACHE_PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {
+        "name": "Cache",
+        "type": "string",
+        "jsonPath": f'.status.conditions[?(@.type=="{CACHE_READY}")].reason',
+    },
+    {"name": "Model", "type": "string", "jsonPath": ".spec.model.id"},
+    {"name": "Bytes", "type": "integer", "jsonPath": ".status.cache.bytes"},
+    {"name": "Job", "type": "string", "jsonPath": ".status.cache.jobName", "priority": 1},
+    {"name": "Key", "type": "string", "jsonPath": ".status.targetCacheKey", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def build_cache_crd() -> dict[str, Any]:
+    """The SpyreCache CRD: its spec is a SpyreModel's (the fields that shape the compiled
+    graphs are what count; the serving fields are ignored), so a SpyreModel's spec is
+    copied as it is to compile its cache ahead."""
+    return _crd(
+        kind=names.CACHE_KIND,
+        plural=names.CACHE_PLURAL,
+        singular=names.CACHE_SINGULAR,
+        short_names=names.CACHE_SHORT_NAMES,
+        description="The compiled-graph cache of one configuration, compiled ahead of any "
+        "SpyreModel that needs it.",
+        spec=model_schema(SpyreModelSpec),
+        status=model_schema(SpyreCacheStatus),
+        subresources={"status": {}},
+        columns=_CACHE_PRINTER_COLUMNS,
+    )
+
+
+def _crd(
+    *,
+    kind: str,
+    plural: str,
+    singular: str,
+    short_names: tuple[str, ...],
+    description: str,
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    subresources: dict[str, Any],
+    columns: list[dict[str, Any]],
+) -> dict[str, Any]:
     schema = {
         "type": "object",
-        "description": "A model served with vLLM on IBM Spyre, from a shared compiled-graph cache.",
+        "description": description,
         "required": ["spec"],
         "properties": {
             "apiVersion": {"type": "string", "description": f"{names.API_VERSION}."},
-            "kind": {"type": "string", "description": f"{names.KIND}."},
+            "kind": {"type": "string", "description": f"{kind}."},
             # The API server refuses anything here and explains ObjectMeta itself.
             "metadata": {"type": "object"},
-            "spec": _with_replicas_default(model_schema(SpyreModelSpec)),
-            "status": model_schema(SpyreModelStatus),
+            "spec": spec,
+            "status": status,
         },
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": names.CRD_NAME,
+            "name": f"{plural}.{names.GROUP}",
             "labels": {"app.kubernetes.io/part-of": "spyre-serving"},
         },
         "spec": {
             "group": names.GROUP,
             "names": {
-                "kind": names.KIND,
-                "listKind": f"{names.KIND}List",
-                "plural": names.PLURAL,
-                "singular": names.SINGULAR,
-                "shortNames": list(names.SHORT_NAMES),
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": list(short_names),
                 # `kubectl get all` / `kubectl get spyre` list them next to their children.
                 # (`kubectl delete all --all` then deletes them too, which is what stops
                 # the serving: deleting only the children makes the operator recreate them.)
@@ -166,15 +236,8 @@ def build_crd() -> dict[str, Any]:
                     "name": names.VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {
-                        "status": {},
-                        "scale": {
-                            "specReplicasPath": ".spec.replicas",
-                            "statusReplicasPath": ".status.replicas",
-                            "labelSelectorPath": ".status.selector",
-                        },
-                    },
-                    "additionalPrinterColumns": _PRINTER_COLUMNS,
+                    "subresources": subresources,
+                    "additionalPrinterColumns": columns,
                     "schema": {"openAPIV3Schema": schema},
                 }
             ],

@@ -1,4 +1,4 @@
-"""The names of the SpyreModel API (final: never rename)."""
+"""The names of the SpyreModel and SpyreCache APIs (final: never rename)."""
 
 GROUP = "serving.spyre.dev"
 VERSION = "v1alpha1"
@@ -8,3 +8,10 @@ PLURAL = "spyremodels"
 SINGULAR = "spyremodel"
 SHORT_NAMES = ("sm",)
 CRD_NAME = f"{PLURAL}.{GROUP}"
+
+# The compiled-graph cache of one configuration: an inventory entry and a precompile request.
+CACHE_KIND = "SpyreCache"
+CACHE_PLURAL = "spyrecaches"
+CACHE_SINGULAR = "spyrecache"
+CACHE_SHORT_NAMES = ("scache",)  # "sc" is StorageClass
+CACHE_CRD_NAME = f"{CACHE_PLURAL}.{GROUP}"

@@ -105,8 +105,9 @@ class WeightsSummary(StatusModel):
     """What failed and what to do."""
 
 
-class SpyreModelStatus(StatusModel):
-    """What the operator observed (written by the operator only)."""
+class CompileStatus(StatusModel):
+    """What the operator observed of a configuration's compile (written by the operator
+    only): the whole status of a SpyreCache, the first part of a SpyreModel's."""
 
     observed_generation: Annotated[int, Field(ge=0)] | None = None
     """metadata.generation the status was written for."""
@@ -117,13 +118,23 @@ class SpyreModelStatus(StatusModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     """The status as metav1.Conditions, one per type (docs/api.md); phase summarizes them."""
-    active_cache_key: str | None = None
-    """Cache key of the running Deployment."""
     target_cache_key: str | None = None
-    """Cache key of the current spec (differs from activeCacheKey while compiling)."""
+    """Cache key of the current spec."""
     cache: CompileSummary | None = None
     weights: WeightsSummary | None = None
     """Hub models: the download of the weights (before the compile)."""
+
+
+class SpyreCacheStatus(CompileStatus):
+    """A SpyreCache's status: its configuration's compile."""
+
+
+class SpyreModelStatus(CompileStatus):
+    """What the operator observed (written by the operator only)."""
+
+    active_cache_key: str | None = None
+    """Cache key of the running Deployment (targetCacheKey while a new key compiles is
+    the next one)."""
     replicas: Annotated[int, Field(ge=0)] | None = None
     """Serving pods of the Deployment (scale subresource)."""
     ready_replicas: Annotated[int, Field(ge=0)] | None = None

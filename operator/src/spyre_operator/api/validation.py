@@ -74,6 +74,11 @@ class SpyreModel:
     namespace: str
     spec: SpyreModelSpec
     uid: str | None = None
+    kind: str = KIND  # or CACHE_KIND: a SpyreCache, which only compiles
+
+    @property
+    def serves(self) -> bool:
+        return self.kind == KIND
 
 
 def validate(obj: object) -> list[Problem]:
@@ -81,9 +86,10 @@ def validate(obj: object) -> list[Problem]:
     return _check(obj)[1]
 
 
-def parse(obj: object, default_namespace: str = "default") -> SpyreModel:
-    """The parsed SpyreModel; raises InvalidSpec with every problem if it is not valid."""
-    spec, problems = _check(obj)
+def parse(obj: object, default_namespace: str = "default", kind: str = KIND) -> SpyreModel:
+    """The parsed SpyreModel (or SpyreCache: the same spec, the compile of which is all
+    that counts); raises InvalidSpec with every problem if it is not valid."""
+    spec, problems = _check(obj, kind)
     if problems or spec is None:
         raise InvalidSpec(problems)
     assert isinstance(obj, Mapping)
@@ -93,6 +99,7 @@ def parse(obj: object, default_namespace: str = "default") -> SpyreModel:
         namespace=meta.get("namespace") or default_namespace,
         spec=spec,
         uid=meta.get("uid"),
+        kind=kind,
     )
 
 
@@ -127,14 +134,14 @@ def validate_spec(spec: object) -> tuple[SpyreModelSpec | None, list[Problem]]:
     return parsed, rules.check(parsed)
 
 
-def _check(obj: object) -> tuple[SpyreModelSpec | None, list[Problem]]:
+def _check(obj: object, kind: str = KIND) -> tuple[SpyreModelSpec | None, list[Problem]]:
     if not isinstance(obj, Mapping):
-        return None, [Problem("", f"expected a {KIND} object (a mapping), got {_described(obj)}")]
+        return None, [Problem("", f"expected a {kind} object (a mapping), got {_described(obj)}")]
     problems = []
-    if obj.get("apiVersion") != API_VERSION or obj.get("kind") != KIND:
+    if obj.get("apiVersion") != API_VERSION or obj.get("kind") != kind:
         got = clip(f"{obj.get('apiVersion')}/{obj.get('kind')}")
         problems.append(
-            Problem("kind", f"expected apiVersion {API_VERSION} kind {KIND}, got {got}")
+            Problem("kind", f"expected apiVersion {API_VERSION} kind {kind}, got {got}")
         )
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}

@@ -38,9 +38,11 @@ def execute(kube: Kube, action: Action) -> None:
         kube.patch(obj["kind"], meta["namespace"], meta["name"], {"spec": obj["spec"]})
 
 
-def write_status(kube: Kube, body: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+def write_status(
+    kube: Kube, kind: str, body: dict[str, Any], patch: dict[str, Any]
+) -> dict[str, Any]:
     """Merge-patch the status subresource, failing with 409 if the object changed since
     it was read (so a decision made from a stale status is never written)."""
     meta = body["metadata"]
     guarded = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": patch}
-    return kube.patch("SpyreModel", meta["namespace"], meta["name"], guarded, sub="status")
+    return kube.patch(kind, meta["namespace"], meta["name"], guarded, sub="status")

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
+from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import InvalidSpec
 from spyre_operator.api.status import DEGRADED
 from spyre_operator.api.validation import parse
@@ -40,6 +41,11 @@ class Want:
     namespace: str
     name: str
     job: str  # the key's compile Job (meta.compile_job_name)
+    kind: str = KIND  # or a SpyreCache's (a precompile)
+
+    @property
+    def who(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
 
     @property
     def ref(self) -> JobRef:
@@ -87,9 +93,10 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def fair(want: Want) -> tuple[str, str, str]:
-    """The order of the line: the oldest SpyreModel first, then namespace/name."""
-    return (want.created, want.namespace, want.name)
+def fair(want: Want) -> tuple[str, str, str, str]:
+    """The order of the line: the oldest SpyreModel (or SpyreCache) first, then
+    namespace/name."""
+    return (want.created, want.namespace, want.name, want.kind)
 
 
 def line(wanting: tuple[Want, ...] | list[Want]) -> list[Want]:
@@ -109,7 +116,7 @@ def turn(queue: Queue, me: Want) -> Turn:
     holding up the keys of other namespaces behind it."""
     if me.ref in queue.running:
         return Turn(start=True)
-    others = [w for w in queue.wanting if (w.namespace, w.name) != (me.namespace, me.name)]
+    others = [w for w in queue.wanting if w.who != me.who]
     limits = queue.limits
     total = len(queue.running)
     per_namespace = Counter(ns for ns, _ in queue.running)
@@ -151,8 +158,9 @@ def wanted(body: dict[str, Any]) -> Want | None:
     refused = reason in ("ApplyFailed", "Refused")
     if metadata.get("deletionTimestamp") or refused:
         return None
+    kind = body.get("kind") or KIND
     try:
-        model = parse(body)
+        model = parse(body, kind=kind)
     except InvalidSpec:
         return None
     spec = model.spec
@@ -164,4 +172,4 @@ def wanted(body: dict[str, Any]) -> Want | None:
     if cache.get("cacheKey") == key and cache.get("ok") is True:
         return None
     created = metadata.get("creationTimestamp", "")
-    return Want(created, model.namespace, model.name, meta.compile_job_name(key))
+    return Want(created, model.namespace, model.name, meta.compile_job_name(key), kind)

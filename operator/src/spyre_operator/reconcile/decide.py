@@ -246,7 +246,7 @@ def _queued(obs: Observed, model: SpyreModel, job_name: str) -> Turn | None:
     if obs.queue is None:
         return None
     created = obs.body["metadata"].get("creationTimestamp", "")
-    answer = turn(obs.queue, Want(created, model.namespace, model.name, job_name))
+    answer = turn(obs.queue, Want(created, model.namespace, model.name, job_name, model.kind))
     return None if answer.start else answer
 
 
@@ -290,7 +290,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
         if weights is not None and weights.get("state") == "Failed":
             failure = Failure(weights["reason"], weights["message"])
     else:
-        assert want.job is not None and want.deployment is not None
+        assert want.job is not None
         key = cache_key(spec, commit)
         cache = cache_summary(key, job, status.get("cache") or {})
         cache_ready = cache.get("ok") is True
@@ -310,6 +310,10 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
                 ("SharedCompileJob", f"uses Job {name} of another SpyreModel with the same key"),
             )
 
+    if not model.serves:
+        cache_cond = _cache_condition(model, key, cache, cache_ready, failure, queued, weights)
+        return _compile_only(obs, actions, key, cache, cache_cond, failure, now)
+    assert want.network_policy is not None and want.service is not None
     deploy = obs.deployment
     if cache_ready or deploy is not None:  # before the Deployment: no pod serves unguarded
         actions += _apply(want.network_policy, obs.network_policy)
@@ -373,20 +377,56 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     return Plan(actions, new_status, events)
 
 
-def _conditions(
+def _compile_only(
     obs: Observed,
+    actions: list[Action],
+    key: str | None,
+    cache: dict[str, Any],
+    cache_cond: Cond,
+    failure: Failure | None,
+    now: str,
+) -> Plan:
+    """A SpyreCache: the download and the compile, Ready once the cache is."""
+    if cache_cond.status == "True":
+        phase, ready = "Ready", Cond(READY, "True", "Compiled", cache_cond.message)
+    else:
+        phase = "Failed" if failure else "Downloading" if key is None else "Compiling"
+        ready = Cond(READY, "False", cache_cond.reason, cache_cond.message)
+    degraded = (
+        Cond(DEGRADED, "True", failure.reason, failure.message)
+        if failure
+        else Cond(DEGRADED, "False", "AsExpected", "no failures")
+    )
+    status, generation = obs.status, obs.generation
+    conditions = render_conditions(
+        [ready, cache_cond, degraded], status.get("conditions") or [], generation, now
+    )
+    new_status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "phase": phase,
+        "conditions": conditions,
+    }
+    if key is not None:
+        new_status["targetCacheKey"] = key
+    if cache:
+        new_status["cache"] = cache
+    if obs.weights is not None:
+        new_status["weights"] = obs.weights
+    events = transition_events(status, new_status) + _revision_event(status, obs.weights)
+    return Plan(actions, new_status, events)
+
+
+def _cache_condition(
     model: SpyreModel,
     key: str | None,
     cache: dict[str, Any],
     cache_ready: bool,
     failure: Failure | None,
-    rolling: bool,
     queued: Turn | None,
-) -> tuple[list[Cond], str]:
-    deploy, spec = obs.deployment, model.spec
-    serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
-    downloading = key is None
-    weights = obs.weights or {}
+    weights: dict[str, Any] | None,
+) -> Cond:
+    """CacheReady: compiled, failed, or on its way (downloading, queued, compiling)."""
+    spec = model.spec
     if cache_ready:
         assert key is not None
         seconds = cache.get("seconds")
@@ -399,12 +439,12 @@ def _conditions(
         )
     elif failure is not None:
         cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
-    elif downloading:
+    elif key is None:
         cache_cond = Cond(
             CACHE_READY,
             "False",
             "Downloading",
-            f"Job {weights.get('jobName')} is downloading {spec.model.id} at revision "
+            f"Job {(weights or {}).get('jobName')} is downloading {spec.model.id} at revision "
             f"{spec.model.hub_revision} into the cache volume; the compile follows",
         )
     elif queued is not None:
@@ -423,7 +463,23 @@ def _conditions(
             "Compiling",
             f"Job {cache['jobName']} is compiling cache {short_key(key)}",
         )
+    return cache_cond
 
+
+def _conditions(
+    obs: Observed,
+    model: SpyreModel,
+    key: str | None,
+    cache: dict[str, Any],
+    cache_ready: bool,
+    failure: Failure | None,
+    rolling: bool,
+    queued: Turn | None,
+) -> tuple[list[Cond], str]:
+    deploy, spec = obs.deployment, model.spec
+    serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
+    downloading = key is None
+    cache_cond = _cache_condition(model, key, cache, cache_ready, failure, queued, obs.weights)
     serving_failure = _serving_failure(obs)
     if deploy is None and not cache_ready:
         available = Cond(

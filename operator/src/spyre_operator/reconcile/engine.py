@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import InvalidSpec, Problem
 from spyre_operator.api.validation import parse
 from spyre_operator.reconcile.apply import execute, write_status
@@ -67,6 +68,30 @@ def retry_delay(first: float, failures: int) -> float:
     return min(first * 2 ** min(failures - 1, 30), max(first, MAX_RETRY_SECONDS))
 
 
+class Starts:
+    """Compile starts, shared by the reconcilers of SpyreModels and of SpyreCaches: one at a
+    time (`lock`), and the Jobs created a moment ago that the watch has not brought yet."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._started: dict[JobRef, float] = {}  # compile Jobs created -> time.monotonic()
+        self._guard = threading.Lock()
+
+    def add(self, ref: JobRef) -> None:
+        with self._guard:
+            self._started[ref] = time.monotonic()
+
+    def unseen(self, known: frozenset[JobRef]) -> frozenset[JobRef]:
+        """The Jobs started that `known` (what the watch brought) lacks, forgetting those it
+        has and those too old."""
+        with self._guard:
+            expired = time.monotonic() - STARTED_SECONDS
+            for ref, when in list(self._started.items()):
+                if ref in known or when < expired:
+                    del self._started[ref]
+            return frozenset(self._started)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -75,13 +100,16 @@ class Reconciler:
         clock: Callable[[], str] = now_rfc3339,
         retry_seconds: float = RETRY_SECONDS,
         compile_queue: Callable[[], Queue] | None = None,
+        kind: str = KIND,
+        starts: Starts | None = None,
     ):
-        """`compile_queue` reads the compile queue from the cluster (None: no limits)."""
+        """`compile_queue` reads the compile queue from the cluster (None: no limits);
+        `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both."""
         self.kube, self.emit, self.clock = kube, emit, clock
+        self.kind = kind
         self.retry_seconds = retry_seconds
         self._compile_queue = compile_queue
-        self._admission = threading.Lock()  # one compile start at a time (queue limits)
-        self._started: dict[JobRef, float] = {}  # compile Jobs created -> time.monotonic()
+        self.starts = starts or Starts()
         self.stats: Counter[str] = Counter()
         self.metrics = Metrics()
         self._locks: dict[Key, threading.Lock] = {}
@@ -133,7 +161,9 @@ class Reconciler:
         """One line per failed attempt, except a refusal, which the status explains: said
         once, and again only when it changes. A traceback only for the first failure of an
         unexpected kind (a bug)."""
-        said = one_line(err)
+        said = (
+            one_line(err) if isinstance(err, ApiError) else f"{type(err).__name__}: {one_line(err)}"
+        )
         with self._guard:
             before = self._complaints.get(key)
             self._complaints[key] = said
@@ -190,7 +220,7 @@ class Reconciler:
     def _reconcile(self, namespace: str, name: str, body: dict[str, Any] | None) -> None:
         for _ in range(MAX_ATTEMPTS):
             if body is None:
-                body = self.kube.get("SpyreModel", namespace, name)
+                body = self.kube.get(self.kind, namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 self.forget(namespace, name)  # children go with it (ownerReferences)
                 return
@@ -209,17 +239,11 @@ class Reconciler:
         if self._compile_queue is None:
             return None
         queue = self._compile_queue()
-        with self._guard:
-            expired = time.monotonic() - STARTED_SECONDS
-            for ref, when in list(self._started.items()):
-                if ref in queue.known or when < expired:
-                    del self._started[ref]
-            started = frozenset(self._started)
-        return queue.with_started(started)
+        return queue.with_started(self.starts.unseen(queue.known))
 
     def plan(self, body: dict[str, Any], now: str) -> Plan:
         try:
-            model = parse(body)
+            model = parse(body, kind=self.kind)
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now)
         observed = observe(self.kube, body, model, self.compile_queue)
@@ -241,7 +265,7 @@ class Reconciler:
             return
         # Starting a compile: decide again under the lock, counting the Jobs the ones
         # before just started, so concurrent reconciles never exceed the limits.
-        with self._admission:
+        with self.starts.lock:
             self._carry_out(body, self.plan(body, now), now)
 
     def _say(self, body: dict[str, Any], event: Event, name: str | None = None) -> None:
@@ -271,8 +295,7 @@ class Reconciler:
                 break
             if is_compile_start(action.verb, action.obj):
                 job = action.obj["metadata"]
-                with self._guard:
-                    self._started[(job["namespace"], job["name"])] = time.monotonic()
+                self.starts.add((job["namespace"], job["name"]))
             done.append(Event("Normal", action.reason, action.message))
         patch = status_patch(old, status)
         meta = body["metadata"]
@@ -280,7 +303,7 @@ class Reconciler:
         for event in said if events else []:  # a transition: said before the status moves
             self._say(body, event, event_name(body, old, event))
         if patch is not None:
-            written = write_status(self.kube, body, patch)
+            written = write_status(self.kube, self.kind, body, patch)
             self.stats["status_writes"] += 1
             with self._guard:
                 self._written[(meta["namespace"], meta["name"])] = written["metadata"][

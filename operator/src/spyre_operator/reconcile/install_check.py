@@ -12,7 +12,7 @@ import time
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
-from spyre_operator.api.names import API_VERSION, CRD_NAME, PLURAL
+from spyre_operator.api.names import API_VERSION, CACHE_PLURAL, GROUP, PLURAL
 
 if TYPE_CHECKING:
     # Imported when the command runs: the CLI must not load the Kubernetes client before
@@ -70,17 +70,20 @@ def operator_answers(
 def api_is_served(kube: Kube, namespace: str) -> None:
     from spyre_operator.reconcile.kube import ApiError
 
-    try:
-        kube.request(
-            "GET", f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}", query={"limit": "1"}
-        )
-    except ApiError as err:
-        hint = (
-            f"install the CRD {CRD_NAME} (the chart's crds/ folder; Helm skips it with --skip-crds)"
-            if err.not_found
-            else "see the API server's message"
-        )
-        raise CheckFailed(f"listing {PLURAL}.{API_VERSION} failed: {err}: {hint}") from err
+    for plural in (PLURAL, CACHE_PLURAL):
+        try:
+            kube.request(
+                "GET", f"/apis/{API_VERSION}/namespaces/{namespace}/{plural}", query={"limit": "1"}
+            )
+        except ApiError as err:
+            hint = (
+                f"install the CRD {plural}.{GROUP} (the chart's crds/ folder; Helm installs it "
+                "only with the chart's first install and skips it with --skip-crds: "
+                "kubectl apply -f crds/)"
+                if err.not_found
+                else "see the API server's message"
+            )
+            raise CheckFailed(f"listing {plural}.{API_VERSION} failed: {err}: {hint}") from err
 
 
 def check_install(args: argparse.Namespace) -> int:
@@ -91,7 +94,7 @@ def check_install(args: argparse.Namespace) -> int:
         pod, url = operator_answers(kube, args.namespace, args.selector, args.port, args.timeout)
         print(f"ok: the operator pod {pod} answers on {url}")
         api_is_served(kube, args.namespace)
-        print(f"ok: the API server serves {PLURAL}.{API_VERSION}")
+        print(f"ok: the API server serves {PLURAL} and {CACHE_PLURAL}.{API_VERSION}")
     except ApiError as err:  # e.g. the test's Role is missing: listing pods is forbidden
         print(f"FAILED: reading the operator's pods: {err}")
         return 1
@@ -106,7 +109,7 @@ def register(sub: Any) -> None:
         "check-install",
         help="check an installed operator from inside the cluster (the chart's helm test)",
         description="A running operator pod answers on its health port, and the API server "
-        "serves SpyreModels. Exit 0, or 1 with what is wrong.",
+        "serves SpyreModels and SpyreCaches. Exit 0, or 1 with what is wrong.",
     )
     check.add_argument("--namespace", "-n", required=True, help="the operator's namespace")
     check.add_argument(

@@ -98,6 +98,7 @@ KINDS = {
     "Deployment": ("apis/apps/v1", "deployments"),
     "NetworkPolicy": ("apis/networking.k8s.io/v1", "networkpolicies"),
     "SpyreModel": ("apis/serving.spyre.dev/v1alpha1", "spyremodels"),
+    "SpyreCache": ("apis/serving.spyre.dev/v1alpha1", "spyrecaches"),
 }
 
 

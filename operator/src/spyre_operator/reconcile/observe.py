@@ -293,13 +293,16 @@ def observe(
         )
         if job is None and compile_queue is not None:
             queue = compile_queue()
-    deployment = None
-    raw_deploy = kube.get("Deployment", ns, model.name)
+    deployment = service = network_policy = None
     issues: tuple[PodIssue, ...] = ()
-    if raw_deploy is not None:
-        deployment = deployment_view(raw_deploy)
-        if deployment.ready_replicas < deployment.spec_replicas:
-            issues = pod_issues(kube.list("Pod", ns, meta.selector_string(model.name)))
+    if model.serves:  # a SpyreCache only compiles
+        raw_deploy = kube.get("Deployment", ns, model.name)
+        if raw_deploy is not None:
+            deployment = deployment_view(raw_deploy)
+            if deployment.ready_replicas < deployment.spec_replicas:
+                issues = pod_issues(kube.list("Pod", ns, meta.selector_string(model.name)))
+        service = kube.get("Service", ns, model.name)
+        network_policy = kube.get("NetworkPolicy", ns, model.name)
     return Observed(
         body=body,
         pvc_exists=pvc_exists,
@@ -308,7 +311,7 @@ def observe(
         job=job,
         queue=queue,
         deployment=deployment,
-        service=kube.get("Service", ns, model.name),
-        network_policy=kube.get("NetworkPolicy", ns, model.name),
+        service=service,
+        network_policy=network_policy,
         pod_issues=issues,
     )

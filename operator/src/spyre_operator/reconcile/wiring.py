@@ -21,10 +21,10 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from spyre_operator.api.names import API_VERSION, KIND
+from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.reconcile import compiles, metrics, options
 from spyre_operator.reconcile.conditions import Event, clip, event_object_name
-from spyre_operator.reconcile.engine import Reconciler
+from spyre_operator.reconcile.engine import Reconciler, Starts
 from spyre_operator.reconcile.kube import KINDS, ApiError, Kube, load_api_client
 from spyre_operator.reconcile.observe import job_view
 from spyre_operator.render import meta
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
 MODELS = "spyremodels"  # the index of SpyreModels -> the compile Job each wants (handlers.py)
+CACHES = "spyrecaches"  # the same of SpyreCaches
 EVENT_MESSAGE_LIMIT = 1024
 HOST = socket.gethostname()  # the pod's name in a cluster: which replica said it
 
@@ -49,10 +50,23 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     kube = IndexedKube(api, {plural: indexes[plural] for plural in INDEXED})
     memo.events = EventPoster(kube)
     limits = compiles.Limits(*options.compile_limits())
-    queue = functools.partial(compile_queue, limits, indexes["jobs"], indexes[MODELS])
+    wants = (indexes[MODELS], indexes[CACHES])
+    queue = functools.partial(compile_queue, limits, indexes["jobs"], wants)
     unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
-    memo.reconciler = Reconciler(kube, memo.events, compile_queue=None if unlimited else queue)
-    memo.resync = start_resync(memo.reconciler, indexes[MODELS], options.resync_seconds())
+    starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
+    memo.reconcilers = {
+        kind: Reconciler(
+            kube,
+            memo.events,
+            compile_queue=None if unlimited else queue,
+            kind=kind,
+            starts=starts,
+        )
+        for kind in (KIND, CACHE_KIND)
+    }
+    memo.reconciler = memo.reconcilers[KIND]
+    watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
+    memo.resync = start_resync(memo.reconcilers, watched, options.resync_seconds())
     port = options.metrics_port()
     if port:
         metrics.serve(lambda: metrics_text(memo.reconciler), port)
@@ -144,10 +158,10 @@ def _values(index: Mapping[Any, Any]) -> list[Any]:
 
 
 def compile_queue(
-    limits: compiles.Limits, jobs: Mapping[Any, Any], models: Mapping[Any, Any]
+    limits: compiles.Limits, jobs: Mapping[Any, Any], wants: Iterable[Mapping[Any, Any]]
 ) -> compiles.Queue:
-    """The queue as the cluster shows it: the compile Jobs, and the SpyreModels whose
-    wanted Job does not exist."""
+    """The queue as the cluster shows it: the compile Jobs, and the SpyreModels and
+    SpyreCaches (their indexes: `wants`) whose wanted Job does not exist."""
     known, running = set(), set()
     for job in _values(jobs):
         if meta.component(job) != meta.COMPILE:
@@ -157,7 +171,9 @@ def compile_queue(
         view = job_view(job, [])
         if not (view.succeeded or view.failed):
             running.add(ref)
-    wanting = tuple(w for w in _values(models) if w is not None and w.ref not in known)
+    wanting = tuple(
+        w for index in wants for w in _values(index) if w is not None and w.ref not in known
+    )
     return compiles.Queue(limits, frozenset(running), wanting, frozenset(known))
 
 
@@ -235,7 +251,7 @@ def event_object(
         "metadata": {"namespace": metadata["namespace"], "name": name},
         "involvedObject": {
             "apiVersion": API_VERSION,
-            "kind": KIND,
+            "kind": body.get("kind") or KIND,
             "namespace": metadata["namespace"],
             "name": metadata["name"],
             "uid": metadata["uid"],
@@ -252,14 +268,20 @@ def event_object(
     }
 
 
-def start_resync(reconciler: Reconciler, models: Any, interval: float) -> threading.Event:
-    """Every `interval` seconds, reconcile each SpyreModel the operator watches (the
-    index), one after the other. Set the returned Event to stop."""
+Reconcilers = Mapping[str, Reconciler]  # by kind: SpyreModel, SpyreCache
+
+
+def start_resync(
+    reconcilers: Reconcilers, watched: Mapping[str, Any], interval: float
+) -> threading.Event:
+    """Every `interval` seconds, reconcile each SpyreModel and SpyreCache the operator
+    watches (their indexes, by kind), one after the other. Set the returned Event to stop."""
     stop = threading.Event()
 
     def loop() -> None:
         while not stop.wait(interval):
-            reconcile_each(reconciler, list(models))
+            for kind, index in watched.items():
+                reconcile_each(reconcilers[kind], list(index))
 
     threading.Thread(target=loop, name="resync", daemon=True).start()
     return stop
@@ -289,10 +311,17 @@ def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[st
         reconciler.run(metadata["namespace"], metadata["name"], plain(body))
 
 
-def owners(obj: Mapping[str, Any]) -> list[str]:
-    """Names of the SpyreModels owning a child (a shared compile Job has several)."""
+def owners(obj: Mapping[str, Any], kind: str = KIND) -> list[str]:
+    """Names of the SpyreModels (or SpyreCaches) owning a child (a shared compile Job has
+    several)."""
     refs = obj.get("metadata", {}).get("ownerReferences") or []
-    return [r["name"] for r in refs if r.get("kind") == KIND and r.get("apiVersion") == API_VERSION]
+    return [r["name"] for r in refs if r.get("kind") == kind and r.get("apiVersion") == API_VERSION]
+
+
+def reconcile_owners(reconcilers: Reconcilers, obj: Mapping[str, Any]) -> None:
+    namespace = obj["metadata"]["namespace"]
+    for kind, reconciler in reconcilers.items():
+        reconcile_each(reconciler, [(namespace, name) for name in owners(obj, kind)])
 
 
 def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> None:
@@ -300,17 +329,22 @@ def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> N
         reconciler.run(namespace, name)
 
 
-def child_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
+def child_changed(
+    reconcilers: Reconcilers, event_type: str | None, body: Mapping[str, Any]
+) -> None:
     """A Job/Deployment/Service/NetworkPolicy changed or was deleted: reconcile its
     owners. ADDED and the initial listing are skipped: the reconciler made the object (the
     start-up listing of the SpyreModels covers restarts). A compile Job that started,
-    finished or went away moves the compile queue: then the SpyreModels waiting in it,
-    first in line first (the first ones may start now, the others learn their new place)."""
+    finished or went away moves the compile queue: then the SpyreModels and SpyreCaches
+    waiting in it, first in line first (the first ones may start now, the others learn
+    their new place)."""
     if event_type in ("MODIFIED", "DELETED"):
-        namespace = body["metadata"]["namespace"]
-        reconcile_each(reconciler, [(namespace, name) for name in owners(body)])
+        reconcile_owners(reconcilers, body)
     if moves_compile_queue(event_type, body):
-        reconcile_each(reconciler, waiting(reconciler))
+        queue = reconcilers[KIND].compile_queue()
+        wanting = queue.wanting if queue is not None else ()
+        for want in sorted(wanting, key=compiles.fair):
+            reconcilers[want.kind].run(want.namespace, want.name)
 
 
 def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool:
@@ -320,14 +354,7 @@ def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool
     return event_type in ("ADDED", "DELETED") or view.succeeded or view.failed
 
 
-def waiting(reconciler: Reconciler) -> list[tuple[str, str]]:
-    """The SpyreModels waiting for a compile slot, first in line first."""
-    queue = reconciler.compile_queue()
-    wanting = queue.wanting if queue is not None else ()
-    return [(w.namespace, w.name) for w in sorted(wanting, key=compiles.fair)]
-
-
-def pod_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
+def pod_changed(reconcilers: Reconcilers, event_type: str | None, body: Mapping[str, Any]) -> None:
     """A compile or weights pod finished (its Job's owners read its summary) or a serving
     pod got stuck (its SpyreModel reports why)."""
     if event_type not in ("MODIFIED", "DELETED"):
@@ -335,11 +362,12 @@ def pod_changed(reconciler: Reconciler, event_type: str | None, body: Mapping[st
     namespace = body["metadata"]["namespace"]
     labels = body["metadata"].get("labels") or {}
     component = meta.component(body)
+    models = reconcilers[KIND]
     if component == meta.SERVER and meta.MODEL_LABEL in labels:
-        reconcile_each(reconciler, [(namespace, labels[meta.MODEL_LABEL])])
+        reconcile_each(models, [(namespace, labels[meta.MODEL_LABEL])])
     elif component in (meta.COMPILE, meta.WEIGHTS) and "job-name" in labels:
-        job = reconciler.kube.get("Job", namespace, labels["job-name"])
-        reconcile_each(reconciler, [(namespace, name) for name in owners(job or {})])
+        job = models.kube.get("Job", namespace, labels["job-name"])
+        reconcile_owners(reconcilers, job or {"metadata": {"namespace": namespace}})
 
 
 def metrics_text(reconciler: Reconciler) -> str:

@@ -223,7 +223,7 @@ def _finish(
     """Owner reference (with a uid) and, on an applied object, the hash of the result: a
     changed hash means the manifest changed, removed fields included."""
     if uid is not None:
-        ref = meta.owner_reference(model.name, uid, controller=controller)
+        ref = meta.owner_reference(model.name, uid, controller=controller, kind=model.kind)
         obj["metadata"]["ownerReferences"] = [ref]
     if hashed:
         digest = manifest_hash(obj)
@@ -233,16 +233,17 @@ def _finish(
 
 @dataclass(frozen=True)
 class Desired:
-    """Every object the operator writes for one SpyreModel, exactly as it writes it. The
-    compile Job and the Deployment of a hub model depend on the commit its revision
-    resolves to: None until the weights Job has said it."""
+    """Every object the operator writes for one SpyreModel, exactly as it writes it (for a
+    SpyreCache: the volume and the Jobs, no serving objects). The compile Job and the
+    Deployment of a hub model depend on the commit its revision resolves to: None until
+    the weights Job has said it."""
 
     pvc: dict[str, Any] | None  # created when missing (cache.volume.create); never owned
     weights: dict[str, Any] | None  # hub models; created when missing, shared like the Job
     job: dict[str, Any] | None  # created when missing; shared by every SpyreModel of its key
-    network_policy: dict[str, Any]  # server-side applied, before the Deployment
+    network_policy: dict[str, Any] | None  # server-side applied, before the Deployment
     deployment: dict[str, Any] | None  # server-side applied
-    service: dict[str, Any]  # server-side applied
+    service: dict[str, Any] | None  # server-side applied
 
     def objects(self) -> list[dict[str, Any]]:
         """In creation order."""
@@ -285,16 +286,21 @@ def desired(
             controller=False,
             hashed=False,
         )
-        deployment = _finish(
-            build_deployment(model, platform, commit), model, uid, controller=True, hashed=True
+        if model.serves:
+            deployment = _finish(
+                build_deployment(model, platform, commit), model, uid, controller=True, hashed=True
+            )
+    network_policy = service = None
+    if model.serves:
+        network_policy = _finish(
+            build_network_policy(model), model, uid, controller=True, hashed=True
         )
+        service = _finish(build_service(model), model, uid, controller=True, hashed=True)
     return Desired(
         pvc=build_cache_pvc(spec, model.namespace) if spec.cache.volume.create else None,
         weights=weights,
         job=job,
-        network_policy=_finish(
-            build_network_policy(model), model, uid, controller=True, hashed=True
-        ),
+        network_policy=network_policy,
         deployment=deployment,
-        service=_finish(build_service(model), model, uid, controller=True, hashed=True),
+        service=service,
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from spyre_operator.api.crd import CRD_FILES, build_crd
+from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
 from spyre_operator.render.children import desired
 from spyre_operator.render.pod import PLATFORMS
@@ -31,8 +31,12 @@ CRD_HEADER = (
 
 def register(sub: Any) -> None:
     """Add this module's subcommands to the `spyre-operator` parser."""
-    crd = sub.add_parser("crd", help="print the SpyreModel CRD, or --write the committed copies")
-    crd.add_argument("--write", action="store_true", help="regenerate " + " and ".join(CRD_FILES))
+    crd = sub.add_parser(
+        "crd", help="print the SpyreModel and SpyreCache CRDs, or --write the committed copies"
+    )
+    crd.add_argument(
+        "--write", action="store_true", help="regenerate " + ", ".join(CRD_FILES + CACHE_CRD_FILES)
+    )
     crd.add_argument("--root", type=Path, default=Path(), help="repository root (default: .)")
     crd.set_defaults(func=_crd)
 
@@ -71,18 +75,22 @@ def register(sub: Any) -> None:
     validate.set_defaults(func=_validate, namespace="default")
 
 
-def crd_yaml() -> str:
-    return dump_documents([build_crd()], header=CRD_HEADER)
+def crd_yaml(which: str = "all") -> str:
+    """The CRDs as YAML: `all`, or one by kind (`SpyreModel`, `SpyreCache`)."""
+    crds = {"SpyreModel": build_crd, "SpyreCache": build_cache_crd}
+    chosen = [build() for kind, build in crds.items() if which in ("all", kind)]
+    return dump_documents(chosen, header=CRD_HEADER)
 
 
 def write_crds(root: Path) -> list[Path]:
-    text = crd_yaml()
     written = []
-    for name in CRD_FILES:
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(path)
+    for kind, names in (("SpyreModel", CRD_FILES), ("SpyreCache", CACHE_CRD_FILES)):
+        text = crd_yaml(kind)
+        for name in names:
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written.append(path)
     return written
 
 

@@ -68,11 +68,14 @@ def compile_job_name(key: str) -> str:
     return f"spyre-compile-{short_key(key)}"
 
 
-def owner_reference(name: str, uid: str, *, controller: bool = True) -> dict[str, Any]:
-    """An ownerReference to a SpyreModel (the compile Job is shared: controller=False)."""
+def owner_reference(
+    name: str, uid: str, *, controller: bool = True, kind: str = KIND
+) -> dict[str, Any]:
+    """An ownerReference to a SpyreModel or a SpyreCache (the compile Job is shared:
+    controller=False)."""
     return {
         "apiVersion": API_VERSION,
-        "kind": KIND,
+        "kind": kind,
         "name": name,
         "uid": uid,
         "controller": controller,
