@@ -139,3 +139,15 @@ def test_a_precompile_waits_in_the_compile_queue_with_the_models(
     wait_for(lambda: cache_reason("Compiling"), "the SpyreCache's compile starts")
     assert len(kube.list("Job", namespace, COMPILES)) == 2
     assert status(kube, namespace, "first")["cache"]["ok"] is True
+
+
+def test_the_fleet_example_applies_and_shares_one_download(
+    kube: Kube, namespace: str, operator: Operator, kubectl: Any
+) -> None:
+    fleet = Path(__file__).resolve().parents[2] / "examples/caches/micro-granite-fleet.yaml"
+    kubectl("apply", "-n", namespace, "-f", str(fleet))  # as docs/api.md says
+    for name in ("micro-granite-2k", "micro-granite-4k"):
+        cache_status(kube, namespace, name, "Downloading")
+    (weights,) = kube.list("Job", namespace, "app.kubernetes.io/component=weights")
+    owners = {(o["kind"], o["name"]) for o in weights["metadata"]["ownerReferences"]}
+    assert owners == {(CACHE_KIND, "micro-granite-2k"), (CACHE_KIND, "micro-granite-4k")}

@@ -209,3 +209,26 @@ def test_crd_write_regenerates_both_copies(
     for name in CRD_FILES + CACHE_CRD_FILES:
         assert (tmp_path / name).read_text() == (ROOT / name).read_text()
     assert capsys.readouterr().out.count("wrote ") == 4
+
+
+FLEET = ROOT / "examples/caches/micro-granite-fleet.yaml"
+
+
+def test_a_precompile_fleet_validates_and_renders_only_its_compile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["validate", str(FLEET)]) == 0
+    assert capsys.readouterr().out.count(": valid") == 2
+    assert main(["render", "--namespace", "ai", "--uid", "u1", str(FLEET)]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    kinds = [(d["kind"], d["metadata"]["labels"]["app.kubernetes.io/component"]) for d in docs]
+    volume, weights, compile_ = (
+        ("PersistentVolumeClaim", "graph-cache"),
+        ("Job", "weights"),
+        ("Job", "compile"),
+    )
+    assert kinds == [volume, weights, compile_] * 2  # no serving objects
+    jobs = [d for d in docs if kinds[docs.index(d)] == compile_]
+    assert len({j["metadata"]["name"] for j in jobs}) == 2  # two configurations, two keys
+    owners = [j["metadata"]["ownerReferences"][0] for j in jobs]
+    assert {(o["kind"], o["controller"]) for o in owners} == {("SpyreCache", False)}

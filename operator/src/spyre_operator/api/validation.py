@@ -20,7 +20,7 @@ from pydantic_core import ErrorDetails
 
 from spyre_operator.api import rules
 from spyre_operator.api.known_configs import known_config_warning
-from spyre_operator.api.names import API_VERSION, KIND
+from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.api.problem import InvalidSpec, Problem, clip, join_path, shown
 from spyre_operator.api.spec import SpyreModelSpec
 
@@ -116,10 +116,12 @@ class Review:
 def review(
     obj: object, default_namespace: str = "default", model_config: Mapping[str, Any] | None = None
 ) -> Review:
-    """Every problem of a SpyreModel object, or the model and its known-config warning
-    (`model_config`: the model's config.json, to find its entry by architecture)."""
+    """Every problem of a SpyreModel (or SpyreCache) object, or the model and its
+    known-config warning (`model_config`: the model's config.json, to find its entry by
+    architecture)."""
+    kind = CACHE_KIND if isinstance(obj, Mapping) and obj.get("kind") == CACHE_KIND else KIND
     try:
-        model = parse(obj, default_namespace)
+        model = parse(obj, default_namespace, kind)
     except InvalidSpec as invalid:
         return Review(None, invalid.problems)
     return Review(model, [], known_config_warning(model.spec, model_config))

@@ -164,9 +164,9 @@ def _render(args: argparse.Namespace) -> int:
         docs = []
         for label, model in loaded.models:
             want = desired(model, args.uid, args.platform, args.commit)
-            if want.deployment is None:
+            if want.job is None:
                 print(
-                    f"{label}: the compile Job and the Deployment depend on the commit that "
+                    f"{label}: the compile Job (and the Deployment) depend on the commit that "
                     f"revision {model.spec.model.hub_revision} resolves to; pass --commit to "
                     "render them",
                     file=sys.stderr,
