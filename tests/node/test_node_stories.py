@@ -6,9 +6,9 @@ The tests run in file order in one namespace, each story starting from where the
 before left the cluster: first deploy, an autoscaler scaling it to two, a serving pod
 killed, a new cache key rolled out while the old pod answers, a second model sharing the
 compile, a failing compile and its fix, the operator killed during a compile, a model
-deleted, a hub model downloaded once and served with the hub gone, and the chart's
-`helm test`. Each asserts what a user sees: `kubectl get sm`, status, Events, answers,
-pod logs.
+deleted, a hub model downloaded once and served with the hub gone, a cache compiled ahead
+by a SpyreCache and served by a later model, and the chart's `helm test`. Each asserts
+what a user sees: `kubectl get sm`, status, Events, answers, pod logs.
 """
 
 from __future__ import annotations
@@ -431,6 +431,38 @@ def test_a_hub_model_is_downloaded_once_and_served_without_the_hub(cluster: Clus
     assert [j["metadata"]["name"] for j in weights_jobs] == [weights["jobName"]]
     weights_pods = cluster.get("pods", "-l", f"job-name={weights['jobName']}")["items"]
     assert len(weights_pods) == 1
+
+
+def test_a_cache_compiled_ahead_serves_a_later_model_without_a_compile(cluster: Cluster) -> None:
+    """A SpyreCache compiles a configuration with no SpyreModel; the SpyreModel that comes
+    later with that spec starts from the cache: no Job, nothing compiled in its pod."""
+    cluster.kubectl("delete", "sm", "hub", "broken", "--ignore-not-found")  # room on the node
+    doc = node_operator.tiny_model(cluster.models, "ahead")
+    doc["spec"]["batching"]["continuous"] = dict(cluster.batching) | {"maxNumSeqs": 1}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(doc | {"kind": "SpyreCache"}))
+
+    def compiled() -> dict[str, Any] | None:
+        status: dict[str, Any] = cluster.get("spyrecache/ahead").get("status") or {}
+        return status if status.get("phase") == "Ready" else None
+
+    cache = cluster.wait("the SpyreCache compiled", compiled)
+    assert cache["cache"]["ok"] is True and cache["cache"]["bytes"] > 0, cache
+    row = cluster.kubectl("get", "scache", "ahead", "--no-headers").split()
+    assert row[:3] == ["ahead", "Ready", "Compiled"], row  # NAME PHASE CACHE MODEL BYTES AGE
+    assert not cluster.kubectl("get", "deploy", "ahead", "--ignore-not-found", "-o", "name")
+    job = cache["cache"]["jobName"]
+    assert any(c.compiled for c in compile_reports(cluster, f"job/{job}"))
+
+    jobs = cluster.jobs()
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+    status = cluster.ready("ahead")
+    assert status["activeCacheKey"] == cache["targetCacheKey"]
+    assert cluster.jobs() == jobs  # joined the finished Job: no compile of its own
+    (pod,) = cluster.pods("ahead")
+    assert_started_from_cache(cluster, pod)
+    assert cluster.answer(*cluster.service("ahead"))
+    bytes_on_disk = volume_bytes(cluster, pod["metadata"]["name"], cache["targetCacheKey"])
+    assert cache["cache"]["bytes"] == bytes_on_disk, cache
 
 
 def test_helm_test_passes_on_the_installed_chart(cluster: Cluster) -> None:
