@@ -9,7 +9,6 @@ in step with crds/, examples/ and the image.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from chartlib import (
 from spyre_operator.api.crd import build_cache_crd, build_crd
 from spyre_operator.api.validation import validate
 from spyre_operator.cli import build_parser
+from spyre_operator.local.controlplane import free_port
 from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube, load_api_client
@@ -135,19 +135,12 @@ def test_chart_yaml_has_what_artifact_hub_shows() -> None:
 # ---- the check itself, on the real control plane --------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def operator_health(
     namespace: str, kubeconfig: Path, spyremodel_crd: str, tmp_path: Path
 ) -> Iterator[int]:
     """The real operator's health endpoint on a loopback port, watching the namespace."""
-    port = _free_port()
+    port = free_port()
     args = ["run", "--namespace", namespace, f"--liveness=http://127.0.0.1:{port}/healthz"]
     operator = OperatorProcess(args, kubeconfig, tmp_path / "operator.log")
     try:
@@ -207,7 +200,7 @@ def test_check_install_passes_as_the_test_account_and_fails_when_the_operator_is
         "ok: the API server serves spyremodels and spyrecaches.serving.spyre.dev/v1alpha1",
     ]
 
-    gone = _free_port()  # nothing listens there
+    gone = free_port()  # nothing listens there
     code, out = _check(args, gone, as_test_pod, "3")
     assert code == 1
     assert out.startswith(f"FAILED: the operator does not answer on port {gone}: "), out

@@ -8,7 +8,6 @@ with spyre_operator.reconcile.simulate (as admin, the way the cluster would).
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from chartlib import (
     service_account_kubeconfig,
 )
 
+from spyre_operator.local.controlplane import free_port
 from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube, load_api_client
@@ -37,13 +37,6 @@ EXAMPLE = ROOT / "examples" / "micro-granite-cpu.yaml"
 STEP_TIMEOUT = 180.0  # seconds per step; a loaded 2-core machine is slow, never flaky
 # What kopf or the operator log when the API server refuses them.
 REFUSALS = ("Forbidden", "forbidden", "Not enough permissions")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def local_args(chart_args: list[str], health: int, metrics: int, webhook: int) -> list[str]:

@@ -6,7 +6,6 @@ module `spyre-operator dev --simulate` uses."""
 from __future__ import annotations
 
 import copy
-import socket
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ import yaml
 
 from spyre_operator.api.crd import build_cache_crd, build_crd
 from spyre_operator.api.validation import parse
+from spyre_operator.local.controlplane import free_port
 from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile import metrics, simulate
 from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
@@ -132,13 +132,6 @@ def spec_patch(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> N
 
 def gone(kube: Kube, kind: str, namespace: str, name: str) -> bool:
     return kube.get(kind, namespace, name) is None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Operator(OperatorProcess):

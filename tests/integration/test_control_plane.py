@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,12 +19,7 @@ GROUP = "probe.spyre.dev"
 
 
 def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    poll_until(predicate, what, timeout)
 
 
 def gone(read: Callable[[], object]) -> bool:
