@@ -35,6 +35,7 @@ from spyre_operator.reconcile.weights import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import desired, endpoint_url
+from spyre_runtime.contract import CACHE_NOT_READY
 
 TAIL_LINES = 5
 _REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
@@ -158,12 +159,15 @@ def cache_summary(key: str, job: JobView | None, recorded: dict[str, Any]) -> di
     if recorded.get("jobName") == job.name and recorded.get("ok") is job.succeeded:
         return recorded  # the pods may be gone by now; keep what was read from them
     out["ok"] = job.succeeded
-    summary = (job.terminated.summary if job.terminated else None) or {}
-    if job.succeeded:
-        for name in ("seconds", "versions", "bytes"):
-            if summary.get(name) is not None:
-                out[name] = summary[name]
-    else:
+    summary = job.terminated.summary if job.terminated else None
+    if job.succeeded and summary is not None:
+        found = {
+            "seconds": summary.get("seconds"),
+            "versions": summary.get("versions"),
+            "bytes": summary.get("bytes"),
+        }
+        out |= {name: value for name, value in found.items() if value is not None}
+    elif not job.succeeded:
         failure = compile_failure(job)
         out["reason"], out["message"] = failure.reason, clip(failure.message, 2000)
     return out
@@ -175,7 +179,7 @@ def _serving_failure(obs: Observed) -> Failure | None:
     if deploy is None:
         return None
     for issue in obs.pod_issues:
-        if issue.reason == "CacheNotReady":
+        if issue.reason == CACHE_NOT_READY:
             return Failure(
                 "CacheRejected",
                 f"serving pod {issue.pod} refused the compiled cache: {issue.message}",

@@ -9,10 +9,7 @@ from typing import TYPE_CHECKING, Any
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.reconcile.conditions import clip, tail
 from spyre_operator.render.weights import is_commit, weights_job_name
-
-# The runtime's reasons that no retry of the same Job can fix (its own list, the contract):
-# shown at once, while the Job may still be retrying.
-from spyre_runtime.weights import PERMANENT
+from spyre_runtime.contract import PERMANENT
 
 if TYPE_CHECKING:  # observe imports this module
     from spyre_operator.reconcile.observe import JobView
@@ -37,8 +34,8 @@ def _pod_failure(job: JobView) -> tuple[str, str] | None:
     done = job.terminated
     if done is None:
         return None
-    summary = done.summary or {}
-    if summary.get("ok") is False:
+    summary = done.summary
+    if summary is not None and summary.get("ok") is False:
         reason = str(summary.get("reason") or "DownloadFailed")
         return reason, str(summary.get("message") or reason)
     if done.reason == "OOMKilled":
@@ -70,21 +67,27 @@ def weights_summary(
     if finished and same_job and recorded.get("state") == ("Ready" if job.succeeded else "Failed"):
         return recorded  # the pods may be gone by now; keep what was read from them
     if job.succeeded:
-        summary = (job.terminated.summary if job.terminated else None) or {}
-        commit = summary.get("commit")
-        if not (isinstance(commit, str) and is_commit(commit)):
+        summary = job.terminated.summary if job.terminated else None
+        commit = summary.get("commit") if summary is not None else None
+        if summary is None or not (isinstance(commit, str) and is_commit(commit)):
             return _failed(
                 base,
                 "NoCommit",
                 f"Job {name} succeeded but the commit it resolved is not readable from its pod "
                 "(the pod is gone or wrote no summary)",
             )
-        out = base | {"state": "Ready", "commit": commit}
-        for field, key in (("bytes", "sizeBytes"), ("files", "files"), ("seconds", "seconds")):
-            if isinstance(summary.get(field), int | float) and not isinstance(summary[field], bool):
-                out[key] = summary[field]
-        if isinstance(summary.get("downloaded"), bool):
-            out["downloaded"] = summary["downloaded"]
+        out: dict[str, Any] = base | {"state": "Ready", "commit": commit}
+        found = {
+            "sizeBytes": summary.get("bytes"),
+            "files": summary.get("files"),
+            "seconds": summary.get("seconds"),
+        }
+        out |= {
+            k: v for k, v in found.items() if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        downloaded = summary.get("downloaded")
+        if isinstance(downloaded, bool):
+            out["downloaded"] = downloaded
         return out
     failure = _pod_failure(job)
     if job.failed:
