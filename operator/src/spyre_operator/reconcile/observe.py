@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compiles import Queue
 from spyre_operator.reconcile.kube import Kube
@@ -107,7 +108,7 @@ class Observed:
     body: dict[str, Any]
     pvc_exists: bool | None = None  # None: not checked (the spec does not create one)
     weights_job: JobView | None = None  # a hub model's weights Job
-    weights: dict[str, Any] | None = None  # status.weights as it stands now (hub models)
+    weights: WeightsSummary | None = None  # status.weights as it stands now (hub models)
     job: JobView | None = None  # the compile Job of the spec's cache key
     queue: Queue | None = None  # the compile queue, read when that Job does not exist
     deployment: DeploymentView | None = None
