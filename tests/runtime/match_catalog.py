@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from spyre_runtime.catalog import CATALOG_NAME
+from spyre_runtime.contract import CATALOG_NAME
 from spyre_runtime.warmup import build_vllm_config
 
 

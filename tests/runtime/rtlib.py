@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from spyre_runtime.catalog import CATALOG_NAME, READY_NAME
+from spyre_runtime.contract import CATALOG_NAME, READY_NAME
 
 ENGINE_TIMEOUT = 900  # one engine start-up on a loaded 2-core machine, generously
 PREFIX = {"vllm-spyre": "VLLM_SPYRE_", "sendnn-inference": "SENDNN_INFERENCE_"}

@@ -16,7 +16,8 @@ import pytest
 from rtlib import contract_env
 
 from spyre_runtime import cli, precompile, serve, space
-from spyre_runtime.catalog import READY_NAME, read_catalog, write_ready
+from spyre_runtime.catalog import read_catalog, write_ready
+from spyre_runtime.contract import READY_NAME
 
 pytestmark = pytest.mark.unit
 

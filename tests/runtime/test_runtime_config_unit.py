@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 from rtlib import contract_env
 
-from spyre_runtime.config import (
-    FLAVOURS,
-    ContractError,
-    config_differences,
-    from_env,
-    model_argument,
-)
+from spyre_runtime.config import ContractError, config_differences, from_env, model_argument
+from spyre_runtime.contract import FLAVOURS
 from spyre_runtime.warmup import classify
 
 pytestmark = pytest.mark.unit
@@ -27,7 +22,6 @@ def test_the_operators_env_parses(flavour: str, tmp_path: Path) -> None:
     env = contract_env(flavour, tmp_path, CONFIG, tmp_path / "term", require_precompiled=True)
     cfg = from_env(env, ["/models/granite", "--max-model-len", "256"])
     assert cfg.flavour.name == flavour
-    assert cfg.flavour.version_field == f"{cfg.flavour.module}_version"
     assert cfg.cache_dir == tmp_path / env["SPYRE_SERVING_CACHE_KEY"]
     assert cfg.compile_config == CONFIG
     assert cfg.require_precompiled

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from rtlib import Precompiled, Runtime, assert_published, decoder, precompile
 
-from spyre_operator.api.runtimes import FLAVOURS
 from spyre_runtime.compilereport import CompileCounts, parse
+from spyre_runtime.contract import FLAVOURS
 
 # Only the flavours that can compile continuous batching with inductor (vllm-spyre 1.10
 # passes the Spyre-only torch.compile option sendnn.dynamic; the API refuses it there,

@@ -30,7 +30,7 @@ from rtlib import (
     termination,
 )
 
-from spyre_runtime.catalog import CATALOG_NAME, READY_NAME
+from spyre_runtime.contract import CATALOG_NAME, READY_NAME
 
 pytestmark = pytest.mark.runtime
 

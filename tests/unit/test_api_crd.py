@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 import yaml
 from apilib import ROOT
+from pydantic import ValidationError
 
 from spyre_operator.api.base import QUANTITY
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
+from spyre_operator.api.status import CompileSummary, SpyreModelStatus
 from spyre_operator.render.commands import crd_yaml
 
 pytestmark = pytest.mark.unit
@@ -114,6 +116,20 @@ def test_unknown_spec_fields_are_kept_for_the_validator_and_status_fields_pruned
         kept = node.get("x-kubernetes-preserve-unknown-fields") is True
         assert kept != _pruned(path), path
     assert not any(n.get("x-kubernetes-preserve-unknown-fields") for _, n in _nodes(_at("status")))
+
+
+def test_the_reconciler_cannot_write_a_status_field_the_schema_would_prune() -> None:
+    """The status is built with the same models: a misspelled field fails here, not in the
+    API server's silent pruning. The stored status reads back leniently."""
+    with pytest.raises(ValidationError, match="extra"):
+        SpyreModelStatus(phase="Ready", observed_generaton=1)
+    with pytest.raises(ValidationError, match="extra"):
+        CompileSummary.model_validate({"jobName": "j", "secnds": 1})
+    stored = {"phase": "Ready", "fieldOfANewerOperator": 1}
+    assert SpyreModelStatus.model_validate(stored, extra="ignore").to_k8s() == {
+        "phase": "Ready",
+        "conditions": [],
+    }
 
 
 def test_conditions_are_a_map_keyed_by_type() -> None:

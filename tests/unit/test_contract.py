@@ -1,10 +1,14 @@
-"""The operator/image contract, tested once: the env and args the operator renders for each
-example are read back by the runtime's own contract reader (docs/contract.md)."""
+"""The operator/image contract (spyre_runtime/contract.py, docs/contract.md): one table,
+importable from the operator without the runtime's stack, and what the operator renders for
+each example is what the runtime's own contract reader understands."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from apilib import EXAMPLES, load_example, pinned
@@ -12,10 +16,42 @@ from apilib import EXAMPLES, load_example, pinned
 from spyre_operator.api.validation import parse
 from spyre_operator.render.cachekey import cache_key, compile_config
 from spyre_operator.render.children import build_compile_job, build_deployment, build_weights_job
-from spyre_runtime import weights
+from spyre_runtime import contract, weights
 from spyre_runtime.config import from_env
 
 pytestmark = pytest.mark.unit
+
+
+def test_the_contract_imports_only_the_standard_library() -> None:
+    """The operator imports it: it must never pull in torch, vLLM or the runtime's modules."""
+    code = (
+        "import json, sys; before = set(sys.modules); import spyre_runtime.contract; "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    assert "spyre_runtime.contract" in loaded
+    foreign = [
+        name
+        for name in loaded
+        if name not in ("spyre_runtime", "spyre_runtime.contract")
+        and name.split(".")[0] not in sys.stdlib_module_names
+    ]
+    assert foreign == []
+
+
+def test_one_flavour_table() -> None:
+    assert set(get_args(contract.FlavourName)) == set(contract.FLAVOURS)
+    for name, flavour in contract.FLAVOURS.items():
+        assert flavour.name == name
+        assert flavour.require_precompiled_var.startswith(flavour.env_prefix)
+    prefixes = [f.env_prefix for f in contract.FLAVOURS.values()]
+    assert len(set(prefixes)) == len(prefixes)
+
+
+def test_the_reasons_the_operator_names_are_the_runtimes() -> None:
+    assert contract.CACHE_NOT_READY in contract.REASONS
+    assert contract.PERMANENT < contract.REASONS
 
 
 def container(workload: dict[str, Any]) -> dict[str, Any]:
@@ -52,12 +88,12 @@ def test_runtime_reads_what_the_operator_renders(path: Path) -> None:
         assert config.cache_dir is not None
         # the runtime agrees with the operator on where torch_sendnn's cache lives
         assert config.cache_env(env) == {
-            "TORCH_SENDNN_CACHE_ENABLE": "1",
-            "TORCH_SENDNN_CACHE_DIR": str(config.cache_dir),
+            contract.TORCH_SENDNN_CACHE_ENABLE: "1",
+            contract.TORCH_SENDNN_CACHE_DIR: str(config.cache_dir),
         }
         # inductor's cache (backend inductor) is inside the key's directory
-        inductor = env.get("TORCHINDUCTOR_CACHE_DIR")
-        assert inductor is None or Path(inductor).parent == config.cache_dir
+        inductor = env.get(contract.TORCHINDUCTOR_CACHE_DIR)
+        assert inductor is None or Path(inductor) == config.cache_dir / "inductor"
         assert (inductor is not None) == (spec.backend == "inductor")
         mounts = {m["mountPath"] for m in c["volumeMounts"]}
         assert str(config.cache_root) in mounts
@@ -74,7 +110,7 @@ def test_the_weights_command_reads_what_the_operator_renders(path: Path, tmp_pat
     model = parse(load_example(path))
     (c,) = build_weights_job(model.spec, model.namespace)["spec"]["template"]["spec"]["containers"]
     assert c["args"] == ["weights"]
-    env = plain_env(c) | {"SPYRE_SERVING_CACHE_ROOT": str(tmp_path)}  # the volume, here
+    env = plain_env(c) | {contract.SPYRE_SERVING_CACHE_ROOT: str(tmp_path)}  # the volume, here
     cfg = weights.parse_env(env)
     assert (cfg.model_id, cfg.revision) == (model.spec.model.id, model.spec.model.hub_revision)
     # where the runtime publishes the download is what the pods mount (subPath)

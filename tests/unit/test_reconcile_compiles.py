@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from apilib import example, merge
 
+from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import parse
 from spyre_operator.reconcile.compiles import Limits, Queue, Want, line, ordinal, turn, wanted
 from spyre_operator.reconcile.conditions import find
@@ -138,15 +139,20 @@ def test_decide_holds_the_job_back_and_says_where_it_waits() -> None:
     me = wanted(obj)
     assert me is not None
     q = queue(want("older", 0, namespace=me.namespace), me, running=(("x", "r"),), cluster=1)
-    seen = {"body": obj, "pvc_exists": True, "weights": WEIGHTS}
+    seen = {
+        "body": obj,
+        "pvc_exists": True,
+        "weights": WeightsSummary(state="Ready", commit=COMMIT),
+    }
     plan = decide(Observed(**seen, queue=q), model, "2030-01-01T00:01:00Z")
     assert "CreatedCompileJob" not in [a.reason for a in plan.actions]
-    assert plan.status["phase"] == "Compiling"
-    cache = find(plan.status["conditions"], "CacheReady")
+    status = plan.status.to_k8s()
+    assert status["phase"] == "Compiling"
+    cache = find(status["conditions"], "CacheReady")
     assert (cache["status"], cache["reason"]) == ("False", "Queued")
     assert "2nd of 2 waiting; 1 compile running (at most 1 at once)" in cache["message"]
-    assert find(plan.status["conditions"], "Progressing")["reason"] == "Queued"
-    assert find(plan.status["conditions"], "Ready")["message"] == cache["message"]
+    assert find(status["conditions"], "Progressing")["reason"] == "Queued"
+    assert find(status["conditions"], "Ready")["message"] == cache["message"]
     free = queue(me, cluster=1)
     plan = decide(Observed(**seen, queue=free), model, "2030-01-01T00:01:00Z")
     assert "CreatedCompileJob" in [a.reason for a in plan.actions]

@@ -123,7 +123,7 @@ def applied(plan: Plan, kind: str) -> dict[str, Any]:
 
 
 def cond(plan: Plan, kind: str) -> tuple[str, str]:
-    found = find(plan.status["conditions"], kind)
+    found = find(plan.status.to_k8s()["conditions"], kind)
     return found["status"], found["reason"]
 
 
@@ -145,7 +145,7 @@ def ready_state(spec_patch: dict[str, Any] | None = None) -> tuple[dict[str, Any
         "network_policy": copy.deepcopy(applied(first, "NetworkPolicy")),
         "deployment": deployment_view(live),
     }
-    status = step(body(spec_patch, **first.status), **kwargs).status
+    status = step(body(spec_patch, **first.status.to_k8s()), **kwargs).status.to_k8s()
     return kwargs, status
 
 
@@ -160,7 +160,7 @@ def test_create_makes_pvc_and_job_and_waits_for_the_cache() -> None:
     assert (ref["uid"], ref["controller"]) == (UID, False)  # shared: not a controller
     key = cache_key(parse(obj).spec)
     assert compile_job["metadata"]["name"] == meta.compile_job_name(key)
-    status = plan.status
+    status = plan.status.to_k8s()
     assert (status["phase"], status["targetCacheKey"]) == ("Compiling", key)
     assert "activeCacheKey" not in status and "endpoint" not in status
     assert cond(plan, "CacheReady") == ("False", "Compiling")
@@ -188,16 +188,16 @@ def test_succeeded_job_records_summary_and_creates_deployment_and_service() -> N
     assert env["TORCH_SENDNN_CACHE_DIR"].endswith(key)
     assert env["VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS"] == "1"
     assert deploy["metadata"]["ownerReferences"][0]["controller"] is True
-    assert plan.status["cache"] == {
+    assert plan.status.to_k8s()["cache"] == {
         "jobName": meta.compile_job_name(key),
         "cacheKey": key,
         "ok": True,
         "seconds": 61.2,
         "versions": {"vllm": "0.17.1"},
     }
-    assert plan.status["activeCacheKey"] == key
+    assert plan.status.to_k8s()["activeCacheKey"] == key
     assert cond(plan, "CacheReady")[0] == "True"
-    assert plan.status["phase"] == "Starting"
+    assert plan.status.to_k8s()["phase"] == "Starting"
 
 
 @pytest.mark.parametrize(("platform", "fs_group"), [("", 2000), ("openshift", None)])
@@ -233,22 +233,22 @@ def test_available_deployment_is_ready_with_endpoint_and_idle_pass_changes_nothi
     assert cond(again, "Progressing") == ("False", "Complete")
     # Level-based and idempotent: nothing to write, nothing to announce.
     assert again.actions == []
-    assert status_patch(status, again.status) is None
+    assert status_patch(status, again.status.to_k8s()) is None
     assert again.events == []
 
 
 def test_condition_times_move_only_when_status_flips() -> None:
     kwargs, status = ready_state()
     later = decide(Observed(body=body(**status), **kwargs), parse(body()), T1)
-    assert later.status == status
+    assert later.status.to_k8s() == status
     scaled = body({"replicas": 3}, **status)
     scaled["metadata"]["generation"] = 2
     plan = decide(Observed(body=scaled, **kwargs), parse(scaled), T1)
-    available = find(plan.status["conditions"], "Available")
-    progressing = find(plan.status["conditions"], "Progressing")
+    available = find(plan.status.to_k8s()["conditions"], "Available")
+    progressing = find(plan.status.to_k8s()["conditions"], "Progressing")
     assert available["lastTransitionTime"] == T0  # still True
     assert progressing["lastTransitionTime"] == T1  # False -> True: rolling out
-    assert {c["observedGeneration"] for c in plan.status["conditions"]} == {2}
+    assert {c["observedGeneration"] for c in plan.status.to_k8s()["conditions"]} == {2}
 
 
 def test_replicas_change_patches_the_deployment_in_place() -> None:
@@ -258,7 +258,7 @@ def test_replicas_change_patches_the_deployment_in_place() -> None:
     deploy = applied(plan, "Deployment")
     assert deploy["spec"]["replicas"] == 3
     assert plan.actions[0].reason == "UpdatedDeployment"
-    assert plan.status["activeCacheKey"] == status["activeCacheKey"]
+    assert plan.status.to_k8s()["activeCacheKey"] == status["activeCacheKey"]
 
 
 def test_new_cache_key_compiles_while_the_old_deployment_keeps_serving() -> None:
@@ -267,11 +267,11 @@ def test_new_cache_key_compiles_while_the_old_deployment_keeps_serving() -> None
     new_key = cache_key(parse(changed).spec)
     plan = step(changed, **(kwargs | {"job": None}))
     assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [("create", "Job")]
-    assert plan.status["activeCacheKey"] == status["activeCacheKey"] != new_key
-    assert plan.status["targetCacheKey"] == new_key
+    assert plan.status.to_k8s()["activeCacheKey"] == status["activeCacheKey"] != new_key
+    assert plan.status.to_k8s()["targetCacheKey"] == new_key
     assert cond(plan, "Progressing") == ("True", "CompilingNewCache")
     assert cond(plan, "Available")[0] == "True"
-    assert plan.status["endpoint"] == status["endpoint"]
+    assert plan.status.to_k8s()["endpoint"] == status["endpoint"]
     # The autoscaler moves spec.replicas meanwhile: the old Deployment follows it.
     scaled = step(merge(changed, {"spec": {"replicas": 2}}), **(kwargs | {"job": None}))
     scale = [a for a in scaled.actions if a.verb == "scale"]
@@ -282,7 +282,7 @@ def test_new_cache_key_compiles_while_the_old_deployment_keeps_serving() -> None
     deploy = applied(rolled, "Deployment")
     assert deploy["metadata"]["annotations"][meta.CACHE_KEY_ANNOTATION] == new_key
     assert rolled.actions[0].reason == "RollingToNewCache"
-    assert rolled.status["activeCacheKey"] == new_key
+    assert rolled.status.to_k8s()["activeCacheKey"] == new_key
 
 
 @pytest.mark.parametrize(
@@ -311,12 +311,15 @@ def test_compile_failures_are_explained(
     pods = [pod("c-0", *terminated, "precompile")] if terminated else []
     plan = step(obj, pvc_exists=True, job=job_view(job(obj, **failed(job_reason)), pods))
     assert plan.actions == []  # no retry storm: the Job's backoffLimit was the retry policy
-    assert plan.status["phase"] == "Failed"
+    assert plan.status.to_k8s()["phase"] == "Failed"
     assert cond(plan, "CacheReady") == ("False", reason)
     assert cond(plan, "Degraded") == ("True", reason)
-    message = find(plan.status["conditions"], "Degraded")["message"]
+    message = find(plan.status.to_k8s()["conditions"], "Degraded")["message"]
     assert words in message and "kubectl delete job" in message
-    assert plan.status["cache"]["ok"] is False and plan.status["cache"]["reason"] == reason
+    assert (
+        plan.status.to_k8s()["cache"]["ok"] is False
+        and plan.status.to_k8s()["cache"]["reason"] == reason
+    )
     (event,) = plan.events
     assert (event.type, event.reason) == ("Warning", reason)
 
@@ -326,9 +329,9 @@ def test_failed_new_key_keeps_serving_old_cache_as_degraded() -> None:
     changed = body({"batching": {"continuous": {"maxNumBatchedTokens": 2048}}}, **status)
     broken = job_view(job(changed, **failed()), [pod("c-0", "OOMKilled", 137, "", "precompile")])
     plan = step(changed, **(kwargs | {"job": broken}))
-    assert plan.status["phase"] == "Degraded"
+    assert plan.status.to_k8s()["phase"] == "Degraded"
     assert cond(plan, "Available")[0] == "True"
-    assert plan.status["activeCacheKey"] == status["activeCacheKey"]
+    assert plan.status.to_k8s()["activeCacheKey"] == status["activeCacheKey"]
 
 
 def test_invalid_spec_reports_every_problem_and_touches_nothing() -> None:
@@ -336,8 +339,8 @@ def test_invalid_spec_reports_every_problem_and_touches_nothing() -> None:
     problems = validate(obj)
     plan = decide_invalid(obj, [p for p in problems], T0)
     assert plan.actions == []
-    assert plan.status["phase"] == "Invalid"
-    degraded = find(plan.status["conditions"], "Degraded")
+    assert plan.status.to_k8s()["phase"] == "Invalid"
+    degraded = find(plan.status.to_k8s()["conditions"], "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
     assert (
         "spec.batching.continuous.maxNumBatchedTokens: must be a multiple of 64"
@@ -366,7 +369,7 @@ def test_second_spyremodel_with_the_same_key_joins_the_job() -> None:
 def test_recorded_cache_survives_a_deleted_job() -> None:
     kwargs, status = ready_state()
     plan = step(body(**status), **(kwargs | {"job": None}))
-    assert plan.actions == [] and plan.status == status
+    assert plan.actions == [] and plan.status.to_k8s() == status
 
 
 def test_drift_is_detected_and_server_defaults_are_not() -> None:
@@ -427,11 +430,11 @@ def test_a_removed_field_is_a_new_manifest_applied_whole() -> None:
     }
     assert not [
         a
-        for a in step(body(placed, **first.status), **kwargs).actions
+        for a in step(body(placed, **first.status.to_k8s()), **kwargs).actions
         if a.obj["kind"] == "Deployment"
     ]
 
-    plan = step(body(**first.status), **kwargs)
+    plan = step(body(**first.status.to_k8s()), **kwargs)
     deploy = applied(plan, "Deployment")
     new_pod = deploy["spec"]["template"]["spec"]
     assert "nodeSelector" not in new_pod and "schedulerName" not in new_pod
@@ -454,7 +457,7 @@ def test_serving_failures_are_surfaced() -> None:
     ]
     plan = step(body(**status), **(kwargs | {"deployment": deployment_view(stuck)}))
     assert cond(plan, "Degraded") == ("True", "ProgressDeadlineExceeded")
-    assert plan.status["phase"] == "Degraded" and "endpoint" not in plan.status
+    assert plan.status.to_k8s()["phase"] == "Degraded" and "endpoint" not in plan.status.to_k8s()
     refusal = json.dumps(
         {
             "ok": False,
@@ -468,7 +471,7 @@ def test_serving_failures_are_surfaced() -> None:
         **(kwargs | {"deployment": deployment_view(served(live, False)), "pod_issues": issues}),
     )
     assert cond(plan, "Degraded") == ("True", "CacheRejected")
-    assert "READY has 256" in find(plan.status["conditions"], "Degraded")["message"]
+    assert "READY has 256" in find(plan.status.to_k8s()["conditions"], "Degraded")["message"]
 
 
 def test_known_config_warning_is_a_condition_message() -> None:
@@ -476,7 +479,7 @@ def test_known_config_warning_is_a_condition_message() -> None:
     obj["metadata"] |= {"uid": UID, "generation": 1}
     obj["spec"]["batching"]["continuous"]["maxNumSeqs"] = 3
     plan = step(obj, pvc_exists=True)
-    degraded = find(plan.status["conditions"], "Degraded")
+    degraded = find(plan.status.to_k8s()["conditions"], "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("False", "UnknownConfig")
     assert "known-config registry" in degraded["message"]
 
@@ -531,15 +534,17 @@ def test_a_hub_model_downloads_before_it_compiles() -> None:
         ("create", "Job", "spyre-weights-"),
     ]
     assert plan.actions[1].reason == "CreatedWeightsJob"
-    assert plan.status["phase"] == "Downloading"
+    assert plan.status.to_k8s()["phase"] == "Downloading"
     assert cond(plan, "CacheReady") == ("False", "Downloading")
     assert cond(plan, "Progressing") == ("True", "Downloading")
-    assert plan.status["weights"]["state"] == "Downloading"
-    assert "targetCacheKey" not in plan.status and "cache" not in plan.status
+    assert plan.status.to_k8s()["weights"]["state"] == "Downloading"
+    assert "targetCacheKey" not in plan.status.to_k8s() and "cache" not in plan.status.to_k8s()
 
-    running = step(body(GRANITE_MAIN, **plan.status), pvc_exists=True, **running_weights(obj))
+    running = step(
+        body(GRANITE_MAIN, **plan.status.to_k8s()), pvc_exists=True, **running_weights(obj)
+    )
     assert (running.actions, running.events) == ([], [])
-    assert status_patch(plan.status, running.status) is None
+    assert status_patch(plan.status.to_k8s(), running.status.to_k8s()) is None
 
 
 def test_resolved_weights_compile_the_key_of_the_commit() -> None:
@@ -550,7 +555,7 @@ def test_resolved_weights_compile_the_key_of_the_commit() -> None:
     assert key != cache_key(spec)  # the commit, not "main", is in the key
     (create,) = plan.actions
     assert create.obj["metadata"]["name"] == meta.compile_job_name(key)
-    assert plan.status["weights"] == {
+    assert plan.status.to_k8s()["weights"] == {
         "jobName": weights_job_name(spec),
         "modelId": spec.model.id,
         "revision": "main",
@@ -560,7 +565,10 @@ def test_resolved_weights_compile_the_key_of_the_commit() -> None:
         "files": 5,
         "downloaded": True,
     }
-    assert (plan.status["phase"], plan.status["targetCacheKey"]) == ("Compiling", key)
+    assert (plan.status.to_k8s()["phase"], plan.status.to_k8s()["targetCacheKey"]) == (
+        "Compiling",
+        key,
+    )
 
 
 @pytest.mark.parametrize(
@@ -573,13 +581,13 @@ def test_a_refused_download_fails_at_once_and_says_why(reason: str, running: boo
     pods = [pod("w-0", "Error", 2, json.dumps(summary), "weights")]
     plan = step(obj, pvc_exists=True, **running_weights(obj, pods))
     if not running:  # a hiccup: the Job retries, the model waits
-        assert plan.status["phase"] == "Downloading"
+        assert plan.status.to_k8s()["phase"] == "Downloading"
         return
     assert plan.actions == []
-    assert plan.status["phase"] == "Failed"
-    assert plan.status["weights"]["state"] == "Failed"
+    assert plan.status.to_k8s()["phase"] == "Failed"
+    assert plan.status.to_k8s()["weights"]["state"] == "Failed"
     assert cond(plan, "Degraded") == ("True", reason)
-    message = find(plan.status["conditions"], "Degraded")["message"]
+    message = find(plan.status.to_k8s()["conditions"], "Degraded")["message"]
     assert f"the hub said {reason}" in message and "kubectl delete job spyre-weights-" in message
     assert plan.events[0].type == "Warning" and plan.events[0].reason == reason
 
@@ -587,7 +595,10 @@ def test_a_refused_download_fails_at_once_and_says_why(reason: str, running: boo
 def test_a_finished_download_without_its_summary_is_not_guessed() -> None:
     obj = body(GRANITE_MAIN)
     plan = step(obj, pvc_exists=True, **weights_done(obj, {"ok": True}))
-    assert (plan.status["phase"], plan.status["weights"]["reason"]) == ("Failed", "NoCommit")
+    assert (plan.status.to_k8s()["phase"], plan.status.to_k8s()["weights"]["reason"]) == (
+        "Failed",
+        "NoCommit",
+    )
     assert plan.actions == []
 
 
@@ -607,15 +618,15 @@ def test_a_moved_revision_is_resolved_again_only_on_request() -> None:
     kwargs, status = ready_state(GRANITE_MAIN)
     obj = body(GRANITE_MAIN, **status)
     ready = step(obj, **kwargs)  # main is COMMIT
-    assert ready.status["phase"] == "Ready" and ready.actions == []
-    old = ready.status
+    assert ready.status.to_k8s()["phase"] == "Ready" and ready.actions == []
+    old = ready.status.to_k8s()
     # the user deleted the weights Job: a new one is created and runs
     gone = step(body(GRANITE_MAIN, **old), **kwargs | {"weights_job": None, "weights": None})
     assert [a.reason for a in gone.actions] == ["CreatedWeightsJob"]
     obj = body(GRANITE_MAIN, **old)
     again = step(obj, **kwargs | running_weights(obj))
     assert again.actions == []
-    assert (again.status["phase"], again.status["activeCacheKey"]) == (
+    assert (again.status.to_k8s()["phase"], again.status.to_k8s()["activeCacheKey"]) == (
         "Downloading",
         old["activeCacheKey"],
     )
@@ -623,39 +634,40 @@ def test_a_moved_revision_is_resolved_again_only_on_request() -> None:
     # main has moved on
     moved = "f" * 40
     summary = WEIGHTS_OK | {"commit": moved, "downloaded": True}
-    obj = body(GRANITE_MAIN, **again.status)
+    obj = body(GRANITE_MAIN, **again.status.to_k8s())
     plan = step(obj, **kwargs | weights_done(obj, summary) | {"job": None})
     (create,) = plan.actions
     assert create.obj["metadata"]["name"] == meta.compile_job_name(
         cache_key(parse(obj).spec, moved)
     )
-    assert plan.status["activeCacheKey"] == old["activeCacheKey"]
-    assert again.status["weights"]["commit"] == COMMIT  # the one being served, meanwhile
-    assert plan.status["phase"] == "Compiling"
+    assert plan.status.to_k8s()["activeCacheKey"] == old["activeCacheKey"]
+    assert again.status.to_k8s()["weights"]["commit"] == COMMIT  # the one being served, meanwhile
+    assert plan.status.to_k8s()["phase"] == "Compiling"
     moved_event = plan.events[-1]
     assert (moved_event.type, moved_event.reason) == ("Normal", "RevisionMoved")
     assert f"revision main is now commit {moved[:12]} (was {COMMIT[:12]})" in moved_event.message
     # a resolve that finds the same commit says nothing and compiles nothing
-    obj = body(GRANITE_MAIN, **again.status)
+    obj = body(GRANITE_MAIN, **again.status.to_k8s())
     same = step(obj, **kwargs | weights_done(obj, WEIGHTS_OK | {"downloaded": False}))
     assert same.actions == [] and "RevisionMoved" not in [e.reason for e in same.events]
-    assert same.status["phase"] == "Ready"
+    assert same.status.to_k8s()["phase"] == "Ready"
 
 
 # ----- the Ready condition (kubectl wait --for=condition=Ready) ------------------------
 def test_ready_means_the_current_spec_is_served_and_rolled_out() -> None:
     kwargs, status = ready_state()
-    assert cond(Plan([], status), "Ready") == ("True", "Serving")
+    served = find(status["conditions"], "Ready")
+    assert (served["status"], served["reason"]) == ("True", "Serving")
     assert status["conditions"][0]["type"] == "Ready"  # first, as kubectl describe shows it
     rolling = step(body({"replicas": 3}, **status), **kwargs)
-    assert rolling.status["phase"] == "Ready"  # still serving: the old replicas answer
+    assert rolling.status.to_k8s()["phase"] == "Ready"  # still serving: the old replicas answer
     assert cond(rolling, "Ready") == ("False", "RollingOut")
 
 
 def test_scaled_to_zero_is_its_own_phase_and_not_ready() -> None:
     kwargs, status = ready_state()
     plan = step(body({"replicas": 0}, **status), **kwargs)
-    assert plan.status["phase"] == "ScaledToZero"
+    assert plan.status.to_k8s()["phase"] == "ScaledToZero"
     assert cond(plan, "Ready") == ("False", "ScaledToZero")
     assert cond(plan, "Available") == ("False", "ScaledToZero")
 
@@ -672,7 +684,7 @@ def test_not_ready_says_which_step_it_waits_for(
 ) -> None:
     obj = body({"model": {"revision": None}} if phase == "Downloading" else None)
     plan = step(obj, **observed)
-    assert (plan.status["phase"], cond(plan, "Ready")) == (phase, ("False", reason))
+    assert (plan.status.to_k8s()["phase"], cond(plan, "Ready")) == (phase, ("False", reason))
 
 
 def test_an_invalid_spec_is_not_ready() -> None:
@@ -688,7 +700,7 @@ def test_a_changed_allow_from_updates_the_policy_and_nothing_else() -> None:
     (action,) = plan.actions
     assert (action.verb, action.reason) == ("apply", "UpdatedNetworkPolicy")
     assert action.obj["spec"]["ingress"][0]["from"] == peers
-    assert plan.status == status  # the Deployment and its pods are left as they are
+    assert plan.status.to_k8s() == status  # the Deployment and its pods are left as they are
 
 
 def test_a_deleted_policy_is_made_again() -> None:

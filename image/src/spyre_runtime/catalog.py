@@ -16,10 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from .config import RuntimeConfig, config_differences
+from .contract import (
+    CATALOG_NAME,
+    READY_NAME,
+    SPYRE_SERVING_CACHE_KEY,
+    SPYRE_SERVING_CACHE_ROOT,
+    SPYRE_SERVING_COMPILE_CONFIG,
+)
 
-CATALOG_NAME = "pre_compiled_cache_catalog.json"
 LOCK_NAME = ".catalog.lock"
-READY_NAME = "READY"
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +92,8 @@ def check_cache(cfg: RuntimeConfig) -> CacheState:
     """Is the cache for this pod's key READY, and was it compiled for this pod's config?"""
     cache_dir = cfg.cache_dir
     if cache_dir is None:
-        return CacheState(False, "no cache configured (SPYRE_SERVING_CACHE_KEY/ROOT unset)")
+        unset = f"{SPYRE_SERVING_CACHE_KEY}/{SPYRE_SERVING_CACHE_ROOT} unset"
+        return CacheState(False, f"no cache configured ({unset})")
     ready_path = cache_dir / READY_NAME
     try:
         marker = json.loads(ready_path.read_text())
@@ -100,7 +106,7 @@ def check_cache(cfg: RuntimeConfig) -> CacheState:
         return CacheState(False, f"{ready_path} is not a JSON object")
     differences = config_differences(marker.get("cacheKey"), cfg.cache_key, "cacheKey")
     if cfg.compile_config is None:
-        differences.append("config: this pod has no SPYRE_SERVING_COMPILE_CONFIG to compare")
+        differences.append(f"config: this pod has no {SPYRE_SERVING_COMPILE_CONFIG} to compare")
     else:
         differences += config_differences(marker.get("config"), cfg.compile_config)
     if differences:

@@ -13,20 +13,30 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .catalog import check_cache
-from .config import DEFAULT_TERMINATION_LOG, ContractError, RuntimeConfig, from_env
+from .config import ContractError, RuntimeConfig, from_env, termination_log
+from .contract import (
+    MASTER_ADDR,
+    MASTER_PORT,
+    SPYRE_SERVING_CACHE_KEY,
+    SPYRE_SERVING_CACHE_ROOT,
+    SPYRE_SERVING_MODEL_ID,
+    SPYRE_SERVING_MODEL_REVISION,
+    VLLM_PLUGINS,
+    WEIGHTS_DIR,
+)
 from .report import failure, log, setup_logging, write_summary
 
-USAGE = """usage: spyre-runtime <command> [vllm serve args...]
+USAGE = f"""usage: spyre-runtime <command> [vllm serve args...]
        spyre-runtime weights [--from <dir>]
        spyre-runtime tiny-models <dir>
 
 commands:
-  precompile  warm up vLLM-Spyre into <SPYRE_SERVING_CACHE_ROOT>/<SPYRE_SERVING_CACHE_KEY>/,
+  precompile  warm up vLLM-Spyre into <{SPYRE_SERVING_CACHE_ROOT}>/<{SPYRE_SERVING_CACHE_KEY}>/,
               then write the catalog entry and the READY marker (the compile Job)
   serve       check that cache, then exec `vllm serve <args>` (the serving pods)
   describe    print what serve would run, the env it relies on and the cache state
-  weights     put SPYRE_SERVING_MODEL_ID at SPYRE_SERVING_MODEL_REVISION (resolved to its
-              commit) into <SPYRE_SERVING_CACHE_ROOT>/weights/<id>/<commit>/, from the hub
+  weights     put {SPYRE_SERVING_MODEL_ID} at {SPYRE_SERVING_MODEL_REVISION} (resolved to its
+              commit) into <{SPYRE_SERVING_CACHE_ROOT}>/{WEIGHTS_DIR}/<id>/<commit>/, from the hub
               (HF_ENDPOINT, HF_TOKEN) or, with --from, from a local copy (the weights Job)
   tiny-models write <dir>/granite and <dir>/roberta: tiny random-weight models made here,
               nothing downloaded (to try the stack without hub access)
@@ -35,11 +45,11 @@ The env/args contract is docs/contract.md."""
 
 # Non-plugin variables that the plugin or torch_sendnn read (docs/contract.md).
 _RELIED_ON = (
-    "VLLM_PLUGINS",
+    VLLM_PLUGINS,
     "TORCH_SENDNN_",
     "TORCHINDUCTOR_",
-    "MASTER_ADDR",
-    "MASTER_PORT",
+    MASTER_ADDR,
+    MASTER_PORT,
     "SPYRE_SERVING_",
 )
 
@@ -48,11 +58,13 @@ def describe(cfg: RuntimeConfig, environ: dict[str, str]) -> int:
     from .serve import vllm_command
 
     env = cfg.vllm_env(environ)
-    relied_on = sorted(name for name in env if name.startswith((*_RELIED_ON, cfg.flavour.prefix)))
+    relied_on = sorted(
+        name for name in env if name.startswith((*_RELIED_ON, cfg.flavour.env_prefix))
+    )
     state = check_cache(cfg)
     lines = [
         f"flavour: {cfg.flavour.name} (VLLM_PLUGINS={cfg.flavour.plugin}, "
-        f"settings {cfg.flavour.prefix}*)",
+        f"settings {cfg.flavour.env_prefix}*)",
         f"cache: {'READY' if state.ready else 'NOT READY'}: {state.summary}",
         f"require precompiled: {cfg.require_precompiled} ({cfg.flavour.require_precompiled_var})",
         "env:",
@@ -103,8 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ContractError as e:
         log.error("invalid configuration: %s", e)
         if command == "precompile":
-            path = environ.get("SPYRE_SERVING_TERMINATION_LOG") or DEFAULT_TERMINATION_LOG
-            write_summary(Path(path), failure("InvalidConfig", str(e)))
+            write_summary(termination_log(environ), failure("InvalidConfig", str(e)))
         return 2
     from .precompile import precompile
 

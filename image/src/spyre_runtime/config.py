@@ -1,4 +1,4 @@
-"""Reads the operator<->image contract (docs/contract.md) from env and args.
+"""Reads the operator<->image contract (contract.py, docs/contract.md) from env and args.
 
 Pure standard library: `serve` must decide in well under a second, before exec'ing vLLM.
 """
@@ -14,48 +14,25 @@ from pathlib import Path
 from typing import Any
 
 from .compilereport import with_plugin
+from .contract import (
+    DEFAULT_TERMINATION_LOG,
+    FLAVOURS,
+    SPYRE_SERVING_CACHE_KEY,
+    SPYRE_SERVING_CACHE_ROOT,
+    SPYRE_SERVING_COMPILE_CONFIG,
+    SPYRE_SERVING_FLAVOUR,
+    SPYRE_SERVING_TERMINATION_LOG,
+    TORCH_SENDNN_CACHE_DIR,
+    TORCH_SENDNN_CACHE_ENABLE,
+    VLLM_PLUGINS,
+    Flavour,
+)
 
-DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 _CACHE_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 class ContractError(ValueError):
     """The env/args do not follow the contract; the message says which variable and why."""
-
-
-@dataclass(frozen=True)
-class Flavour:
-    """One runtime flavour: the plugin's package and the names it reads."""
-
-    name: str
-    prefix: str  # env prefix of the plugin's settings
-    module: str  # importable package, also its distribution name for importlib.metadata
-    plugin: str  # the VLLM_PLUGINS value
-    has_static_decoders: bool  # 1.x: static batching unless USE_CB=1
-
-    @property
-    def version_field(self) -> str:
-        """The catalog entry's version key, as the plugin's matcher reads it."""
-        return f"{self.module}_version"
-
-    @property
-    def require_precompiled_var(self) -> str:
-        return f"{self.prefix}REQUIRE_PRECOMPILED_DECODERS"
-
-
-FLAVOURS: dict[str, Flavour] = {
-    f.name: f
-    for f in (
-        Flavour("vllm-spyre", "VLLM_SPYRE_", "vllm_spyre", "spyre", has_static_decoders=True),
-        Flavour(
-            "sendnn-inference",
-            "SENDNN_INFERENCE_",
-            "sendnn_inference",
-            "sendnn_inference",
-            has_static_decoders=False,
-        ),
-    )
-}
 
 
 @dataclass(frozen=True)
@@ -86,9 +63,9 @@ class RuntimeConfig:
         missing = [
             name
             for name, value in (
-                ("SPYRE_SERVING_CACHE_KEY", self.cache_key),
-                ("SPYRE_SERVING_CACHE_ROOT", self.cache_root),
-                ("SPYRE_SERVING_COMPILE_CONFIG", self.compile_config),
+                (SPYRE_SERVING_CACHE_KEY, self.cache_key),
+                (SPYRE_SERVING_CACHE_ROOT, self.cache_root),
+                (SPYRE_SERVING_COMPILE_CONFIG, self.compile_config),
             )
             if value is None
         ]
@@ -107,21 +84,21 @@ class RuntimeConfig:
         cache_dir = self.cache_dir
         if cache_dir is None:
             return {}
-        given = environ.get("TORCH_SENDNN_CACHE_DIR")
+        given = environ.get(TORCH_SENDNN_CACHE_DIR)
         if given and os.path.normpath(given) != os.path.normpath(cache_dir):
             raise ContractError(
-                f"TORCH_SENDNN_CACHE_DIR={given} disagrees with SPYRE_SERVING_CACHE_ROOT/"
-                f"SPYRE_SERVING_CACHE_KEY ({cache_dir})"
+                f"{TORCH_SENDNN_CACHE_DIR}={given} disagrees with {SPYRE_SERVING_CACHE_ROOT}/"
+                f"{SPYRE_SERVING_CACHE_KEY} ({cache_dir})"
             )
-        return {"TORCH_SENDNN_CACHE_ENABLE": "1", "TORCH_SENDNN_CACHE_DIR": str(cache_dir)}
+        return {TORCH_SENDNN_CACHE_ENABLE: "1", TORCH_SENDNN_CACHE_DIR: str(cache_dir)}
 
     def vllm_env(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The environment vLLM runs with: the pod's, the cache variables for this key, and
         VLLM_PLUGINS with the runtime's compile report (compilereport.py) added."""
         env = {**environ, **self.cache_env(environ)}
-        plugins = with_plugin(environ.get("VLLM_PLUGINS"))
+        plugins = with_plugin(environ.get(VLLM_PLUGINS))
         if plugins is not None:
-            env["VLLM_PLUGINS"] = plugins
+            env[VLLM_PLUGINS] = plugins
         return env
 
 
@@ -147,38 +124,41 @@ def parse_compile_config(raw: str) -> dict[str, Any]:
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError as e:
-        raise ContractError(f"SPYRE_SERVING_COMPILE_CONFIG is not valid JSON: {e}") from e
+        raise ContractError(f"{SPYRE_SERVING_COMPILE_CONFIG} is not valid JSON: {e}") from e
     if not isinstance(parsed, dict):
-        raise ContractError("SPYRE_SERVING_COMPILE_CONFIG must be a JSON object")
+        raise ContractError(f"{SPYRE_SERVING_COMPILE_CONFIG} must be a JSON object")
     return parsed
 
 
 def from_env(environ: Mapping[str, str], args: Sequence[str]) -> RuntimeConfig:
     """Parse the contract; raises ContractError with a precise message."""
-    flavour_name = environ.get("SPYRE_SERVING_FLAVOUR", "")
+    flavour_name = environ.get(SPYRE_SERVING_FLAVOUR, "")
     flavour = FLAVOURS.get(flavour_name)
     if flavour is None:
         raise ContractError(
-            f"SPYRE_SERVING_FLAVOUR={flavour_name!r}: expected one of {', '.join(FLAVOURS)}"
+            f"{SPYRE_SERVING_FLAVOUR}={flavour_name!r}: expected one of {', '.join(FLAVOURS)}"
         )
-    cache_key = environ.get("SPYRE_SERVING_CACHE_KEY") or None
+    cache_key = environ.get(SPYRE_SERVING_CACHE_KEY) or None
     if cache_key is not None and not _CACHE_KEY_RE.match(cache_key):
         raise ContractError(
-            f"SPYRE_SERVING_CACHE_KEY={cache_key!r} is not 64 lowercase hex characters"
+            f"{SPYRE_SERVING_CACHE_KEY}={cache_key!r} is not 64 lowercase hex characters"
         )
-    root = environ.get("SPYRE_SERVING_CACHE_ROOT") or None
-    raw_config = environ.get("SPYRE_SERVING_COMPILE_CONFIG") or None
+    root = environ.get(SPYRE_SERVING_CACHE_ROOT) or None
+    raw_config = environ.get(SPYRE_SERVING_COMPILE_CONFIG) or None
     return RuntimeConfig(
         flavour=flavour,
         cache_key=cache_key,
         cache_root=Path(root) if root else None,
         compile_config=parse_compile_config(raw_config) if raw_config else None,
-        termination_log=Path(
-            environ.get("SPYRE_SERVING_TERMINATION_LOG") or DEFAULT_TERMINATION_LOG
-        ),
+        termination_log=termination_log(environ),
         require_precompiled=_flag(environ, flavour.require_precompiled_var),
         vllm_args=tuple(args),
     )
+
+
+def termination_log(environ: Mapping[str, str]) -> Path:
+    """Where the summary line goes (the kubelet's termination message file)."""
+    return Path(environ.get(SPYRE_SERVING_TERMINATION_LOG) or DEFAULT_TERMINATION_LOG)
 
 
 def config_differences(expected: Any, actual: Any, path: str = "") -> list[str]:

@@ -17,11 +17,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import __version__
 from .catalog import upsert_catalog_entry, write_ready
-from .config import ContractError, Flavour, RuntimeConfig
+from .config import ContractError, RuntimeConfig
+from .contract import READY_NAME, Flavour, Summary
 from .report import Progress, failure, log, write_summary
 from .space import shortfall, tree_bytes
 
@@ -54,7 +55,9 @@ def _local_model_problem(model: str | None) -> str | None:
     return None
 
 
-def _run_warmup(cfg: RuntimeConfig, env: Mapping[str, str], progress: Progress) -> dict[str, Any]:
+def _run_warmup(
+    cfg: RuntimeConfig, env: Mapping[str, str], progress: Progress
+) -> Mapping[str, Any]:
     with tempfile.TemporaryDirectory(prefix="spyre-warmup-") as tmp:
         result_path = Path(tmp) / "result.json"
         command = [sys.executable, "-m", "spyre_runtime.warmup", str(result_path), *cfg.vllm_args]
@@ -87,9 +90,10 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     require_var = cfg.flavour.require_precompiled_var
 
-    def fail(summary: dict[str, Any]) -> int:
+    def fail(summary: Summary) -> int:
         log.error("precompile failed: %s: %s", summary["reason"], summary["message"])
-        write_summary(cfg.termination_log, {**summary, "cacheKey": cfg.cache_key})
+        summary["cacheKey"] = cfg.cache_key
+        write_summary(cfg.termination_log, summary)
         return 1
 
     try:
@@ -116,9 +120,12 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
     progress.step("warmup", f"cache {cache_dir}; vllm serve {' '.join(cfg.vllm_args)}")
     result = _run_warmup(cfg, env, progress)
     if not result["ok"]:
-        return fail(result)
+        return fail(cast(Summary, dict(result)))  # the warmup's failure summary
     found = versions(cfg.flavour)
-    entry = {cfg.flavour.version_field: found[cfg.flavour.module], "data": result["catalogData"]}
+    entry = {
+        cfg.flavour.catalog_version_field: found[cfg.flavour.module],
+        "data": result["catalogData"],
+    }
     upsert_catalog_entry(cache_dir, entry)
     progress.step("catalog", json.dumps(entry, sort_keys=True))
     seconds = progress.elapsed()
@@ -140,7 +147,7 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
             },
         },
     )
-    progress.step("ready", f"{cache_dir / 'READY'} written")
+    progress.step("ready", f"{cache_dir / READY_NAME} written")
     write_summary(
         cfg.termination_log,
         {

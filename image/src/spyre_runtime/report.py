@@ -7,20 +7,13 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+
+from .contract import Reason, Summary
 
 log = logging.getLogger("spyre_runtime")
 
 # Kubernetes keeps at most 4096 bytes of a termination message.
 _MAX_MESSAGE = 1500
-
-# The first four are the compile Job's (docs/contract.md); CacheNotReady is serve's refusal;
-# the weights Job adds the rest (ModelNotFound and InvalidConfig too).
-REASONS = (
-    "OutOfMemory", "ModelNotFound", "InvalidConfig", "CompileFailed", "CacheNotReady",
-    "GatedModel", "RevisionNotFound", "Unauthorized", "HubUnreachable", "ChecksumMismatch",
-    "OutOfSpace", "DownloadFailed",
-)  # fmt: skip
 
 
 def setup_logging() -> None:
@@ -44,14 +37,13 @@ class Progress:
         log.info("step=%s elapsed=%.1fs %s", name, self.elapsed(), detail)
 
 
-def failure(reason: str, message: str, **extra: Any) -> dict[str, Any]:
-    assert reason in REASONS, reason
+def failure(reason: Reason, message: str) -> Summary:
     if len(message) > _MAX_MESSAGE:
         message = message[: _MAX_MESSAGE - 3] + "..."
-    return {"ok": False, "reason": reason, "message": message, **extra}
+    return {"ok": False, "reason": reason, "message": message}
 
 
-def write_summary(path: Path, summary: dict[str, Any]) -> None:
+def write_summary(path: Path, summary: Summary) -> None:
     """Write the summary line; outside a pod the path may not exist, so just log it."""
     line = json.dumps(summary, sort_keys=True)
     log.info("summary %s", line)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from .catalog import CacheState, check_cache
 from .config import RuntimeConfig
+from .contract import CACHE_NOT_READY
 from .report import failure, log, write_summary
 
 EXIT_CACHE_NOT_READY = 3
@@ -42,7 +43,8 @@ def serve(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
     elif cfg.require_precompiled:
         message = refusal(cfg, state)
         log.error("%s", message)
-        summary = failure("CacheNotReady", message, cacheKey=cfg.cache_key)
+        summary = failure(CACHE_NOT_READY, message)
+        summary["cacheKey"] = cfg.cache_key
         write_summary(cfg.termination_log, summary)
         return EXIT_CACHE_NOT_READY
     else:

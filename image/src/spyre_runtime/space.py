@@ -15,7 +15,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from .catalog import READY_NAME
+from .contract import READY_NAME
 
 HEADROOM = 1.1  # the same model compiled for other shapes writes about as much
 FLOOR_BYTES = 1 << 30  # no earlier compile of the model to go by

@@ -16,12 +16,20 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .catalog import atomic_write_json
-from .config import Flavour, from_env
+from .config import from_env
+from .contract import (
+    USE_CB,
+    WARMUP_BATCH_SIZES,
+    WARMUP_NEW_TOKENS,
+    WARMUP_PROMPT_LENS,
+    Flavour,
+    Reason,
+)
 from .report import failure, log, setup_logging
 
 _OOM_MARKERS = ("out of memory", "outofmemory", "bad_alloc", "cannot allocate memory")
@@ -46,7 +54,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def classify(exc: BaseException, default: str) -> str:
+def classify(exc: BaseException, default: Reason) -> Reason:
     """Map an exception (and its causes) to a summary reason; `default` by phase."""
     chain = _chain(exc)
     texts = [f"{type(e).__name__}: {e}".lower() for e in chain]
@@ -102,17 +110,17 @@ def catalog_data(flavour: Flavour, vllm_config: Any) -> dict[str, Any]:
     parsed warmup lists (its defaults included), continuous batching by the limits.
     """
     envs = importlib.import_module(f"{flavour.module}.envs")
-    prefix = flavour.prefix
+    prefix = flavour.env_prefix
     data: dict[str, Any] = {
         "MODEL_NAME": vllm_config.model_config.model,
         "NUM_AIUS": vllm_config.parallel_config.tensor_parallel_size,
     }
     pooling = vllm_config.model_config.runner_type == "pooling"
-    cb = bool(getattr(envs, f"{prefix}USE_CB", True))
-    if pooling or (flavour.has_static_decoders and not cb):
-        shapes = ["WARMUP_PROMPT_LENS", "WARMUP_BATCH_SIZES"]
-        if flavour.has_static_decoders:
-            shapes.insert(1, "WARMUP_NEW_TOKENS")
+    cb = bool(getattr(envs, flavour.env(USE_CB), True))
+    if pooling or (flavour.static_decoders and not cb):
+        shapes = [WARMUP_PROMPT_LENS, WARMUP_BATCH_SIZES]
+        if flavour.static_decoders:
+            shapes.insert(1, WARMUP_NEW_TOKENS)
         for name in shapes:
             data[prefix + name] = ",".join(str(v) for v in getattr(envs, prefix + name))
     else:
@@ -130,10 +138,12 @@ def start_engine(vllm_config: Any) -> Any:
     )
 
 
-def run(vllm_args: Sequence[str]) -> dict[str, Any]:
-    """Warm up and describe the result; never raises for vLLM's failures."""
+def run(vllm_args: Sequence[str]) -> Mapping[str, Any]:
+    """Warm up and describe the result (a failure is the summary precompile writes);
+    never raises for vLLM's failures."""
     flavour = from_env(os.environ, vllm_args).flavour
-    phase, default = "checking the vllm serve arguments and the model", "InvalidConfig"
+    default: Reason = "InvalidConfig"
+    phase = "checking the vllm serve arguments and the model"
     timings: dict[str, float] = {}
     try:
         started = time.monotonic()

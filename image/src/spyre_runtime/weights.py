@@ -24,7 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_TERMINATION_LOG, ContractError
+from .config import ContractError, termination_log
+from .contract import (
+    HF_ENDPOINT,
+    HF_TOKEN,
+    PERMANENT,
+    SPYRE_SERVING_CACHE_ROOT,
+    SPYRE_SERVING_MODEL_ID,
+    SPYRE_SERVING_MODEL_REVISION,
+    Reason,
+    Summary,
+)
 from .report import Progress, failure, log, write_summary
 from .weightstore import (
     MANIFEST_NAME,
@@ -41,14 +51,7 @@ from .weightstore import (
     verify,
 )
 
-ENV_ID = "SPYRE_SERVING_MODEL_ID"
-ENV_REVISION = "SPYRE_SERVING_MODEL_REVISION"
-ENV_ROOT = "SPYRE_SERVING_CACHE_ROOT"
 DEFAULT_ENDPOINT = "https://huggingface.co"
-# Nothing a rerun could fix: exit 2, so the operator does not retry (1: retry).
-PERMANENT = frozenset(
-    {"ModelNotFound", "GatedModel", "RevisionNotFound", "Unauthorized", "InvalidConfig"}
-)
 TOKEN_FIELD = "spec.model.source.hub.tokenSecret"
 DOWNLOAD_WORKERS = 4
 LOCK_WAIT_LOG_SECONDS = 60
@@ -66,26 +69,32 @@ class WeightsConfig:
 
 
 def parse_env(environ: Mapping[str, str]) -> WeightsConfig:
-    model_id = environ.get(ENV_ID, "")
+    model_id = environ.get(SPYRE_SERVING_MODEL_ID, "")
     if not model_id:
-        raise ContractError(f"{ENV_ID} must be set to the hub id (org/name)")
+        raise ContractError(f"{SPYRE_SERVING_MODEL_ID} must be set to the hub id (org/name)")
     problem = model_id_problem(model_id)
     if problem:
-        raise ContractError(f"{ENV_ID}: {problem}")
-    revision = environ.get(ENV_REVISION) or "main"
+        raise ContractError(f"{SPYRE_SERVING_MODEL_ID}: {problem}")
+    revision = environ.get(SPYRE_SERVING_MODEL_REVISION) or "main"
     if len(revision) > 255 or not revision.isprintable() or any(c.isspace() for c in revision):
-        raise ContractError(f"{ENV_REVISION}={revision!r} is not a branch, tag or commit")
-    root = environ.get(ENV_ROOT)
+        raise ContractError(
+            f"{SPYRE_SERVING_MODEL_REVISION}={revision!r} is not a branch, tag or commit"
+        )
+    root = environ.get(SPYRE_SERVING_CACHE_ROOT)
     if not root:
-        raise ContractError(f"{ENV_ROOT} must be set to the cache volume's mount path")
+        raise ContractError(
+            f"{SPYRE_SERVING_CACHE_ROOT} must be set to the cache volume's mount path"
+        )
     if not Path(root).is_dir():
-        raise ContractError(f"{ENV_ROOT}={root} is not a directory (is the cache volume mounted?)")
+        raise ContractError(
+            f"{SPYRE_SERVING_CACHE_ROOT}={root} is not a directory (is the cache volume mounted?)"
+        )
     return WeightsConfig(
         model_id,
         revision,
         Layout(Path(root), model_id),
-        (environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
-        bool(environ.get("HF_TOKEN")),
+        (environ.get(HF_ENDPOINT) or DEFAULT_ENDPOINT).rstrip("/"),
+        bool(environ.get(HF_TOKEN)),
     )
 
 
@@ -100,34 +109,36 @@ def parse_args(args: Sequence[str]) -> Path | None:
 
 def run(args: Sequence[str], environ: Mapping[str, str]) -> int:
     progress = Progress()
-    termination = Path(environ.get("SPYRE_SERVING_TERMINATION_LOG") or DEFAULT_TERMINATION_LOG)
-    names = {"id": environ.get(ENV_ID, ""), "revision": environ.get(ENV_REVISION) or "main"}
     cfg: WeightsConfig | None = None
     try:
         cfg = parse_env(environ)
         source = parse_args(args)
         summary = preload(cfg, source, progress) if source else fetch(cfg, progress)
     except ContractError as e:
-        summary = failure("InvalidConfig", str(e), **names)
+        summary = failure("InvalidConfig", str(e))
     except WeightsError as e:
-        summary = failure(e.reason, e.message, **names)
+        summary = failure(e.reason, e.message)
     except Exception as e:
         assert cfg is not None  # parse_env raises only ContractError
         reason, message = classify(e, cfg)
         # The hub's known answers need no traceback; anything else keeps it in the log.
         level = logging.ERROR if reason == "DownloadFailed" else logging.DEBUG
         log.log(level, "what failed:", exc_info=e)
-        summary = failure(reason, message, **names)
-    write_summary(termination, summary)
+        summary = failure(reason, message)
+    if not summary["ok"]:
+        summary["id"] = environ.get(SPYRE_SERVING_MODEL_ID, "")
+        summary["revision"] = environ.get(SPYRE_SERVING_MODEL_REVISION) or "main"
+    write_summary(termination_log(environ), summary)
     if summary["ok"]:
         return 0
+    # Nothing a rerun could fix: exit 2, so the operator does not retry (1: retry).
     log.error("weights failed: %s: %s", summary["reason"], summary["message"])
     return 2 if summary["reason"] in PERMANENT else 1
 
 
 def ok(
     cfg: WeightsConfig, manifest: dict[str, Any], downloaded: bool, progress: Progress
-) -> dict[str, Any]:
+) -> Summary:
     return {
         "ok": True,
         "id": cfg.model_id,
@@ -140,7 +151,7 @@ def ok(
     }
 
 
-def fetch(cfg: WeightsConfig, progress: Progress) -> dict[str, Any]:
+def fetch(cfg: WeightsConfig, progress: Progress) -> Summary:
     """From the hub: resolve, download, verify, publish (or find it already there)."""
     layout = cfg.layout
     if is_commit(cfg.revision) and (manifest := layout.ready(cfg.revision)):
@@ -230,12 +241,13 @@ def check_space(cfg: WeightsConfig, partial: Path, expected: list[Expected]) -> 
         raise WeightsError("OutOfSpace", space_message(cfg, total, detail))
 
 
-def preload(cfg: WeightsConfig, source: Path, progress: Progress) -> dict[str, Any]:
+def preload(cfg: WeightsConfig, source: Path, progress: Progress) -> Summary:
     """From a local copy (--from): no hub; the manifest records sizes and sha256."""
     if not is_commit(cfg.revision):
         raise ContractError(
-            f"--from needs {ENV_REVISION} to be the full 40-character commit the copy was "
-            f"taken at (it names the directory serving pods mount), not {cfg.revision!r}"
+            f"--from needs {SPYRE_SERVING_MODEL_REVISION} to be the full 40-character commit "
+            "the copy was taken at (it names the directory serving pods mount), not "
+            f"{cfg.revision!r}"
         )
     if not source.is_dir():
         raise ContractError(f"--from {source}: not a directory")
@@ -277,7 +289,7 @@ def store(
     fill: Callable[[Path], None],
     progress: Progress,
     resume: bool,
-) -> dict[str, Any]:
+) -> Summary:
     """Under the commit's lock: fill the partial directory (resuming what an earlier run
     left, if `resume`), verify it, publish it."""
     layout = cfg.layout
@@ -361,7 +373,7 @@ def gated_message(cfg: WeightsConfig) -> str:
     )
 
 
-def classify(error: BaseException, cfg: WeightsConfig) -> tuple[str, str]:
+def classify(error: BaseException, cfg: WeightsConfig) -> tuple[Reason, str]:
     """The summary reason and message for an exception out of huggingface_hub."""
     try:
         from huggingface_hub import errors as hf

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import atomic_write_json
+from .contract import WEIGHTS_DIR, Reason
 
-WEIGHTS_DIR = "weights"
 MANIFEST_NAME = ".spyre-weights.json"
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 _ID_PART_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -33,9 +33,9 @@ DIR_MODE, FILE_MODE = 0o755, 0o644
 
 
 class WeightsError(Exception):
-    """A failure with its summary reason (report.REASONS) and a message for the user."""
+    """A failure with its summary reason and a message for the user."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: Reason, message: str) -> None:
         super().__init__(message)
         self.reason, self.message = reason, message
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spyre_operator.api import runtimes
 from spyre_operator.api.spec import CPU_BACKENDS, SpyreModelSpec
+from spyre_runtime.contract import SENDNN_INFERENCE, VLLM_SPYRE
 
 Shape = tuple[int, ...]
 
@@ -132,7 +132,7 @@ def _pooling_models(major: int) -> dict[str, KnownModel]:
 
 
 VLLM_SPYRE_1_10_0 = Registry(
-    runtimes.VLLM_SPYRE,
+    VLLM_SPYRE,
     "1.10.0",
     {
         "ibm-granite/granite-3.3-8b-instruct": KnownModel(
@@ -148,7 +148,7 @@ VLLM_SPYRE_1_10_0 = Registry(
 )
 
 SENDNN_INFERENCE_2_6_3 = Registry(
-    runtimes.SENDNN_INFERENCE,
+    SENDNN_INFERENCE,
     "2.6.3",
     {
         "ibm-granite/granite-3.3-8b-instruct": KnownModel(GRANITE_33_8B, GRANITE_8B_CB),

@@ -33,6 +33,7 @@ from spyre_operator.api.spec import (
     SpyreModelSpec,
     Toleration,
 )
+from spyre_runtime import contract
 
 Rule = Callable[[SpyreModelSpec], Iterator[Problem]]
 
@@ -246,7 +247,7 @@ def continuous_batching(s: SpyreModelSpec) -> Iterator[Problem]:
     if cb is None:
         return
     if not cb.chunked_prefill:
-        if not f.reads(runtimes.USE_CHUNKED_PREFILL):
+        if not f.reads(contract.USE_CHUNKED_PREFILL):
             yield Problem(
                 f"{CB}.chunkedPrefill",
                 f"{f.name} always prefills in chunks: remove chunkedPrefill or set it to true",
@@ -362,7 +363,7 @@ def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:
                 "of the cache key: set batching.continuous.maxBatchTkvLimit or "
                 "numGpuBlocksOverride instead",
             )
-        elif e.name == runtimes.TORCHINDUCTOR_CACHE_DIR:
+        elif e.name == contract.TORCHINDUCTOR_CACHE_DIR:
             yield Problem(
                 f"{path}.name",
                 f"{e.name} is set by the operator: with backend inductor it is inductor's "

@@ -1,73 +1,48 @@
-"""The runtime flavours and every environment variable name the operator renders.
+"""The operator's side of the runtime: env var names only the operator renders, and the
+rules for users' env.
 
-This is the one place where env var names are spelled (render/env.py builds the values,
-api/rules.py keeps users from overriding them). A flavour is data: the plugin knobs it
+The names the image reads too, and the runtime flavours, are the contract's
+(spyre_runtime.contract, defined once for both). render/env.py builds the values,
+api/rules.py keeps users from overriding them. A flavour is data: the plugin knobs it
 reads decide what gets rendered, so the builders never branch on the flavour's name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final, Literal
-
 from spyre_operator import __version__
-
-FlavourName = Literal["vllm-spyre", "sendnn-inference"]
-VLLM_SPYRE: Final = "vllm-spyre"
-SENDNN_INFERENCE: Final = "sendnn-inference"
-
-# Plugin knobs: the flavour's prefix (VLLM_SPYRE_ / SENDNN_INFERENCE_) is prepended.
-DYNAMO_BACKEND = "DYNAMO_BACKEND"
-USE_CB = "USE_CB"
-USE_CHUNKED_PREFILL = "USE_CHUNKED_PREFILL"
-WARMUP_PROMPT_LENS = "WARMUP_PROMPT_LENS"
-WARMUP_NEW_TOKENS = "WARMUP_NEW_TOKENS"
-WARMUP_BATCH_SIZES = "WARMUP_BATCH_SIZES"
-REQUIRE_PRECOMPILED_DECODERS = "REQUIRE_PRECOMPILED_DECODERS"
-NUM_CPUS = "NUM_CPUS"
-# Replaces the known-config registry, whose device settings (TKV limit, KV blocks) shape
-# the graphs; the file's content cannot enter the cache key, so users may not set it.
-MODEL_CONFIG_FILE = "MODEL_CONFIG_FILE"
-
-_COMMON_KNOBS = frozenset(
-    {
-        DYNAMO_BACKEND,
-        WARMUP_PROMPT_LENS,
-        WARMUP_BATCH_SIZES,
-        REQUIRE_PRECOMPILED_DECODERS,
-        NUM_CPUS,
-    }
+from spyre_runtime.contract import (
+    FLAVOURS,
+    HF_ENDPOINT,
+    HF_TOKEN,
+    MASTER_ADDR,
+    MASTER_PORT,
+    SPYRE_SERVING_CACHE_KEY,
+    SPYRE_SERVING_CACHE_ROOT,
+    SPYRE_SERVING_COMPILE_CONFIG,
+    SPYRE_SERVING_FLAVOUR,
+    SPYRE_SERVING_MODEL_ID,
+    SPYRE_SERVING_MODEL_REVISION,
+    TORCH_SENDNN_CACHE_DIR,
+    TORCH_SENDNN_CACHE_ENABLE,
+    TORCHINDUCTOR_CACHE_DIR,
+    VLLM_PLUGINS,
+    Flavour,
 )
 
-# The operator <-> image contract (docs/contract.md).
-SPYRE_SERVING_FLAVOUR = "SPYRE_SERVING_FLAVOUR"
-SPYRE_SERVING_CACHE_KEY = "SPYRE_SERVING_CACHE_KEY"
-SPYRE_SERVING_CACHE_ROOT = "SPYRE_SERVING_CACHE_ROOT"
-SPYRE_SERVING_COMPILE_CONFIG = "SPYRE_SERVING_COMPILE_CONFIG"
-SPYRE_SERVING_TERMINATION_LOG = "SPYRE_SERVING_TERMINATION_LOG"
-# The weights Job's (`spyre-runtime weights`): what to download into the cache volume.
-SPYRE_SERVING_MODEL_ID = "SPYRE_SERVING_MODEL_ID"
-SPYRE_SERVING_MODEL_REVISION = "SPYRE_SERVING_MODEL_REVISION"
+# A plugin setting (after the flavour's prefix) that replaces the known-config registry,
+# whose device settings (TKV limit, KV blocks) shape the graphs; the file's content cannot
+# enter the cache key, so users may not set it.
+MODEL_CONFIG_FILE = "MODEL_CONFIG_FILE"
 
 # Read by torch_sendnn, vLLM and the Spyre stack (never renamed between flavours).
-TORCH_SENDNN_CACHE_ENABLE = "TORCH_SENDNN_CACHE_ENABLE"
-TORCH_SENDNN_CACHE_DIR = "TORCH_SENDNN_CACHE_DIR"
 TORCH_SENDNN_LOG = "TORCH_SENDNN_LOG"
-# torch's inductor keeps its FX-graph and AOTAutograd caches and the compiled C++ kernels
-# here (backend inductor: in the cache key's directory, filled by the compile Job).
-TORCHINDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
-VLLM_PLUGINS = "VLLM_PLUGINS"
 VLLM_DT_MAX_BATCH_TKV_LIMIT = "VLLM_DT_MAX_BATCH_TKV_LIMIT"
-MASTER_ADDR = "MASTER_ADDR"
-MASTER_PORT = "MASTER_PORT"
 FLEX_COMPUTE = "FLEX_COMPUTE"
 FLEX_DEVICE = "FLEX_DEVICE"
 DTLOG_LEVEL = "DTLOG_LEVEL"
 DT_DEEPRT_VERBOSE = "DT_DEEPRT_VERBOSE"
 DISTRIBUTED_STRATEGY_IGNORE_MODULES = "DISTRIBUTED_STRATEGY_IGNORE_MODULES"
 TOKENIZERS_PARALLELISM = "TOKENIZERS_PARALLELISM"
-HF_TOKEN = "HF_TOKEN"
-HF_ENDPOINT = "HF_ENDPOINT"
 HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
 HF_HUB_DISABLE_TELEMETRY = "HF_HUB_DISABLE_TELEMETRY"
 HOME = "HOME"
@@ -144,70 +119,15 @@ GRAPH_NEUTRAL_KNOBS = frozenset(
 )
 
 CACHE_ROOT = "/var/cache/spyre"
-# TORCHINDUCTOR_CACHE_DIR is <CACHE_ROOT>/<cacheKey>/<this> with the inductor backend.
-INDUCTOR_CACHE_SUBDIR = "inductor"
 HOME_DIR = "/home/spyre"
-# Hub weights: downloaded once into <CACHE_ROOT>/<WEIGHTS_SUBDIR>/<id>/<commit>/ by the
-# weights Job; the compile and serving pods mount that directory read-only at
+# Hub weights: downloaded once into <CACHE_ROOT>/<contract.WEIGHTS_DIR>/<id>/<commit>/ by
+# the weights Job; the compile and serving pods mount that directory read-only at
 # <MODELS_ROOT>/<id> and load it from there, with the hub switched off.
-WEIGHTS_SUBDIR = "weights"
 MODELS_ROOT = "/models"
 MASTER_PORT_VALUE = "12355"
 SERVING_PORT = 8000
 
 IMAGE_REPOSITORY = "quay.io/spyre-serving/runtime"
-
-
-@dataclass(frozen=True)
-class Flavour:
-    name: str
-    default_version: str
-    major_version: int
-    plugin: str
-    env_prefix: str
-    catalog_version_field: str
-    knobs: frozenset[str]
-    compile_only_backend: bool
-    # 1.10 passes the Spyre-only torch.compile option `sendnn.dynamic` for continuous
-    # batching whatever the backend, and inductor refuses unknown options.
-    inductor_continuous_batching: bool
-
-    def env(self, knob: str) -> str:
-        return self.env_prefix + knob
-
-    def reads(self, knob: str) -> bool:
-        return knob in self.knobs
-
-    @property
-    def static_decoders(self) -> bool:
-        """Static batching of decoders exists only where USE_CB switches it off."""
-        return self.reads(USE_CB)
-
-
-FLAVOURS: dict[str, Flavour] = {
-    VLLM_SPYRE: Flavour(
-        name=VLLM_SPYRE,
-        default_version="1.10.0",
-        major_version=1,
-        plugin="spyre",
-        env_prefix="VLLM_SPYRE_",
-        catalog_version_field="vllm_spyre_version",
-        knobs=_COMMON_KNOBS | {USE_CB, USE_CHUNKED_PREFILL, WARMUP_NEW_TOKENS},
-        compile_only_backend=False,
-        inductor_continuous_batching=False,
-    ),
-    SENDNN_INFERENCE: Flavour(
-        name=SENDNN_INFERENCE,
-        default_version="2.6.3",
-        major_version=2,
-        plugin="sendnn_inference",
-        env_prefix="SENDNN_INFERENCE_",
-        catalog_version_field="sendnn_inference_version",
-        knobs=_COMMON_KNOBS,
-        compile_only_backend=True,
-        inductor_continuous_batching=True,
-    ),
-}
 
 
 def default_image(flavour: str, version: str, operator_version: str = __version__) -> str:

@@ -22,7 +22,7 @@ from spyre_operator.api.base import (
     ObjectName,
     Quantity,
 )
-from spyre_operator.api.runtimes import Flavour, FlavourName
+from spyre_runtime.contract import FLAVOURS, SENDNN_INFERENCE, Flavour, FlavourName
 
 # Spyre's KV-cache block size: chunk sizes and static prompt lengths are multiples of it.
 SPYRE_BLOCK = 64
@@ -156,7 +156,7 @@ class ModelSpec(ApiModel):
 class RuntimeSpec(ApiModel):
     """The vLLM-Spyre plugin the serving image carries (part of the cache key)."""
 
-    flavour: FlavourName = runtimes.SENDNN_INFERENCE
+    flavour: FlavourName = SENDNN_INFERENCE
     """vllm-spyre (vLLM-Spyre 1.x) or sendnn-inference (2.x, the renamed successor)."""
     version: (
         Annotated[
@@ -593,7 +593,7 @@ class SpyreModelSpec(ApiModel):
 
     @property
     def flavour(self) -> Flavour:
-        return runtimes.FLAVOURS[self.runtime.flavour]
+        return FLAVOURS[self.runtime.flavour]
 
     @property
     def runtime_version(self) -> str:

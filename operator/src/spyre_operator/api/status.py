@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, WithJsonSchema
 
-from spyre_operator.api.base import ApiModel
+from spyre_operator.api.base import PRUNED, ApiModel
 
-READY = "Ready"
-CACHE_READY = "CacheReady"
-AVAILABLE = "Available"
-PROGRESSING = "Progressing"
-DEGRADED = "Degraded"
-CONDITION_TYPES = (READY, CACHE_READY, AVAILABLE, PROGRESSING, DEGRADED)
+ConditionType = Literal["Ready", "CacheReady", "Available", "Progressing", "Degraded"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+READY: Final = "Ready"
+CACHE_READY: Final = "CacheReady"
+AVAILABLE: Final = "Available"
+PROGRESSING: Final = "Progressing"
+DEGRADED: Final = "Degraded"
+CONDITION_TYPES: tuple[ConditionType, ...] = (READY, CACHE_READY, AVAILABLE, PROGRESSING, DEGRADED)
 
 Phase = Literal[
     "Downloading",
@@ -26,20 +28,26 @@ Phase = Literal[
     "Invalid",
 ]
 WeightsState = Literal["Downloading", "Ready", "Failed"]
+# A duration as the pod's summary gives it (61 stays 61, 61.2 stays 61.2).
+Seconds = Annotated[int | float, WithJsonSchema({"type": "number"})]
 
 
 class StatusModel(ApiModel):
-    # Read back from live objects: never fail on fields a newer operator added.
-    model_config = ConfigDict(extra="ignore")
+    """Built by the reconciler (reconcile/decide.py), so a misspelled field is an error, as
+    in the spec; the stored status is read back with `model_validate(..., extra="ignore")`
+    (never fail on fields a newer operator added). The API server prunes fields the schema
+    does not name (PRUNED), as before."""
+
+    model_config = ConfigDict(json_schema_extra=PRUNED)
 
 
 class Condition(StatusModel):
     """metav1.Condition."""
 
-    type: Literal["Ready", "CacheReady", "Available", "Progressing", "Degraded"]
+    type: ConditionType
     """Ready: the current spec is served (what `kubectl wait --for=condition=Ready` waits
     for); the others say which part is not there yet."""
-    status: Literal["True", "False", "Unknown"]
+    status: ConditionStatus
     """True, False or Unknown."""
     reason: Annotated[
         str,
@@ -67,7 +75,7 @@ class CompileSummary(StatusModel):
     """Why it failed, e.g. OutOfMemory, InvalidConfig, CompileFailed."""
     message: str | None = None
     """What failed and what to do."""
-    seconds: float | None = None
+    seconds: Seconds | None = None
     """Duration of the compile."""
     versions: dict[str, str] | None = None
     """Versions of the software that compiled (vllm, the plugin, ...)."""
@@ -97,7 +105,7 @@ class WeightsSummary(StatusModel):
     downloaded: bool | None = None
     """False when the files were already on the volume (another revision of the commit,
     or a pre-loaded volume)."""
-    seconds: float | None = None
+    seconds: Seconds | None = None
     """Duration of the download."""
     reason: str | None = None
     """Why it failed, e.g. GatedModel, RevisionNotFound, HubUnreachable."""
@@ -123,6 +131,9 @@ class CompileStatus(StatusModel):
     cache: CompileSummary | None = None
     weights: WeightsSummary | None = None
     """Hub models: the download of the weights (before the compile)."""
+
+    def condition(self, kind: ConditionType) -> Condition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
 
 
 class SpyreCacheStatus(CompileStatus):

@@ -1,7 +1,9 @@
 """metav1.Conditions and the status patch (pure).
 
 lastTransitionTime moves only when a condition's status flips; reason and message follow
-the current state. The status is written only when it differs from what is stored.
+the current state. The status is written only when it differs from what is stored: the
+decided status (SpyreModelStatus, SpyreCacheStatus) is serialised (`to_k8s()`) and
+compared with the stored JSON.
 """
 
 from __future__ import annotations
@@ -12,17 +14,28 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from spyre_operator.api.status import CONDITION_TYPES, DEGRADED
+from spyre_operator.api.status import (
+    AVAILABLE,
+    CACHE_READY,
+    CONDITION_TYPES,
+    DEGRADED,
+    PROGRESSING,
+    CompileStatus,
+    Condition,
+    ConditionStatus,
+    ConditionType,
+)
 
 MESSAGE_LIMIT = 4000  # well below metav1.Condition's 32768, readable in `kubectl describe`
 
 
 @dataclass(frozen=True)
 class Cond:
-    """One condition as decided: type, status, reason, message."""
+    """One condition as decided: type, status, reason, message (render_conditions adds the
+    times and the generation)."""
 
-    type: str
-    status: str
+    type: ConditionType
+    status: ConditionStatus
     reason: str
     message: str = ""
 
@@ -49,44 +62,50 @@ def tail(text: str, lines: int) -> str:
 
 def render_conditions(
     conds: list[Cond], old: list[dict[str, Any]], generation: int, now: str
-) -> list[dict[str, Any]]:
-    """The status.conditions list, in CONDITION_TYPES order. Messages are never empty:
-    the API server (1.20) stores an empty string as null, which the schema refuses."""
+) -> list[Condition]:
+    """The status.conditions list, in CONDITION_TYPES order; `old` is the stored one.
+    Messages are never empty: the API server (1.20) stores an empty string as null, which
+    the schema refuses."""
     previous = {c.get("type"): c for c in old}
     out = []
     for cond in sorted(conds, key=lambda c: CONDITION_TYPES.index(c.type)):
         before = previous.get(cond.type)
         kept = before is not None and before.get("status") == cond.status
         out.append(
-            {
-                "type": cond.type,
-                "status": cond.status,
-                "reason": cond.reason,
-                "message": clip(cond.message) or cond.reason,
-                "lastTransitionTime": before.get("lastTransitionTime", now)
+            Condition(
+                type=cond.type,
+                status=cond.status,
+                reason=cond.reason,
+                message=clip(cond.message) or cond.reason,
+                last_transition_time=before.get("lastTransitionTime", now)
                 if kept and before
                 else now,
-                "observedGeneration": generation,
-            }
+                observed_generation=generation,
+            )
         )
     return out
 
 
 def find(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """A condition of a stored status (JSON), or {}."""
     return next((c for c in conditions if c.get("type") == kind), {})
 
 
-def transition_events(old: dict[str, Any], new: dict[str, Any]) -> list[Event]:
-    """One Event when the phase changes or the Degraded reason changes; none otherwise."""
+def transition_events(old: dict[str, Any], new: CompileStatus) -> list[Event]:
+    """One Event when the phase changes or the Degraded reason changes; none otherwise.
+    `old` is the stored status."""
     old_degraded = find(old.get("conditions") or [], DEGRADED)
-    new_degraded = find(new.get("conditions") or [], DEGRADED)
-    degraded_now = new_degraded.get("status") == "True"
-    degraded_changed = degraded_now and (
-        old_degraded.get("status") != "True" or old_degraded.get("reason") != new_degraded["reason"]
-    )
-    phase = new.get("phase")
-    if degraded_changed:
-        return [Event("Warning", new_degraded["reason"], new_degraded.get("message", ""))]
+    new_degraded = new.condition(DEGRADED)
+    if (
+        new_degraded is not None
+        and new_degraded.status == "True"
+        and (
+            old_degraded.get("status") != "True"
+            or old_degraded.get("reason") != new_degraded.reason
+        )
+    ):
+        return [Event("Warning", new_degraded.reason, new_degraded.message)]
+    phase = new.phase
     if phase != old.get("phase") and phase:
         warn = phase in ("Degraded", "Failed", "Invalid")
         return [Event("Warning" if warn else "Normal", phase, phase_message(new))]
@@ -120,14 +139,13 @@ def announce(written: list[Event], transitions: list[Event]) -> list[Event]:
     return [Event(first.type, first.reason, f"{first.message} ({done})"), *rest]
 
 
-def phase_message(status: dict[str, Any]) -> str:
+def phase_message(status: CompileStatus) -> str:
     """The message of the condition that explains the phase best."""
-    conditions = status.get("conditions") or []
-    for kind in (DEGRADED, "Progressing", "Available", "CacheReady"):
-        cond = find(conditions, kind)
-        if cond and (kind != DEGRADED or cond.get("status") == "True") and cond.get("message"):
-            return str(cond["message"])
-    return str(status.get("phase", ""))
+    for kind in (DEGRADED, PROGRESSING, AVAILABLE, CACHE_READY):
+        cond = status.condition(kind)
+        if cond and (kind != DEGRADED or cond.status == "True") and cond.message:
+            return cond.message
+    return status.phase or ""
 
 
 def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:

@@ -17,7 +17,19 @@ from kubernetes.utils.quantity import parse_quantity
 
 from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.problem import Problem
-from spyre_operator.api.status import AVAILABLE, CACHE_READY, DEGRADED, PROGRESSING, READY
+from spyre_operator.api.status import (
+    AVAILABLE,
+    CACHE_READY,
+    DEGRADED,
+    PROGRESSING,
+    READY,
+    CompileStatus,
+    CompileSummary,
+    Phase,
+    SpyreCacheStatus,
+    SpyreModelStatus,
+    WeightsSummary,
+)
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile import options
 from spyre_operator.reconcile.compiles import Turn, Want, turn
@@ -25,7 +37,6 @@ from spyre_operator.reconcile.conditions import (
     Cond,
     Event,
     clip,
-    find,
     render_conditions,
     tail,
     transition_events,
@@ -35,6 +46,7 @@ from spyre_operator.reconcile.weights import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import desired, endpoint_url
+from spyre_runtime.contract import CACHE_NOT_READY
 
 TAIL_LINES = 5
 _REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
@@ -60,7 +72,7 @@ class Plan:
     Events of status transitions (none when nothing changed)."""
 
     actions: list[Action]
-    status: dict[str, Any]
+    status: CompileStatus  # a SpyreModel's (SpyreModelStatus) or a SpyreCache's
     events: list[Event] = field(default_factory=list)
 
 
@@ -146,27 +158,36 @@ def compile_failure(job: JobView) -> Failure:
     return Failure("CompileFailed", f"Job {job.name}: {detail}." + retry)
 
 
-def cache_summary(key: str, job: JobView | None, recorded: dict[str, Any]) -> dict[str, Any]:
-    """status.cache for the target key: the Job's termination summary once it finished."""
+def cache_summary(key: str, job: JobView | None, recorded: dict[str, Any]) -> CompileSummary:
+    """status.cache for the target key: the Job's termination summary once it finished.
+    `recorded` is the stored status.cache."""
+    stored = CompileSummary.model_validate(recorded, extra="ignore")
     if job is None:
-        if recorded.get("cacheKey") == key and recorded.get("ok"):
-            return recorded  # compiled earlier; the Job was deleted since
-        return {"jobName": meta.compile_job_name(key), "cacheKey": key}
-    out: dict[str, Any] = {"jobName": job.name, "cacheKey": key}
+        if stored.cache_key == key and stored.ok:
+            return stored  # compiled earlier; the Job was deleted since
+        return CompileSummary(job_name=meta.compile_job_name(key), cache_key=key)
     if not (job.succeeded or job.failed):
-        return out
-    if recorded.get("jobName") == job.name and recorded.get("ok") is job.succeeded:
-        return recorded  # the pods may be gone by now; keep what was read from them
-    out["ok"] = job.succeeded
-    summary = (job.terminated.summary if job.terminated else None) or {}
+        return CompileSummary(job_name=job.name, cache_key=key)
+    if stored.job_name == job.name and stored.ok is job.succeeded:
+        return stored  # the pods may be gone by now; keep what was read from them
     if job.succeeded:
-        for name in ("seconds", "versions", "bytes"):
-            if summary.get(name) is not None:
-                out[name] = summary[name]
-    else:
-        failure = compile_failure(job)
-        out["reason"], out["message"] = failure.reason, clip(failure.message, 2000)
-    return out
+        said = (job.terminated.summary if job.terminated else None) or {"ok": True}
+        return CompileSummary(
+            job_name=job.name,
+            cache_key=key,
+            ok=True,
+            seconds=said.get("seconds"),
+            versions=said.get("versions"),
+            bytes=said.get("bytes"),
+        )
+    failure = compile_failure(job)
+    return CompileSummary(
+        job_name=job.name,
+        cache_key=key,
+        ok=False,
+        reason=failure.reason,
+        message=clip(failure.message, 2000),
+    )
 
 
 # ----- the decision --------------------------------------------------------------------
@@ -175,7 +196,7 @@ def _serving_failure(obs: Observed) -> Failure | None:
     if deploy is None:
         return None
     for issue in obs.pod_issues:
-        if issue.reason == "CacheNotReady":
+        if issue.reason == CACHE_NOT_READY:
             return Failure(
                 "CacheRejected",
                 f"serving pod {issue.pod} refused the compiled cache: {issue.message}",
@@ -224,8 +245,9 @@ def _apply(want: dict[str, Any], live: dict[str, Any] | None) -> list[Action]:
     return [Action("apply", want, f"Updated{kind}", f"applied the spec to {kind} {name}")]
 
 
-def _revision_event(old: dict[str, Any], weights: dict[str, Any] | None) -> list[Event]:
-    """The revision now names another commit than the one compiled before: said once."""
+def _revision_event(old: dict[str, Any], weights: WeightsSummary | None) -> list[Event]:
+    """The revision now names another commit than the one compiled before: said once.
+    `old` is the stored status."""
     before = (old.get("weights") or {}).get("commit")
     commit = weights_commit(weights)
     if weights is None or commit is None or before in (None, commit):
@@ -234,7 +256,7 @@ def _revision_event(old: dict[str, Any], weights: dict[str, Any] | None) -> list
         Event(
             "Normal",
             "RevisionMoved",
-            f"{weights['modelId']} revision {weights['revision']} is now commit {commit[:12]} "
+            f"{weights.model_id} revision {weights.revision} is now commit {commit[:12]} "
             f"(was {before[:12]}): a new cache key; the Deployment keeps the old one until "
             "it is compiled",
         )
@@ -284,23 +306,25 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     key: str | None = None
     failure: Failure | None = None
     queued: Turn | None = None
+    cache: CompileSummary | None = None
     if not weights_ready:
-        cache = status.get("cache") or {}  # of the running Deployment's key, if any
+        if status.get("cache"):  # of the running Deployment's key
+            cache = CompileSummary.model_validate(status["cache"], extra="ignore")
         cache_ready = False
-        if weights is not None and weights.get("state") == "Failed":
-            failure = Failure(weights["reason"], weights["message"])
+        if weights is not None and weights.state == "Failed":
+            failure = Failure(weights.reason or "", weights.message or "")
     else:
         assert want.job is not None
         key = cache_key(spec, commit)
         cache = cache_summary(key, job, status.get("cache") or {})
-        cache_ready = cache.get("ok") is True
+        cache_ready = cache.ok is True
         # From the summary (recorded once the pods were read: they may be gone later).
-        if cache.get("ok") is False:
-            failure = Failure(cache["reason"], cache["message"])
+        if cache.ok is False:
+            failure = Failure(cache.reason or "", cache.message or "")
+        name = meta.compile_job_name(key)
         if job is None and not cache_ready:
-            queued = _queued(obs, model, cache["jobName"])
+            queued = _queued(obs, model, name)
         if (not cache_ready or job is not None) and queued is None:
-            name = cache["jobName"]
             actions += _shared_job(
                 model,
                 uid,
@@ -312,7 +336,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
 
     if not model.serves:
         cache_cond = _cache_condition(model, key, cache, cache_ready, failure, queued, weights)
-        return _compile_only(obs, actions, key, cache, cache_cond, failure, now)
+        return _compile_only(obs, actions, key, cache, cache_cond, failure, weights, now)
     assert want.network_policy is not None and want.service is not None
     deploy = obs.deployment
     if cache_ready or deploy is not None:  # before the Deployment: no pod serves unguarded
@@ -355,24 +379,20 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
 
     conds, phase = _conditions(obs, model, key, cache, cache_ready, failure, rolling, queued)
     generation = obs.generation
-    new_status: dict[str, Any] = {
-        "observedGeneration": generation,
-        "phase": phase,
-        "conditions": render_conditions(conds, status.get("conditions") or [], generation, now),
-        "replicas": deploy.replicas if deploy else 0,
-        "readyReplicas": deploy.ready_replicas if deploy else 0,
-        "selector": meta.selector_string(model.name),
-    }
-    if key is not None:
-        new_status["targetCacheKey"] = key
-    if cache:
-        new_status["cache"] = cache
-    if weights is not None:
-        new_status["weights"] = weights
-    if active_key is not None:
-        new_status["activeCacheKey"] = active_key
-    if find(new_status["conditions"], AVAILABLE).get("status") == "True":
-        new_status["endpoint"] = endpoint_url(model)
+    available = next(c for c in conds if c.type == AVAILABLE).status == "True"
+    new_status = SpyreModelStatus(
+        observed_generation=generation,
+        phase=phase,
+        conditions=render_conditions(conds, status.get("conditions") or [], generation, now),
+        active_cache_key=active_key,
+        target_cache_key=key,
+        cache=cache,
+        weights=weights,
+        replicas=deploy.replicas if deploy else 0,
+        ready_replicas=deploy.ready_replicas if deploy else 0,
+        selector=meta.selector_string(model.name),
+        endpoint=endpoint_url(model) if available else None,
+    )
     events = transition_events(status, new_status) + _revision_event(status, weights)
     return Plan(actions, new_status, events)
 
@@ -381,12 +401,14 @@ def _compile_only(
     obs: Observed,
     actions: list[Action],
     key: str | None,
-    cache: dict[str, Any],
+    cache: CompileSummary | None,
     cache_cond: Cond,
     failure: Failure | None,
+    weights: WeightsSummary | None,
     now: str,
 ) -> Plan:
     """A SpyreCache: the download and the compile, Ready once the cache is."""
+    phase: Phase
     if cache_cond.status == "True":
         phase, ready = "Ready", Cond(READY, "True", "Compiled", cache_cond.message)
     else:
@@ -398,53 +420,48 @@ def _compile_only(
         else Cond(DEGRADED, "False", "AsExpected", "no failures")
     )
     status, generation = obs.status, obs.generation
-    conditions = render_conditions(
-        [ready, cache_cond, degraded], status.get("conditions") or [], generation, now
+    conditions = [ready, cache_cond, degraded]
+    new_status = SpyreCacheStatus(
+        observed_generation=generation,
+        phase=phase,
+        conditions=render_conditions(conditions, status.get("conditions") or [], generation, now),
+        target_cache_key=key,
+        cache=cache,
+        weights=weights,
     )
-    new_status: dict[str, Any] = {
-        "observedGeneration": generation,
-        "phase": phase,
-        "conditions": conditions,
-    }
-    if key is not None:
-        new_status["targetCacheKey"] = key
-    if cache:
-        new_status["cache"] = cache
-    if obs.weights is not None:
-        new_status["weights"] = obs.weights
-    events = transition_events(status, new_status) + _revision_event(status, obs.weights)
+    events = transition_events(status, new_status) + _revision_event(status, weights)
     return Plan(actions, new_status, events)
 
 
 def _cache_condition(
     model: SpyreModel,
     key: str | None,
-    cache: dict[str, Any],
+    cache: CompileSummary | None,
     cache_ready: bool,
     failure: Failure | None,
     queued: Turn | None,
-    weights: dict[str, Any] | None,
+    weights: WeightsSummary | None,
 ) -> Cond:
     """CacheReady: compiled, failed, or on its way (downloading, queued, compiling)."""
     spec = model.spec
     if cache_ready:
-        assert key is not None
-        seconds = cache.get("seconds")
-        took = f" in {seconds:.0f}s" if isinstance(seconds, int | float) else ""
+        assert key is not None and cache is not None
+        took = f" in {cache.seconds:.0f}s" if cache.seconds is not None else ""
         cache_cond = Cond(
             CACHE_READY,
             "True",
             "Compiled",
-            f"cache {short_key(key)} compiled by Job {cache['jobName']}{took}",
+            f"cache {short_key(key)} compiled by Job {cache.job_name}{took}",
         )
     elif failure is not None:
         cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
     elif key is None:
+        job = weights.job_name if weights else None
         cache_cond = Cond(
             CACHE_READY,
             "False",
             "Downloading",
-            f"Job {(weights or {}).get('jobName')} is downloading {spec.model.id} at revision "
+            f"Job {job} is downloading {spec.model.id} at revision "
             f"{spec.model.hub_revision} into the cache volume; the compile follows",
         )
     elif queued is not None:
@@ -461,7 +478,7 @@ def _cache_condition(
             CACHE_READY,
             "False",
             "Compiling",
-            f"Job {cache['jobName']} is compiling cache {short_key(key)}",
+            f"Job {meta.compile_job_name(key)} is compiling cache {short_key(key)}",
         )
     return cache_cond
 
@@ -470,12 +487,12 @@ def _conditions(
     obs: Observed,
     model: SpyreModel,
     key: str | None,
-    cache: dict[str, Any],
+    cache: CompileSummary | None,
     cache_ready: bool,
     failure: Failure | None,
     rolling: bool,
     queued: Turn | None,
-) -> tuple[list[Cond], str]:
+) -> tuple[list[Cond], Phase]:
     deploy, spec = obs.deployment, model.spec
     serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
     downloading = key is None
@@ -540,6 +557,7 @@ def _conditions(
         degraded = Cond(DEGRADED, "False", "AsExpected", "no failures")
 
     is_available = available.status == "True"
+    phase: Phase
     if failure is not None and not is_available:
         phase = "Failed"
     elif failed is not None:
@@ -556,7 +574,7 @@ def _conditions(
     return [ready, cache_cond, available, progressing, degraded], phase
 
 
-def _ready(phase: str, conds: list[Cond]) -> Cond:
+def _ready(phase: Phase, conds: list[Cond]) -> Cond:
     """True once the current spec is served and rolled out; else why not, in the words of
     the condition that explains it."""
     by_type = {c.type: c for c in conds}
@@ -578,38 +596,38 @@ def decide_invalid(
 ) -> Plan:
     """An invalid spec (or one the API server refuses, reason Refused): no children are
     touched, the problems are in the conditions."""
-    status: dict[str, Any] = dict(body.get("status") or {})
+    old: dict[str, Any] = body.get("status") or {}
     generation = int(body["metadata"].get("generation", 1))
     message = "; ".join(str(p) for p in problems)
+    new_status = SpyreModelStatus.model_validate(old, extra="ignore")
+    available = new_status.condition(AVAILABLE)
     conds = [
         Cond(READY, "False", reason, message),
         Cond(CACHE_READY, "Unknown", reason, "the spec is invalid"),
         Cond(
             AVAILABLE,
-            find(status.get("conditions") or [], AVAILABLE).get("status", "Unknown"),
+            available.status if available else "Unknown",
             reason,
             "the spec is invalid; a running Deployment is left as it is",
         ),
         Cond(PROGRESSING, "False", reason, message),
         Cond(DEGRADED, "True", reason, message),
     ]
-    new_status = status | {
-        "observedGeneration": generation,
-        "phase": "Invalid",
-        "conditions": render_conditions(conds, status.get("conditions") or [], generation, now),
-    }
-    return Plan([], new_status, transition_events(body.get("status") or {}, new_status))
+    new_status.observed_generation = generation
+    new_status.phase = "Invalid"
+    new_status.conditions = render_conditions(conds, old.get("conditions") or [], generation, now)
+    return Plan([], new_status, transition_events(old, new_status))
 
 
 def with_apply_failure(
-    status: dict[str, Any], old: dict[str, Any], message: str, now: str
-) -> dict[str, Any]:
+    status: CompileStatus, old: dict[str, Any], message: str, now: str
+) -> CompileStatus:
     """`status` (as decided) when the API server refused a child, e.g. an invalid manifest.
     `old` is the stored status, for lastTransitionTime."""
     kept = [
-        Cond(c["type"], c["status"], c["reason"], c.get("message", ""))
-        for c in status["conditions"]
-        if c["type"] not in (DEGRADED, PROGRESSING, READY)
+        Cond(c.type, c.status, c.reason, c.message)
+        for c in status.conditions
+        if c.type not in (DEGRADED, PROGRESSING, READY)
     ]
     conds = [
         *kept,
@@ -617,9 +635,9 @@ def with_apply_failure(
         Cond(PROGRESSING, "False", "ApplyFailed", message),
         Cond(DEGRADED, "True", "ApplyFailed", message),
     ]
-    generation = int(status["observedGeneration"])
-    previous = old.get("conditions") or []
-    return status | {
-        "phase": "Degraded",
-        "conditions": render_conditions(conds, previous, generation, now),
-    }
+    generation = status.observed_generation
+    assert generation is not None  # decide sets it
+    failed = status.model_copy()
+    failed.phase = "Degraded"
+    failed.conditions = render_conditions(conds, old.get("conditions") or [], generation, now)
+    return failed

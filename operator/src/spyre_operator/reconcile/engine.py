@@ -297,7 +297,8 @@ class Reconciler:
                 job = action.obj["metadata"]
                 self.starts.add((job["namespace"], job["name"]))
             done.append(Event("Normal", action.reason, action.message))
-        patch = status_patch(old, status)
+        written_status = status.to_k8s()  # the JSON, compared with the stored one
+        patch = status_patch(old, written_status)
         meta = body["metadata"]
         said = announce(done, events)
         for event in said if events else []:  # a transition: said before the status moves
@@ -309,7 +310,7 @@ class Reconciler:
                 self._written[(meta["namespace"], meta["name"])] = written["metadata"][
                     "resourceVersion"
                 ]
-        self.metrics.status((meta["namespace"], meta["name"]), status)
+        self.metrics.status((meta["namespace"], meta["name"]), written_status)
         for event in [] if events else said:
             self._say(body, event)
         if failed is not None:

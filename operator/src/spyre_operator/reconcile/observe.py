@@ -10,19 +10,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compiles import Queue
 from spyre_operator.reconcile.kube import Kube
 from spyre_operator.reconcile.weights import weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
+from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_operator.render.weights import weights_job_name
+from spyre_runtime.contract import Summary
 
-COMPILE_CONTAINER = "precompile"
-WEIGHTS_CONTAINER = "weights"
-SERVING_CONTAINER = "vllm"
 # Pod waiting reasons that need a person (the rest are transient: ContainerCreating, ...).
 STUCK_WAITING = (
     "CrashLoopBackOff",
@@ -44,13 +44,13 @@ class Terminated:
     message: str  # the termination message: JSON summary, or the log tail
 
     @property
-    def summary(self) -> dict[str, Any] | None:
-        """The JSON summary of docs/contract.md, if the message is one."""
+    def summary(self) -> Summary | None:
+        """The command's JSON summary (spyre_runtime.contract), if the message is one."""
         try:
             parsed = json.loads(self.message.strip().splitlines()[-1])
         except (ValueError, IndexError):
             return None
-        return parsed if isinstance(parsed, dict) else None
+        return cast(Summary, parsed) if isinstance(parsed, dict) else None
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class JobView:
 @dataclass(frozen=True)
 class PodIssue:
     pod: str
-    reason: str  # a waiting reason, or CacheNotReady from serve's termination message
+    reason: str  # a waiting reason, or the reason of serve's termination message
     message: str
 
 
@@ -108,7 +108,7 @@ class Observed:
     body: dict[str, Any]
     pvc_exists: bool | None = None  # None: not checked (the spec does not create one)
     weights_job: JobView | None = None  # a hub model's weights Job
-    weights: dict[str, Any] | None = None  # status.weights as it stands now (hub models)
+    weights: WeightsSummary | None = None  # status.weights as it stands now (hub models)
     job: JobView | None = None  # the compile Job of the spec's cache key
     queue: Queue | None = None  # the compile queue, read when that Job does not exist
     deployment: DeploymentView | None = None
@@ -172,7 +172,7 @@ def newest_termination(pods: list[dict[str, Any]], container: str) -> Terminated
 
 
 def job_view(
-    job: dict[str, Any], pods: list[dict[str, Any]], container: str = COMPILE_CONTAINER
+    job: dict[str, Any], pods: list[dict[str, Any]], container: str = CONTAINER_NAMES["precompile"]
 ) -> JobView:
     conditions = _conditions(job)
     failed = conditions.get("Failed", ("False", "", ""))
@@ -213,7 +213,7 @@ def pod_issues(pods: list[dict[str, Any]]) -> tuple[PodIssue, ...]:
     issues = []
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         name = pod["metadata"]["name"]
-        for done in _terminations(pod, SERVING_CONTAINER):
+        for done in _terminations(pod, CONTAINER_NAMES["serve"]):
             summary = done.summary
             if summary and summary.get("ok") is False:
                 reason = str(summary.get("reason") or "ServeFailed")
@@ -278,7 +278,7 @@ def observe(
             kube,
             ns,
             weights_job_name(spec),
-            WEIGHTS_CONTAINER,
+            CONTAINER_NAMES["weights"],
             lambda raw: _needs_weights_pods(raw, status),
         )
         weights = weights_summary(spec, weights_job, status.get("weights") or {})
@@ -288,7 +288,7 @@ def observe(
             kube,
             ns,
             meta.compile_job_name(cache_key(spec, commit)),
-            COMPILE_CONTAINER,
+            CONTAINER_NAMES["precompile"],
             lambda raw: _needs_compile_pods(raw, status),
         )
         if job is None and compile_queue is not None:

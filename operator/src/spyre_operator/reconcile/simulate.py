@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 
 from spyre_operator.reconcile.conditions import now_rfc3339
 from spyre_operator.reconcile.kube import ApiError, Kube
-from spyre_operator.reconcile.observe import SERVING_CONTAINER
 from spyre_operator.render import meta
+from spyre_operator.render.pod import CONTAINER_NAMES
+from spyre_runtime.contract import SPYRE_SERVING_MODEL_ID, SPYRE_SERVING_MODEL_REVISION, Summary
 
 T = TypeVar("T")
 
@@ -145,7 +146,7 @@ def complete_job(
     """The compile succeeded; its pod wrote the summary of docs/contract.md."""
     job = kube.get("Job", namespace, job_name)
     key = (job or {}).get("metadata", {}).get("annotations", {}).get(meta.CACHE_KEY_ANNOTATION)
-    summary = {
+    summary: Summary = {
         "ok": True,
         "cacheKey": key,
         "seconds": seconds,
@@ -163,10 +164,10 @@ def complete_weights_job(
     """The download succeeded: the revision resolved to `commit`."""
     job = kube.get("Job", namespace, job_name)
     env = {} if job is None else env_of(job)
-    summary = {
+    summary: Summary = {
         "ok": True,
-        "id": env.get("SPYRE_SERVING_MODEL_ID"),
-        "revision": env.get("SPYRE_SERVING_MODEL_REVISION"),
+        "id": env.get(SPYRE_SERVING_MODEL_ID, ""),
+        "revision": env.get(SPYRE_SERVING_MODEL_REVISION, ""),
         "commit": commit,
         "bytes": size,
         "files": 7,
@@ -262,7 +263,7 @@ def crash_serving_pod(kube: Kube, namespace: str, name: str, message: str, exit_
     now = now_rfc3339()
     waiting = {
         "reason": "CrashLoopBackOff",
-        "message": f"back-off restarting failed container {SERVING_CONTAINER}",
+        "message": f"back-off restarting failed container {CONTAINER_NAMES['serve']}",
     }
     terminated = {
         "exitCode": exit_code,
@@ -271,7 +272,7 @@ def crash_serving_pod(kube: Kube, namespace: str, name: str, message: str, exit_
         "startedAt": now,
         "finishedAt": now,
     }
-    container = _container_status(SERVING_CONTAINER, image, {"waiting": waiting})
+    container = _container_status(CONTAINER_NAMES["serve"], image, {"waiting": waiting})
     container |= {"lastState": {"terminated": terminated}, "restartCount": 3}
     status = {"phase": "Running", "containerStatuses": [container]}
     kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": status}, sub="status")

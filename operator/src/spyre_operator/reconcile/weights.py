@@ -7,12 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.api.status import WeightsSummary
 from spyre_operator.reconcile.conditions import clip, tail
 from spyre_operator.render.weights import is_commit, weights_job_name
-
-# The runtime's reasons that no retry of the same Job can fix (its own list, the contract):
-# shown at once, while the Job may still be retrying.
-from spyre_runtime.weights import PERMANENT
+from spyre_runtime.contract import PERMANENT
 
 if TYPE_CHECKING:  # observe imports this module
     from spyre_operator.reconcile.observe import JobView
@@ -27,18 +25,13 @@ def _retry(job: str) -> str:
     )
 
 
-def _failed(base: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
-    text = clip(message.rstrip(".") + "." + _retry(base["jobName"]), MESSAGE_LIMIT)
-    return base | {"state": "Failed", "reason": reason, "message": text}
-
-
 def _pod_failure(job: JobView) -> tuple[str, str] | None:
     """(reason, message) of the newest terminated pod that failed."""
     done = job.terminated
     if done is None:
         return None
-    summary = done.summary or {}
-    if summary.get("ok") is False:
+    summary = done.summary
+    if summary is not None and summary.get("ok") is False:
         reason = str(summary.get("reason") or "DownloadFailed")
         return reason, str(summary.get("message") or reason)
     if done.reason == "OOMKilled":
@@ -49,57 +42,71 @@ def _pod_failure(job: JobView) -> tuple[str, str] | None:
     return None
 
 
+def _number(value: object) -> int | float | None:
+    """A size, count or duration from the pod's summary, if it is one."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def weights_summary(
     spec: SpyreModelSpec, job: JobView | None, recorded: dict[str, Any]
-) -> dict[str, Any] | None:
+) -> WeightsSummary | None:
     """status.weights of a hub model (None for the other sources). `recorded` is the
     stored status.weights: a finished Job's outcome is read from its pod once."""
     if not spec.model.from_hub:
         return None
-    name = weights_job_name(spec)
-    base = {"jobName": name, "modelId": spec.model.id, "revision": spec.model.hub_revision}
-    same_job = all(recorded.get(k) == v for k, v in base.items())
+    name, model_id, revision = weights_job_name(spec), spec.model.id, spec.model.hub_revision
+
+    def summary(**fields: Any) -> WeightsSummary:
+        return WeightsSummary(job_name=name, model_id=model_id, revision=revision, **fields)
+
+    def failed(reason: str, message: str) -> WeightsSummary:
+        text = clip(message.rstrip(".") + "." + _retry(name), MESSAGE_LIMIT)
+        return summary(state="Failed", reason=reason, message=text)
+
+    stored = WeightsSummary.model_validate(recorded, extra="ignore")
+    same_job = (stored.job_name, stored.model_id, stored.revision) == (name, model_id, revision)
     # While a deleted Job's successor resolves the revision again, the commit it resolved
     # to last stays (what the running Deployment serves; a move is told against it).
-    downloading = base | {"state": "Downloading"}
-    if same_job and isinstance(recorded.get("commit"), str):
-        downloading["commit"] = recorded["commit"]
+    downloading = summary(state="Downloading", commit=stored.commit if same_job else None)
     if job is None:
         return downloading  # the Job is about to be created
     finished = job.succeeded or job.failed
-    if finished and same_job and recorded.get("state") == ("Ready" if job.succeeded else "Failed"):
-        return recorded  # the pods may be gone by now; keep what was read from them
+    if finished and same_job and stored.state == ("Ready" if job.succeeded else "Failed"):
+        return stored  # the pods may be gone by now; keep what was read from them
     if job.succeeded:
-        summary = (job.terminated.summary if job.terminated else None) or {}
-        commit = summary.get("commit")
-        if not (isinstance(commit, str) and is_commit(commit)):
-            return _failed(
-                base,
+        said = job.terminated.summary if job.terminated else None
+        commit = said.get("commit") if said is not None else None
+        if said is None or not (isinstance(commit, str) and is_commit(commit)):
+            return failed(
                 "NoCommit",
                 f"Job {name} succeeded but the commit it resolved is not readable from its pod "
                 "(the pod is gone or wrote no summary)",
             )
-        out = base | {"state": "Ready", "commit": commit}
-        for field, key in (("bytes", "sizeBytes"), ("files", "files"), ("seconds", "seconds")):
-            if isinstance(summary.get(field), int | float) and not isinstance(summary[field], bool):
-                out[key] = summary[field]
-        if isinstance(summary.get("downloaded"), bool):
-            out["downloaded"] = summary["downloaded"]
-        return out
+        downloaded = said.get("downloaded")
+        return summary(
+            state="Ready",
+            commit=commit,
+            size_bytes=_number(said.get("bytes")),
+            files=_number(said.get("files")),
+            seconds=_number(said.get("seconds")),
+            downloaded=downloaded if isinstance(downloaded, bool) else None,
+        )
     failure = _pod_failure(job)
     if job.failed:
         if failure is None:
             reason = job.failed_reason or "DownloadFailed"
             failure = (reason, f"Job {name}: {job.failed_message or reason}")
-        return _failed(base, *failure)
+        return failed(*failure)
     if failure is not None and failure[0] in PERMANENT:
-        return _failed(base, *failure)
+        return failed(*failure)
     return downloading
 
 
-def weights_commit(weights: dict[str, Any] | None) -> str | None:
-    """The commit to compile and serve, once the weights are on the volume."""
-    if weights is None or weights.get("state") != "Ready":
+def weights_commit(weights: WeightsSummary | dict[str, Any] | None) -> str | None:
+    """The commit to compile and serve, once the weights are on the volume (`weights` as
+    decided, or the stored status.weights)."""
+    if isinstance(weights, dict):
+        weights = WeightsSummary.model_validate(weights, extra="ignore")
+    if weights is None or weights.state != "Ready":
         return None
-    commit: str = weights["commit"]
-    return commit
+    return weights.commit

@@ -1,7 +1,7 @@
 """spec -> container env, for the serving pod (`serve`) and the compile Job (`precompile`).
 
-The flavour differences are data (api/runtimes.py: prefix, plugin, the knobs each flavour
-reads); this module renders values only. See docs/contract.md for who reads what.
+The flavour differences are data (spyre_runtime/contract.py: prefix, plugin, the knobs each
+flavour reads); this module renders values only. See docs/contract.md for who reads what.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from spyre_operator.api import runtimes as rt
 from spyre_operator.api.base import cpu_cores
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.cachekey import cache_key, canonical_json, compile_config
+from spyre_runtime import contract
 
 Role = Literal["serve", "precompile", "weights"]
 
@@ -33,7 +34,7 @@ def _backend_env(spec: SpyreModelSpec, backend: str, cache_dir: str) -> dict[str
     key's directory (the compile Job fills it, serving pods of the key load from it); the
     Spyre stack's settings (torch_sendnn, deeptools) for the sendnn backends."""
     if backend == "inductor":
-        return {rt.TORCHINDUCTOR_CACHE_DIR: f"{cache_dir}/{rt.INDUCTOR_CACHE_SUBDIR}"}
+        return {contract.TORCHINDUCTOR_CACHE_DIR: f"{cache_dir}/{contract.INDUCTOR_CACHE_SUBDIR}"}
     if backend == "eager":
         return {}
     if backend == "sendnn_compile_only":
@@ -54,18 +55,18 @@ def _plugin_env(spec: SpyreModelSpec, role: Role, backend: str) -> dict[str, str
     resources = spec.resources if role == "serve" else spec.compile_resources
     cpu = resources.limits.get("cpu")
     knobs = {
-        rt.DYNAMO_BACKEND: backend,
-        rt.USE_CB: _flag(cb is not None),
-        rt.USE_CHUNKED_PREFILL: _flag(cb.chunked_prefill) if cb else None,
-        rt.WARMUP_PROMPT_LENS: _csv(st.prompt_lens) if st else None,
-        rt.WARMUP_NEW_TOKENS: _csv(st.new_tokens) if st else None,
-        rt.WARMUP_BATCH_SIZES: _csv(st.batch_sizes) if st else None,
+        contract.DYNAMO_BACKEND: backend,
+        contract.USE_CB: _flag(cb is not None),
+        contract.USE_CHUNKED_PREFILL: _flag(cb.chunked_prefill) if cb else None,
+        contract.WARMUP_PROMPT_LENS: _csv(st.prompt_lens) if st else None,
+        contract.WARMUP_NEW_TOKENS: _csv(st.new_tokens) if st else None,
+        contract.WARMUP_BATCH_SIZES: _csv(st.batch_sizes) if st else None,
         # Serving pods of decoders never compile; the compile Job must.
-        rt.REQUIRE_PRECOMPILED_DECODERS: (
+        contract.REQUIRE_PRECOMPILED_DECODERS: (
             None if spec.is_pooling else _flag(role == "serve" and spec.require_precompiled)
         ),
         # Thread pools sized to the CPU limit instead of the node's cores.
-        rt.NUM_CPUS: None if cpu is None else str(cpu_cores(cpu)),
+        contract.NUM_CPUS: None if cpu is None else str(cpu_cores(cpu)),
     }
     flavour = spec.flavour
     return {flavour.env(k): v for k, v in knobs.items() if v is not None and flavour.reads(k)}
@@ -76,7 +77,7 @@ def _token_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
     if hub is None or hub.token_secret is None:
         return []
     ref = {"name": hub.token_secret.name, "key": hub.token_secret.key}
-    return [{"name": rt.HF_TOKEN, "valueFrom": {"secretKeyRef": ref}}]
+    return [{"name": contract.HF_TOKEN, "valueFrom": {"secretKeyRef": ref}}]
 
 
 def _api_key_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
@@ -93,14 +94,14 @@ def weights_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
     (the only pod that gets it). spec.env comes along for proxies and hub settings."""
     hub = spec.model.source.hub
     values = {
-        rt.SPYRE_SERVING_MODEL_ID: spec.model.id or "",
-        rt.SPYRE_SERVING_MODEL_REVISION: spec.model.hub_revision,
-        rt.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,
+        contract.SPYRE_SERVING_MODEL_ID: spec.model.id or "",
+        contract.SPYRE_SERVING_MODEL_REVISION: spec.model.hub_revision,
+        contract.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,
         rt.HF_HUB_DISABLE_TELEMETRY: "1",
         rt.HOME: rt.HOME_DIR,
     }
     if hub is not None and hub.endpoint:
-        values[rt.HF_ENDPOINT] = hub.endpoint
+        values[contract.HF_ENDPOINT] = hub.endpoint
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
     return env + _token_env(spec) + [e.to_k8s() for e in spec.env]
 
@@ -117,15 +118,15 @@ def container_env(
     cache_dir = f"{rt.CACHE_ROOT}/{key}"
     cb = spec.batching.continuous
     values = {
-        rt.SPYRE_SERVING_FLAVOUR: spec.flavour.name,
-        rt.SPYRE_SERVING_CACHE_KEY: key,
-        rt.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,
-        rt.SPYRE_SERVING_COMPILE_CONFIG: canonical_json(config),
-        rt.TORCH_SENDNN_CACHE_ENABLE: "1",
-        rt.TORCH_SENDNN_CACHE_DIR: cache_dir,
-        rt.VLLM_PLUGINS: spec.flavour.plugin,
-        rt.MASTER_ADDR: "localhost",
-        rt.MASTER_PORT: rt.MASTER_PORT_VALUE,
+        contract.SPYRE_SERVING_FLAVOUR: spec.flavour.name,
+        contract.SPYRE_SERVING_CACHE_KEY: key,
+        contract.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,
+        contract.SPYRE_SERVING_COMPILE_CONFIG: canonical_json(config),
+        contract.TORCH_SENDNN_CACHE_ENABLE: "1",
+        contract.TORCH_SENDNN_CACHE_DIR: cache_dir,
+        contract.VLLM_PLUGINS: spec.flavour.plugin,
+        contract.MASTER_ADDR: "localhost",
+        contract.MASTER_PORT: rt.MASTER_PORT_VALUE,
         rt.DISTRIBUTED_STRATEGY_IGNORE_MODULES: "WordEmbedding,Embedding",
         rt.TOKENIZERS_PARALLELISM: "false",
         rt.HOME: rt.HOME_DIR,

@@ -7,8 +7,8 @@ import hashlib
 import json
 import re
 
-from spyre_operator.api import runtimes as rt
 from spyre_operator.api.spec import SpyreModelSpec
+from spyre_runtime import contract
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
@@ -19,7 +19,7 @@ def is_commit(revision: str | None) -> bool:
 
 def weights_subpath(model_id: str, commit: str) -> str:
     """The download's directory inside the cache volume."""
-    return f"{rt.WEIGHTS_SUBDIR}/{model_id}/{commit}"
+    return f"{contract.WEIGHTS_DIR}/{model_id}/{commit}"
 
 
 def weights_job_name(spec: SpyreModelSpec) -> str:

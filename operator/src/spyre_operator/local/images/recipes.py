@@ -25,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from spyre_operator import __version__
-from spyre_operator.api.runtimes import FLAVOURS
 from spyre_operator.local.images import build, debian
 from spyre_operator.local.images.oci import ImageConfig
 from spyre_operator.local.images.store import (
@@ -42,6 +41,7 @@ from spyre_operator.local.images.store import (
     new_layer,
     tree_fingerprint,
 )
+from spyre_runtime.contract import FLAVOURS
 
 PAUSE = f"{REGISTRY}/pause:1"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

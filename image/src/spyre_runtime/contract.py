@@ -1,0 +1,167 @@
+"""The operator <-> image contract (docs/contract.md), defined once.
+
+Everything both sides name: the environment the operator renders and the entrypoint reads,
+the runtime flavours, the cache directory's files and the termination summary. The image
+owns this module and the operator imports it; it imports nothing but the standard library,
+so the operator never pulls in torch or vLLM through it (tests/unit/test_contract.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal, Required, TypedDict, get_args
+
+# ----- environment ---------------------------------------------------------------------
+SPYRE_SERVING_FLAVOUR: Final = "SPYRE_SERVING_FLAVOUR"
+SPYRE_SERVING_CACHE_KEY: Final = "SPYRE_SERVING_CACHE_KEY"
+SPYRE_SERVING_CACHE_ROOT: Final = "SPYRE_SERVING_CACHE_ROOT"
+SPYRE_SERVING_COMPILE_CONFIG: Final = "SPYRE_SERVING_COMPILE_CONFIG"
+SPYRE_SERVING_TERMINATION_LOG: Final = "SPYRE_SERVING_TERMINATION_LOG"
+# The weights Job's (`spyre-runtime weights`): what to download into the cache volume.
+SPYRE_SERVING_MODEL_ID: Final = "SPYRE_SERVING_MODEL_ID"
+SPYRE_SERVING_MODEL_REVISION: Final = "SPYRE_SERVING_MODEL_REVISION"
+HF_ENDPOINT: Final = "HF_ENDPOINT"
+HF_TOKEN: Final = "HF_TOKEN"
+# torch_sendnn's graph cache: <root>/<cacheKey>, set by the operator and checked by `serve`.
+TORCH_SENDNN_CACHE_ENABLE: Final = "TORCH_SENDNN_CACHE_ENABLE"
+TORCH_SENDNN_CACHE_DIR: Final = "TORCH_SENDNN_CACHE_DIR"
+# torch's inductor keeps its FX-graph and AOTAutograd caches and the compiled C++ kernels
+# here (backend inductor: <root>/<cacheKey>/<INDUCTOR_CACHE_SUBDIR>, filled by the Job).
+TORCHINDUCTOR_CACHE_DIR: Final = "TORCHINDUCTOR_CACHE_DIR"
+INDUCTOR_CACHE_SUBDIR: Final = "inductor"
+# The flavour's plugin; the runtime adds its own (compilereport.py).
+VLLM_PLUGINS: Final = "VLLM_PLUGINS"
+# The plugin's gloo init.
+MASTER_ADDR: Final = "MASTER_ADDR"
+MASTER_PORT: Final = "MASTER_PORT"
+
+DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"
+
+# Plugin settings ("knobs"): the flavour's prefix (VLLM_SPYRE_ / SENDNN_INFERENCE_) is
+# prepended. Each flavour reads the ones in its `knobs`.
+DYNAMO_BACKEND: Final = "DYNAMO_BACKEND"
+USE_CB: Final = "USE_CB"
+USE_CHUNKED_PREFILL: Final = "USE_CHUNKED_PREFILL"
+WARMUP_PROMPT_LENS: Final = "WARMUP_PROMPT_LENS"
+WARMUP_NEW_TOKENS: Final = "WARMUP_NEW_TOKENS"
+WARMUP_BATCH_SIZES: Final = "WARMUP_BATCH_SIZES"
+REQUIRE_PRECOMPILED_DECODERS: Final = "REQUIRE_PRECOMPILED_DECODERS"
+NUM_CPUS: Final = "NUM_CPUS"
+
+_COMMON_KNOBS = frozenset(
+    {DYNAMO_BACKEND, WARMUP_PROMPT_LENS, WARMUP_BATCH_SIZES, REQUIRE_PRECOMPILED_DECODERS, NUM_CPUS}
+)
+
+
+# ----- runtime flavours ----------------------------------------------------------------
+FlavourName = Literal["vllm-spyre", "sendnn-inference"]
+VLLM_SPYRE: Final = "vllm-spyre"
+SENDNN_INFERENCE: Final = "sendnn-inference"
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """One runtime flavour: the plugin's package and the names it reads. A flavour is data:
+    the knobs it reads decide what gets rendered, so nothing branches on its name."""
+
+    name: FlavourName
+    default_version: str
+    major_version: int
+    module: str  # importable package, also its distribution name for importlib.metadata
+    plugin: str  # the VLLM_PLUGINS value
+    env_prefix: str  # of the plugin's settings
+    knobs: frozenset[str]
+    compile_only_backend: bool  # the sendnn_compile_only backend exists
+    # 1.10 passes the Spyre-only torch.compile option `sendnn.dynamic` for continuous
+    # batching whatever the backend, and inductor refuses unknown options.
+    inductor_continuous_batching: bool
+
+    def env(self, knob: str) -> str:
+        return self.env_prefix + knob
+
+    def reads(self, knob: str) -> bool:
+        return knob in self.knobs
+
+    @property
+    def static_decoders(self) -> bool:
+        """Static batching of decoders exists only where USE_CB switches it off (1.x)."""
+        return self.reads(USE_CB)
+
+    @property
+    def catalog_version_field(self) -> str:
+        """The catalog entry's version key, as the plugin's matcher reads it."""
+        return f"{self.module}_version"
+
+    @property
+    def require_precompiled_var(self) -> str:
+        return self.env(REQUIRE_PRECOMPILED_DECODERS)
+
+
+FLAVOURS: dict[str, Flavour] = {
+    VLLM_SPYRE: Flavour(
+        name=VLLM_SPYRE,
+        default_version="1.10.0",
+        major_version=1,
+        module="vllm_spyre",
+        plugin="spyre",
+        env_prefix="VLLM_SPYRE_",
+        knobs=_COMMON_KNOBS | {USE_CB, USE_CHUNKED_PREFILL, WARMUP_NEW_TOKENS},
+        compile_only_backend=False,
+        inductor_continuous_batching=False,
+    ),
+    SENDNN_INFERENCE: Flavour(
+        name=SENDNN_INFERENCE,
+        default_version="2.6.3",
+        major_version=2,
+        module="sendnn_inference",
+        plugin="sendnn_inference",
+        env_prefix="SENDNN_INFERENCE_",
+        knobs=_COMMON_KNOBS,
+        compile_only_backend=True,
+        inductor_continuous_batching=True,
+    ),
+}
+
+
+# ----- the cache volume ----------------------------------------------------------------
+# <root>/<cacheKey>/: the plugin's catalog (a JSON list), and READY, written last.
+CATALOG_NAME: Final = "pre_compiled_cache_catalog.json"
+READY_NAME: Final = "READY"
+# Hub weights: <root>/<WEIGHTS_DIR>/<id>/<commit>/, which the pods mount read-only.
+WEIGHTS_DIR: Final = "weights"
+
+
+# ----- the termination summary ---------------------------------------------------------
+class Summary(TypedDict, total=False):
+    """The one line of JSON each command writes to its termination log, which the operator
+    copies into status.cache (precompile) and status.weights (weights)."""
+
+    ok: Required[bool]
+    reason: Reason  # when not ok
+    message: str  # when not ok: what failed and what to do
+    cacheKey: str | None  # precompile, and serve's refusal (null when unset)
+    seconds: float
+    bytes: int  # precompile: what it wrote under the key; weights: the model's size
+    versions: dict[str, str]  # precompile: vllm, the plugin, torch, spyre_runtime
+    # weights
+    id: str
+    revision: str
+    commit: str
+    files: int
+    downloaded: bool
+
+
+# Why a command failed: precompile's, serve's refusal, then the weights Job's own.
+Reason = Literal[
+    "OutOfMemory", "ModelNotFound", "InvalidConfig", "CompileFailed", "OutOfSpace",
+    "CacheNotReady",
+    "GatedModel", "RevisionNotFound", "Unauthorized", "HubUnreachable", "ChecksumMismatch",
+    "DownloadFailed",
+]  # fmt: skip
+REASONS: frozenset[str] = frozenset(get_args(Reason))
+CACHE_NOT_READY: Final[Reason] = "CacheNotReady"  # serve refused the cache (exit 3)
+# The weights Job's reasons no rerun can fix (exit 2): the operator shows them at once,
+# while the Job may still be retrying.
+PERMANENT: frozenset[Reason] = frozenset(
+    {"ModelNotFound", "GatedModel", "RevisionNotFound", "Unauthorized", "InvalidConfig"}
+)
