@@ -30,7 +30,7 @@ from typing import Any
 from spyre_operator.local import node_operator, preflight
 from spyre_operator.local.kubectl import Kubectl
 from spyre_operator.local.node import Node
-from spyre_operator.reconcile.simulate import poll_until
+from spyre_operator.local.simulate import poll_until
 
 WAIT = 1800
 KINDS = ("cached", "compiling")

@@ -38,9 +38,10 @@ from urllib3.exceptions import ProtocolError
 from spyre_operator.api.crd import build_crd
 from spyre_operator.api.names import CRD_NAME
 from spyre_operator.api.validation import parse
+from spyre_operator.local import simulate
 from spyre_operator.local.controlplane import ControlPlane, free_port
 from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import metrics, simulate
+from spyre_operator.reconcile import metrics
 from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job

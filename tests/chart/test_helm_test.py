@@ -31,9 +31,9 @@ from chartlib import (
 from spyre_operator.api.crd import build_cache_crd, build_crd
 from spyre_operator.api.validation import validate
 from spyre_operator.cli import build_parser
+from spyre_operator.local import simulate
 from spyre_operator.local.controlplane import free_port
 from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube, load_api_client
 
 pytestmark = pytest.mark.chart

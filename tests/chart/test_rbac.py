@@ -70,7 +70,7 @@ OPERATOR_CALLS = (
     Call("watch", "networkpolicies", "networking.k8s.io", why="kopf.index and kopf.on.event"),
     Call("list", "pods", why="observe: compile pod summaries, stuck serving pods"),
     Call("watch", "pods", why="kopf.on.event pods (pod_changed)"),
-    Call("create", "events", why="wiring.EventPoster"),
+    Call("create", "events", why="events.EventPoster"),
 )
 # What kopf itself asks cluster-wide (kopf/_core/reactor/observation.py).
 KOPF_CLUSTER_CALLS = (

@@ -1,6 +1,6 @@
 """Helpers of the operator integration tests: the CRD, the operator as a real subprocess
 (`spyre-operator run`), polling, and SpyreModel bodies. The cluster's part (kubelet, Job
-and Deployment controllers) is played by spyre_operator.reconcile.simulate, the same
+and Deployment controllers) is played by spyre_operator.local.simulate, the same
 module `spyre-operator dev --simulate` uses."""
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import yaml
 
 from spyre_operator.api.crd import build_cache_crd, build_crd
 from spyre_operator.api.validation import parse
+from spyre_operator.local import simulate
 from spyre_operator.local.controlplane import free_port
 from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import metrics, simulate
+from spyre_operator.reconcile import metrics
 from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key

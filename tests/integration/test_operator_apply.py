@@ -28,7 +28,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 )
 
 from spyre_operator.api.validation import parse
-from spyre_operator.reconcile import simulate
+from spyre_operator.local import simulate
 from spyre_operator.reconcile.kube import Kube
 from spyre_operator.render import meta
 from spyre_operator.render.children import desired

@@ -31,7 +31,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 )
 
 from spyre_operator.api.names import API_VERSION, CACHE_KIND
-from spyre_operator.reconcile import simulate
+from spyre_operator.local import simulate
 from spyre_operator.reconcile.kube import Kube
 
 pytestmark = pytest.mark.integration

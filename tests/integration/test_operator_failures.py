@@ -25,7 +25,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 )
 
 from spyre_operator.api.validation import validate
-from spyre_operator.reconcile import simulate
+from spyre_operator.local import simulate
 from spyre_operator.reconcile.kube import Kube
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from cluster_sim import (
     wait_phase,
 )
 
-from spyre_operator.reconcile import simulate
+from spyre_operator.local import simulate
 from spyre_operator.reconcile.compiles import ordinal
 from spyre_operator.reconcile.kube import Kube
 

@@ -22,7 +22,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_phase,
 )
 
-from spyre_operator.reconcile import simulate
+from spyre_operator.local import simulate
 from spyre_operator.reconcile.kube import STRATEGIC, Kube, path
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 """The weights step of hub models on the real API server: one download per model and
 revision, the revision resolved to a commit that the cache key uses, the hub's refusals in
 status, and a moved branch as a deliberate, visible event. The weights pods are played
-(spyre_operator.reconcile.simulate); tests/runtime/test_runtime_weights.py runs the real
+(spyre_operator.local.simulate); tests/runtime/test_runtime_weights.py runs the real
 download against a local hub, tests/node the whole flow with real pods."""
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 
@@ -30,7 +30,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 )
 
 from spyre_operator.api.validation import parse
-from spyre_operator.reconcile import simulate
+from spyre_operator.local import simulate
 from spyre_operator.reconcile.kube import Kube
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key

@@ -33,8 +33,8 @@ from spyre_operator.local.hub import LocalHub
 from spyre_operator.local.kubectl import KubectlError
 from spyre_operator.local.node import Node
 from spyre_operator.local.node_config import NODE_IP
+from spyre_operator.local.simulate import poll_until
 from spyre_operator.local.tools import tool
-from spyre_operator.reconcile.simulate import poll_until
 from spyre_runtime import compilereport
 
 pytestmark = pytest.mark.node

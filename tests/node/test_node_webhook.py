@@ -16,7 +16,7 @@ from spyre_operator.api.validation import validate
 from spyre_operator.local import node_operator
 from spyre_operator.local.kubectl import KubectlError
 from spyre_operator.local.node import Node
-from spyre_operator.reconcile.simulate import poll_until
+from spyre_operator.local.simulate import poll_until
 
 pytestmark = pytest.mark.node
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from spyre_operator.reconcile import wiring
+from spyre_operator.reconcile import events
 from spyre_operator.reconcile.conditions import Event, event_name
 from spyre_operator.reconcile.kube import ApiError, Kube
 
@@ -38,10 +38,10 @@ class Answers(Kube):
 
 @pytest.fixture
 def poster(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr(wiring.EventPoster, "PAUSE_SECONDS", 0.0)
+    monkeypatch.setattr(events.EventPoster, "PAUSE_SECONDS", 0.0)
 
-    def make(kube: Kube) -> wiring.EventPoster:
-        made = wiring.EventPoster(kube)
+    def make(kube: Kube) -> events.EventPoster:
+        made = events.EventPoster(kube)
         made.close()  # post() is called directly here
         return made
 
@@ -50,7 +50,7 @@ def poster(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def test_a_timed_out_or_overloaded_post_is_tried_again(poster: Any) -> None:
     kube = Answers(urllib3.exceptions.ReadTimeoutError(None, "/", "timed out"), ApiError(503, "x"))
-    poster(kube).post(wiring.event_object(BODY, Event("Normal", "Ready", "up"), WHEN))
+    poster(kube).post(events.event_object(BODY, Event("Normal", "Ready", "up"), WHEN))
     assert (kube.attempts, [o["reason"] for o in kube.posted]) == (3, ["Ready"])
 
 
@@ -58,11 +58,11 @@ def test_already_posted_is_done_and_a_refusal_is_one_line(
     poster: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     kube = Answers(ApiError(409, "AlreadyExists"))
-    poster(kube).post(wiring.event_object(BODY, Event("Normal", "Ready", "up"), WHEN, "m.1"))
+    poster(kube).post(events.event_object(BODY, Event("Normal", "Ready", "up"), WHEN, "m.1"))
     assert kube.attempts == 1 and not caplog.records
     kube = Answers(ApiError(403, "Forbidden"))
     with caplog.at_level(logging.WARNING):
-        poster(kube).post(wiring.event_object(BODY, Event("Normal", "Ready", "up"), WHEN))
+        poster(kube).post(events.event_object(BODY, Event("Normal", "Ready", "up"), WHEN))
     assert kube.attempts == 1
     (record,) = caplog.records
     assert "could not post Event Ready" in record.getMessage() and record.exc_info is None
@@ -70,15 +70,15 @@ def test_already_posted_is_done_and_a_refusal_is_one_line(
 
 def test_a_post_that_keeps_failing_gives_up_after_its_attempts(poster: Any) -> None:
     kube = Answers(*[ApiError(500, "x")] * 5)
-    poster(kube).post(wiring.event_object(BODY, Event("Normal", "Ready", "up"), WHEN))
-    assert (kube.attempts, kube.posted) == (wiring.EventPoster.ATTEMPTS, [])
+    poster(kube).post(events.event_object(BODY, Event("Normal", "Ready", "up"), WHEN))
+    assert (kube.attempts, kube.posted) == (events.EventPoster.ATTEMPTS, [])
 
 
 def test_every_event_is_named_before_its_first_attempt() -> None:
-    obj = wiring.event_object(BODY, Event("Normal", "Ready", "up"), WHEN)
+    obj = events.event_object(BODY, Event("Normal", "Ready", "up"), WHEN)
     assert obj["metadata"]["name"].startswith("m.") and "generateName" not in obj["metadata"]
     long = {"metadata": {**BODY["metadata"], "name": "a" * 235 + "-b" + "c" * 16}}
-    name = wiring.event_object(long, Event("Normal", "Ready", "up"), WHEN)["metadata"]["name"]
+    name = events.event_object(long, Event("Normal", "Ready", "up"), WHEN)["metadata"]["name"]
     assert len(name) <= 253 and ".-" not in name and "-." not in name
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 
 from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, PLURAL, VERSION
-from spyre_operator.reconcile import options, wiring
+from spyre_operator.reconcile import indexes, options, triggers, wiring
 
 NETWORKING = "networking.k8s.io"
 WEBHOOK = options.webhook()  # None: off (kopf refuses admission handlers without a server)
@@ -45,42 +45,42 @@ def cleanup(memo: kopf.Memo, **_: Any) -> None:
     wiring.shutdown(memo)
 
 
-@kopf.index(GROUP, VERSION, PLURAL, id=wiring.MODELS)
-@kopf.index(GROUP, VERSION, CACHE_PLURAL, id=wiring.CACHES)
+@kopf.index(GROUP, VERSION, PLURAL, id=indexes.MODELS)
+@kopf.index(GROUP, VERSION, CACHE_PLURAL, id=indexes.CACHES)
 def spyremodels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return wiring.model_entry(body)  # what the resync walks and the compile queue reads
+    return indexes.model_entry(body)  # what the resync walks and the compile queue reads
 
 
-@kopf.index("batch", "v1", "jobs", labels=wiring.MANAGED, id="jobs")
-@kopf.index("apps", "v1", "deployments", labels=wiring.MANAGED, id="deployments")
-@kopf.index("", "v1", "services", labels=wiring.MANAGED, id="services")
-@kopf.index(NETWORKING, "v1", "networkpolicies", labels=wiring.MANAGED, id="networkpolicies")
+@kopf.index("batch", "v1", "jobs", labels=indexes.MANAGED, id="jobs")
+@kopf.index("apps", "v1", "deployments", labels=indexes.MANAGED, id="deployments")
+@kopf.index("", "v1", "services", labels=indexes.MANAGED, id="services")
+@kopf.index(NETWORKING, "v1", "networkpolicies", labels=indexes.MANAGED, id="networkpolicies")
 @kopf.index("", "v1", "persistentvolumeclaims", id="persistentvolumeclaims")
 def children(resource: kopf.Resource, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return wiring.index_entry(resource.plural, body)
+    return indexes.index_entry(resource.plural, body)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def spyremodel_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    wiring.model_event(memo.reconciler, type, body)
+    triggers.model_event(memo.reconciler, type, body)
 
 
 @kopf.on.event(GROUP, VERSION, CACHE_PLURAL)
 def spyrecache_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    wiring.model_event(memo.reconcilers[CACHE_KIND], type, body)
+    triggers.model_event(memo.reconcilers[CACHE_KIND], type, body)
 
 
-@kopf.on.event("batch", "v1", "jobs", labels=wiring.MANAGED)
-@kopf.on.event("apps", "v1", "deployments", labels=wiring.MANAGED)
-@kopf.on.event("", "v1", "services", labels=wiring.MANAGED)
-@kopf.on.event(NETWORKING, "v1", "networkpolicies", labels=wiring.MANAGED)
+@kopf.on.event("batch", "v1", "jobs", labels=indexes.MANAGED)
+@kopf.on.event("apps", "v1", "deployments", labels=indexes.MANAGED)
+@kopf.on.event("", "v1", "services", labels=indexes.MANAGED)
+@kopf.on.event(NETWORKING, "v1", "networkpolicies", labels=indexes.MANAGED)
 def child_changed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    wiring.child_changed(memo.reconcilers, type, body)
+    triggers.child_changed(memo.reconcilers, type, body)
 
 
-@kopf.on.event("", "v1", "pods", labels=wiring.MANAGED)
+@kopf.on.event("", "v1", "pods", labels=indexes.MANAGED)
 def pod_changed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    wiring.pod_changed(memo.reconcilers, type, body)
+    triggers.pod_changed(memo.reconcilers, type, body)
 
 
 @kopf.on.probe(id="reconciles")

@@ -208,6 +208,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from spyre_operator.dev import main
+    from spyre_operator.local.dev import main
 
     return main(args)

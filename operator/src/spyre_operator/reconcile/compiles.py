@@ -1,7 +1,7 @@
 """The compile queue (pure): may a cache key's compile Job start now, and if not, where is
 it in the line?
 
-Facts come from the cluster (reconcile/wiring.py reads them from the watched Jobs and
+Facts come from the cluster (reconcile/indexes.py reads them from the watched Jobs and
 SpyreModels), so the queue survives a restart: the compile Jobs that run, and the
 SpyreModels whose key has no compile Job yet. A Job is shared by the SpyreModels of one
 key in a namespace, so the line holds keys, each at the place of its oldest SpyreModel.

@@ -23,14 +23,13 @@ from typing import Any
 import yaml
 
 from spyre_operator.api.names import CACHE_CRD_NAME, CRD_NAME
-from spyre_operator.local import node_demo, preflight
+from spyre_operator.local import node_demo, preflight, simulate
 from spyre_operator.local.binaries import cache_root
 from spyre_operator.local.controlplane import ControlPlane, ControlPlaneError
 from spyre_operator.local.kubectl import Kubectl, KubectlError
 from spyre_operator.local.node_demo import say
 from spyre_operator.local.operator_process import OperatorExited, OperatorProcess
 from spyre_operator.local.tools import ToolMissing, tool
-from spyre_operator.reconcile import simulate
 from spyre_operator.reconcile.kube import Kube, load_api_client
 from spyre_operator.render import meta
 from spyre_operator.render.commands import crd_yaml

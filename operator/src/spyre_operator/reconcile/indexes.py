@@ -1,0 +1,116 @@
+"""What the operator keeps of the watched objects (kopf indexes): the children the
+reconciler reads instead of GETs, and the compile Job each SpyreModel and SpyreCache wants
+(the compile queue)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubernetes import client
+
+from spyre_operator.reconcile import compiles
+from spyre_operator.reconcile.kube import KINDS, Kube
+from spyre_operator.reconcile.observe import job_view
+from spyre_operator.render import meta
+
+MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
+MODELS = "spyremodels"  # the index of SpyreModels -> the compile Job each wants (handlers.py)
+CACHES = "spyrecaches"  # the same of SpyreCaches
+
+INDEXED = ("jobs", "deployments", "services", "networkpolicies", "persistentvolumeclaims")
+KEPT_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "generation",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+
+
+def index_entry(plural: str, body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """A child as the reconciler reads it, keyed by (namespace, name): only what observe
+    and decide look at (no managedFields; of a Job not the pod template; of a PVC that it
+    exists), so the indexes stay small."""
+    metadata = body["metadata"]
+    entry: dict[str, Any] = {
+        "metadata": {k: plain(metadata[k]) for k in KEPT_METADATA if k in metadata}
+    }
+    if plural == "jobs":
+        deadline = body.get("spec", {}).get("activeDeadlineSeconds")
+        entry["spec"] = {} if deadline is None else {"activeDeadlineSeconds": deadline}
+        entry["status"] = plain(body.get("status") or {})
+    elif plural != "persistentvolumeclaims":
+        entry["spec"] = plain(body.get("spec") or {})
+        entry["status"] = plain(body.get("status") or {})
+    return {(metadata["namespace"], metadata["name"]): entry}
+
+
+class IndexedKube(Kube):
+    """The operator's client, but GETs of indexed kinds are answered from kopf's indexes
+    (kopf fills them before any handler runs and updates them before handling each
+    watch event). The answers are shared: read them, never change them."""
+
+    def __init__(self, api: client.ApiClient, indexes: Mapping[str, Any]) -> None:
+        super().__init__(api)
+        self.indexes = indexes
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        index = self.indexes.get(KINDS[kind][1])
+        if index is None:
+            return super().get(kind, namespace, name)
+        found: list[dict[str, Any]] = list(index.get((namespace, name), ()))
+        return found[-1] if found else None
+
+
+# ----- the compile queue, from the indexes ----------------------------------------------
+def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], compiles.Want | None]:
+    """A SpyreModel as the index keeps it: the compile Job it wants (the resync walks the
+    keys)."""
+    metadata = body["metadata"]
+    return {(metadata["namespace"], metadata["name"]): compiles.wanted(plain(body))}
+
+
+def _values(index: Mapping[Any, Any]) -> list[Any]:
+    """Every value of a kopf index, read from a worker thread while the event loop may
+    change it (list() of the key iterator is atomic, a Python-level loop over it is not)."""
+    return [value for key in list(index) for value in list(index.get(key, ()))]
+
+
+def compile_queue(
+    limits: compiles.Limits, jobs: Mapping[Any, Any], wants: Iterable[Mapping[Any, Any]]
+) -> compiles.Queue:
+    """The queue as the cluster shows it: the compile Jobs, and the SpyreModels and
+    SpyreCaches (their indexes: `wants`) whose wanted Job does not exist."""
+    known, running = set(), set()
+    for job in _values(jobs):
+        if meta.component(job) != meta.COMPILE:
+            continue
+        ref = (job["metadata"]["namespace"], job["metadata"]["name"])
+        known.add(ref)
+        view = job_view(job, [])
+        if not (view.succeeded or view.failed):
+            running.add(ref)
+    wanting = tuple(
+        w for index in wants for w in _values(index) if w is not None and w.ref not in known
+    )
+    return compiles.Queue(limits, frozenset(running), wanting, frozenset(known))
+
+
+def plain(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A mutable deep copy of kopf's read-only body."""
+
+    def copy(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: copy(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [copy(v) for v in value]
+        return value
+
+    out: dict[str, Any] = copy(body)
+    return out

@@ -1,0 +1,102 @@
+"""What makes a SpyreModel or SpyreCache reconcile: its own events, its children's and
+pods' events, the compile queue moving, and the periodic resync."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from spyre_operator.api.names import API_VERSION, KIND
+from spyre_operator.reconcile import compiles
+from spyre_operator.reconcile.engine import Reconciler
+from spyre_operator.reconcile.indexes import plain
+from spyre_operator.reconcile.observe import job_view
+from spyre_operator.render import meta
+
+Reconcilers = Mapping[str, Reconciler]  # by kind: SpyreModel, SpyreCache
+
+
+def start_resync(
+    reconcilers: Reconcilers, watched: Mapping[str, Any], interval: float
+) -> threading.Event:
+    """Every `interval` seconds, reconcile each SpyreModel and SpyreCache the operator
+    watches (their indexes, by kind), one after the other. Set the returned Event to stop."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            for kind, index in watched.items():
+                reconcile_each(reconcilers[kind], list(index))
+
+    threading.Thread(target=loop, name="resync", daemon=True).start()
+    return stop
+
+
+def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
+    """Any event of a SpyreModel (the start-up listing too, so this is also the resume):
+    reconcile from the copy the event brings."""
+    metadata = body["metadata"]
+    if event_type == "DELETED":
+        reconciler.forget(metadata["namespace"], metadata["name"])
+    else:
+        reconciler.run(metadata["namespace"], metadata["name"], plain(body))
+
+
+def owners(obj: Mapping[str, Any], kind: str = KIND) -> list[str]:
+    """Names of the SpyreModels (or SpyreCaches) owning a child (a shared compile Job has
+    several)."""
+    refs = obj.get("metadata", {}).get("ownerReferences") or []
+    return [r["name"] for r in refs if r.get("kind") == kind and r.get("apiVersion") == API_VERSION]
+
+
+def reconcile_owners(reconcilers: Reconcilers, obj: Mapping[str, Any]) -> None:
+    namespace = obj["metadata"]["namespace"]
+    for kind, reconciler in reconcilers.items():
+        reconcile_each(reconciler, [(namespace, name) for name in owners(obj, kind)])
+
+
+def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> None:
+    for namespace, name in keys:
+        reconciler.run(namespace, name)
+
+
+def child_changed(
+    reconcilers: Reconcilers, event_type: str | None, body: Mapping[str, Any]
+) -> None:
+    """A Job/Deployment/Service/NetworkPolicy changed or was deleted: reconcile its
+    owners. ADDED and the initial listing are skipped: the reconciler made the object (the
+    start-up listing of the SpyreModels covers restarts). A compile Job that started,
+    finished or went away moves the compile queue: then the SpyreModels and SpyreCaches
+    waiting in it, first in line first (the first ones may start now, the others learn
+    their new place)."""
+    if event_type in ("MODIFIED", "DELETED"):
+        reconcile_owners(reconcilers, body)
+    if moves_compile_queue(event_type, body):
+        queue = reconcilers[KIND].compile_queue()
+        wanting = queue.wanting if queue is not None else ()
+        for want in sorted(wanting, key=compiles.fair):
+            reconcilers[want.kind].run(want.namespace, want.name)
+
+
+def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool:
+    if meta.component(body) != meta.COMPILE or event_type is None:
+        return False
+    view = job_view(plain(body), [])
+    return event_type in ("ADDED", "DELETED") or view.succeeded or view.failed
+
+
+def pod_changed(reconcilers: Reconcilers, event_type: str | None, body: Mapping[str, Any]) -> None:
+    """A compile or weights pod finished (its Job's owners read its summary) or a serving
+    pod got stuck (its SpyreModel reports why)."""
+    if event_type not in ("MODIFIED", "DELETED"):
+        return
+    namespace = body["metadata"]["namespace"]
+    labels = body["metadata"].get("labels") or {}
+    component = meta.component(body)
+    models = reconcilers[KIND]
+    if component == meta.SERVER and meta.MODEL_LABEL in labels:
+        reconcile_each(models, [(namespace, labels[meta.MODEL_LABEL])])
+    elif component in (meta.COMPILE, meta.WEIGHTS) and "job-name" in labels:
+        job = models.kube.get("Job", namespace, labels["job-name"])
+        reconcile_owners(reconcilers, job or {"metadata": {"namespace": namespace}})
