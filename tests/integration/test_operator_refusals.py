@@ -1,6 +1,6 @@
-"""A spec the cluster refuses (a resource quota, a limit range) is Invalid before anything
-is written: the operator dry-runs every child, the serving Deployment included, before the
-download and the compile, and says the API server's reason."""
+"""A spec the cluster refuses (a resource quota, a limit range) never starts a download or a
+compile: the operator dry-runs the children that come after them, the serving Deployment
+included, and says the API server's reason."""
 
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
@@ -73,9 +73,11 @@ def test_a_quota_that_refuses_the_deployment_stops_the_compile_before_it_starts(
     assert operator.metrics()['spyre_operator_dry_runs_total{kind="Deployment"}'] >= 2
 
 
-def test_a_limit_range_that_refuses_the_cache_volume_is_said_with_its_reason(
+def test_a_limit_range_that_refuses_the_cache_volume_stops_before_the_download(
     kube: Kube, namespace: str, operator: Operator
 ) -> None:
+    """The volume is the reconcile's own first write: its refusal is said (Degraded
+    ApplyFailed, with the server's reason) and nothing after it is written."""
     limits = {
         "apiVersion": "v1",
         "kind": "LimitRange",
@@ -86,8 +88,8 @@ def test_a_limit_range_that_refuses_the_cache_volume_is_said_with_its_reason(
     volume = {"size": "50Gi", "accessMode": "ReadWriteOnce"}
     doc = model(namespace, "big", example(cache={"volume": volume}))
     create(kube, doc)
-    st = wait_phase(kube, namespace, "big", "Invalid")
-    message = condition(st, "Degraded")[2]
-    assert message.startswith("the API server refuses PersistentVolumeClaim ")
+    st = wait_phase(kube, namespace, "big", "Degraded")
+    reason, message = condition(st, "Degraded")[1:]
+    assert reason == "ApplyFailed" and message.startswith("writing PersistentVolumeClaim ")
     assert "maximum storage usage per PersistentVolumeClaim is 1Gi" in message
     assert children(kube, namespace) == []

@@ -1,60 +1,78 @@
 """Before a spec's children are written: would the API server take every one of them?
 
 `validate` checks what Kubernetes checks offline; the cluster adds its own rules (resource
-quotas, limit ranges, policy webhooks, fields the operator passes through). Each child the
-spec leads to, the serving Deployment included, is sent with dryRun=All (validated and
-admitted, never stored) before the first write, so a spec the cluster refuses is Invalid at
-once instead of after hours of download and compile.
+quotas, limit ranges, policy webhooks, fields the operator passes through). Before a
+reconcile starts a Job (a download or a compile), each child the spec leads to that this
+reconcile does not write itself, the serving Deployment included, is sent with dryRun=All
+(validated and admitted, never stored), so a spec the cluster refuses is Invalid at once
+instead of after hours of download and compile. What the reconcile writes is checked by
+the write itself (a refusal: Degraded ApplyFailed, before the Job).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile import options
 from spyre_operator.reconcile.kube import ApiError, Kube, one_line
 from spyre_operator.render.children import desired, manifest_hash
 
-# A hub model's commit is known once its weights are downloaded; the pods' manifests have
-# the same shape with any commit, so one stands in for the dry run of what comes after.
+# A hub model's commit is known once its weights are downloaded; the manifests have the
+# same shape with any commit, so one stands in, before and after the download.
 STAND_IN_COMMIT = "0" * 40
 MESSAGE_LIMIT = 1000
 
 
 class DryRuns:
-    """Dry-runs a SpyreModel's children once per distinct set of manifests (a spec change
-    or a resolved commit makes a new set); what was admitted is remembered, a refusal is
-    not, so a raised quota is seen at the next reconcile. Thread-safe."""
+    """Dry-runs a SpyreModel's children once per spec (a spec change makes a new set of
+    manifests; a hub model's resolved commit does not: a stand-in renders the same shape);
+    what was admitted is remembered, a refusal is not, so a raised quota is seen at the
+    next reconcile. Thread-safe."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self._admitted: dict[tuple[str, str], str] = {}
         self._guard = threading.Lock()
 
-    def refusal(self, model: SpyreModel, uid: str, commit: str | None) -> str | None:
+    def refusal(
+        self, model: SpyreModel, uid: str, written: Collection[tuple[str, str]]
+    ) -> str | None:
         """Why the API server would refuse one of the children, in its words; None when it
-        takes them all. A timeout or a 5xx raises (the reconcile is tried again)."""
-        if model.spec.model.from_hub and commit is None:
-            commit = STAND_IN_COMMIT
+        takes them all. `written`: (kind, name) of what this reconcile writes itself, which
+        that write checks. The rest go at once, in parallel (one round trip of latency).
+        A timeout or a 5xx raises (the reconcile is tried again)."""
+        commit = STAND_IN_COMMIT if model.spec.model.from_hub else None
         objects = desired(model, uid, options.platform(), commit).objects()
         digest = manifest_hash({"objects": objects})
         key = (model.namespace, model.name)
         with self._guard:
             if self._admitted.get(key) == digest:
                 return None
-        for obj in objects:
-            verb = "create" if obj["kind"] in ("PersistentVolumeClaim", "Job") else "apply"
-            try:
-                self.kube.dry_run(verb, obj)
-            except ApiError as err:
-                if err.conflict:
-                    continue  # exists already (a shared Job, the volume): nothing to create
-                if not err.refused:
-                    raise
-                return refusal_message(obj, err)
+        later = [o for o in objects if (o["kind"], o["metadata"]["name"]) not in written]
+        with ThreadPoolExecutor(max_workers=max(len(later), 1)) as pool:
+            answers = list(pool.map(self._try, later))
+        for obj, err in zip(later, answers, strict=True):
+            if err is None or err.conflict:  # taken, or exists already (a shared Job)
+                continue
+            if not err.refused:
+                raise err
+            return refusal_message(obj, err)
         with self._guard:
             self._admitted[key] = digest
+        return None
+
+    def _try(self, obj: dict[str, Any]) -> ApiError | None:
+        """A create (POST): what the later write would create, as a server-side apply does
+        for an object that does not exist yet; an object that exists answers 409 (it was
+        admitted). A POST costs the API server less than an apply (no field ownership)."""
+        try:
+            self.kube.dry_run("create", obj)
+        except ApiError as err:
+            return err
         return None
 
     def forget(self, namespace: str, name: str) -> None:

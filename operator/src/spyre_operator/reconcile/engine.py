@@ -34,7 +34,6 @@ from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.kube import ApiError, Kube, one_line
 from spyre_operator.reconcile.metrics import Metrics
 from spyre_operator.reconcile.observe import observe
-from spyre_operator.reconcile.weights import weights_commit
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +147,7 @@ class Reconciler:
             with self._guard:
                 failures = self._failures[key] = self._failures.get(key, 0) + 1
             delay = retry_delay(self.retry_seconds, failures)
-            self._complain(key, err, failures, delay)
+            self._complain(key, err, delay)
             self._retry_later(namespace, name, delay)
         else:
             with self._guard:
@@ -157,7 +156,7 @@ class Reconciler:
             if complained is not None:
                 log.info("%s/%s: recovered after %d failed attempts", namespace, name, failures)
 
-    def _complain(self, key: Key, err: Exception, failures: int, delay: float) -> None:
+    def _complain(self, key: Key, err: Exception, delay: float) -> None:
         """One line per failed attempt, except a refusal, which the status explains: said
         once, and again only when it changes. A traceback only for the first failure of an
         unexpected kind (a bug)."""
@@ -248,9 +247,10 @@ class Reconciler:
             return decide_invalid(body, invalid.problems, now)
         observed = observe(self.kube, body, model, self.compile_queue)
         plan = decide(observed, model, now)
-        if any(action.verb in ("create", "apply") for action in plan.actions):
-            commit = weights_commit(observed.weights)
-            refusal = self.dry_runs.refusal(model, observed.uid, commit)
+        starts = [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Job"]
+        if starts:  # a download or a compile: first, would the rest of the spec be taken?
+            written = {(a.obj["kind"], a.obj["metadata"]["name"]) for a in plan.actions}
+            refusal = self.dry_runs.refusal(model, observed.uid, written)
             if refusal is not None:
                 return decide_invalid(body, [Problem("", refusal)], now, reason="Refused")
         return plan

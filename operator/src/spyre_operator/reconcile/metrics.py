@@ -134,7 +134,7 @@ def exposition(
     lines += _family(
         f"{p}_dry_runs_total",
         "counter",
-        "Children dry-run (dryRun=All) before a spec's first write, by kind.",
+        "Children dry-run (dryRun=All) before a download or compile starts, by kind.",
         [f'{p}_dry_runs_total{{kind="{k}"}} {n}' for k, n in sorted((dry_runs or {}).items())],
     )
     lines += _family(
