@@ -383,7 +383,7 @@ def server(cases: list[tuple[str, str]], wait_seconds: float, directory: Path) -
             except InvalidSpec as err:  # the operator said valid, the parse says not
                 refused.append(f"{namespace}: operator valid, parse invalid: {err}"[:300])
                 continue
-            why = _refusals(kube, want.objects()) or _refused_by_server(st)
+            why = refusals(kube, want.objects()) or _refused_by_server(st)
             if why:
                 refused.append(f"{namespace} ({admitted[namespace]}): {why}"[:300])
         operator.check_alive()
@@ -412,12 +412,12 @@ def _statuses(kube: Any, admitted: dict[str, str], wait_seconds: float) -> dict[
         time.sleep(1)  # polling a benchmark's progress, not asserting on it
 
 
-def _refusals(kube: Any, objects: list[dict[str, Any]]) -> str:
+def refusals(kube: Any, objects: list[dict[str, Any]]) -> str:
     """The first refusal of a server dry-run of the children, and of a Pod from each pod
     template (a Job or Deployment is admitted with an image a Pod is refused for), in the
     namespace's default ServiceAccount (whether a named one exists is not the spec's
     validity). Only 400 and 422 are refusals: 409 is an object the operator created."""
-    from spyre_operator.reconcile.kube import ApiError, path
+    from spyre_operator.reconcile.kube import ApiError
 
     bodies = list(objects)
     for obj in objects:
@@ -431,13 +431,11 @@ def _refusals(kube: Any, objects: list[dict[str, Any]]) -> str:
             )  # fmt: skip
     for body in bodies:
         try:
-            kube.request(
-                "POST", path(body["kind"], body["metadata"]["namespace"]), body,
-                query={"dryRun": "All"},
-            )  # fmt: skip
+            kube.dry_run(body)
         except ApiError as err:
             if err.status in (400, 422):
-                return f"{body['kind']} refused ({err.status}): {str(err.body)[:200]}"
+                said = str(err.body.get("message") or err)[:400]
+                return f"{body['kind']} refused ({err.status}): {said}"
     return ""
 
 

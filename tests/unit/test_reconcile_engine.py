@@ -74,12 +74,12 @@ class FakeKube(Kube):
         obj["metadata"] |= {"uid": f"uid-{meta['name']}", "generation": 1}
         return self._store(obj)
 
-    def dry_run(self, verb: str, obj: dict[str, Any]) -> None:
+    def dry_run(self, obj: dict[str, Any]) -> None:
         self.dry_runs[obj["kind"]] += 1
         meta = obj["metadata"]
         if obj["kind"] in self.refuse_dry_run:
             raise self.refusal
-        if verb == "create" and (obj["kind"], meta["namespace"], meta["name"]) in self.objects:
+        if (obj["kind"], meta["namespace"], meta["name"]) in self.objects:
             raise ApiError(409, "AlreadyExists")
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:

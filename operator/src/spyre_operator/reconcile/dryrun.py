@@ -70,7 +70,7 @@ class DryRuns:
         for an object that does not exist yet; an object that exists answers 409 (it was
         admitted). A POST costs the API server less than an apply (no field ownership)."""
         try:
-            self.kube.dry_run("create", obj)
+            self.kube.dry_run(obj)
         except ApiError as err:
             return err
         return None
@@ -80,9 +80,8 @@ class DryRuns:
             self._admitted.pop((namespace, name), None)
 
 
-def refusal_message(obj: dict[str, object], err: ApiError) -> str:
+def refusal_message(obj: dict[str, Any], err: ApiError) -> str:
     meta = obj["metadata"]
-    assert isinstance(meta, dict)
     said = one_line(err.body.get("message") or f"{err.status} {err.reason}")
     if len(said) > MESSAGE_LIMIT:
         said = said[:MESSAGE_LIMIT] + "..."

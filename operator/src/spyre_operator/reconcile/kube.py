@@ -203,21 +203,15 @@ class Kube:
             query={"fieldManager": FIELD_MANAGER},
         )
 
-    def dry_run(self, verb: str, obj: dict[str, Any]) -> None:
-        """Would the API server take this write? `create` (POST) or `apply` (server-side
-        apply) with dryRun=All: validation and admission (quotas, limit ranges, policy
-        webhooks) run, nothing is stored. ApiError says why not."""
+    def dry_run(self, obj: dict[str, Any]) -> None:
+        """Would the API server create this object? A POST with dryRun=All: validation and
+        admission (quotas, limit ranges, policy webhooks) run, nothing is stored. ApiError
+        says why not (409: it exists)."""
         meta = obj["metadata"]
         with self._lock:
             self.dry_runs[obj["kind"]] += 1
-        if verb == "create":
-            url, query, content_type = path(obj["kind"], meta["namespace"]), {}, "application/json"
-        else:
-            url = path(obj["kind"], meta["namespace"], meta["name"])
-            query, content_type = {"fieldManager": FIELD_MANAGER, "force": "true"}, APPLY
-        method = "POST" if verb == "create" else "PATCH"
-        query["dryRun"] = "All"
-        self.request(method, url, obj, content_type=content_type, query=query)
+        url = path(obj["kind"], meta["namespace"])
+        self.request("POST", url, obj, query={"dryRun": "All"})
 
     def total_writes(self) -> int:
         with self._lock:

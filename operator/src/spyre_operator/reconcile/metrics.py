@@ -101,7 +101,7 @@ def exposition(
     stats: Counter[str],
     metrics: Metrics,
     writes: dict[str, int],
-    dry_runs: dict[str, int] | None = None,
+    dry_runs: dict[str, int],
 ) -> str:
     """The text exposition of everything the operator counts."""
     p = PREFIX
@@ -135,7 +135,7 @@ def exposition(
         f"{p}_dry_runs_total",
         "counter",
         "Children dry-run (dryRun=All) before a download or compile starts, by kind.",
-        [f'{p}_dry_runs_total{{kind="{k}"}} {n}' for k, n in sorted((dry_runs or {}).items())],
+        [f'{p}_dry_runs_total{{kind="{k}"}} {n}' for k, n in sorted(dry_runs.items())],
     )
     lines += _family(
         f"{p}_reconcile_duration_seconds", "histogram", "Time of one reconcile.", reconcile
