@@ -253,7 +253,7 @@ def _webhook(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return hook_config
 
 
-def test_the_webhook_reaches_the_operator_through_its_service_for_spyremodels_only() -> None:
+def test_the_webhook_reaches_the_operator_through_its_service_for_both_kinds_only() -> None:
     docs = render("ops")
     hook = _webhook(docs)
     assert hook["clientConfig"] == {
@@ -270,7 +270,7 @@ def test_the_webhook_reaches_the_operator_through_its_service_for_spyremodels_on
             "apiGroups": ["serving.spyre.dev"],
             "apiVersions": ["v1alpha1"],
             "operations": ["CREATE", "UPDATE"],
-            "resources": ["spyremodels"],  # not spyremodels/status nor /scale
+            "resources": ["spyremodels", "spyrecaches"],  # not their /status nor /scale
             "scope": "Namespaced",
         }
     ]

@@ -29,7 +29,7 @@ import yaml
 from cluster_sim import ROOT, condition, free_port, install_crd, kube_for, wait_for, wait_phase
 from cryptography import x509
 
-from spyre_operator.api.names import GROUP, PLURAL, VERSION
+from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, PLURAL, VERSION
 from spyre_operator.api.validation import review, validate
 from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile.kube import ApiError, Kube, path
@@ -68,8 +68,9 @@ class Webhooked:
         self.process: OperatorProcess | None = None
 
     def _configuration(self, suffix: str) -> dict[str, Any]:
-        rule = {"apiGroups": [GROUP], "apiVersions": [VERSION], "resources": [PLURAL],
-                "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}  # fmt: skip
+        rule = {"apiGroups": [GROUP], "apiVersions": [VERSION],
+                "resources": [PLURAL, CACHE_PLURAL], "operations": ["CREATE", "UPDATE"],
+                "scope": "Namespaced"}  # fmt: skip
         webhook = {
             "name": f"{PLURAL}.{GROUP}",
             "admissionReviewVersions": ["v1"],
@@ -232,6 +233,18 @@ def test_a_typo_is_refused_by_name_with_a_hint(kubectl: Any, hooked: Webhooked) 
     assert refusal(apply(kubectl, hooked, nested)) == (
         "spec.batching.continuous.maxNumSeq: unknown field: did you mean maxNumSeqs?"
     )
+
+
+def test_spyrecaches_are_checked_too(kubectl: Any, hooked: Webhooked) -> None:
+    # a precompile request is refused with the same text, and a valid one is admitted
+    bad = merge(named(CROSS_FIELD, "bad-cache"), {"kind": CACHE_KIND})
+    problems = [str(p) for p in review(bad).problems]
+    assert refusal(apply(kubectl, hooked, bad)).splitlines() == problems
+    assert len(problems) == 2
+    good = merge(named(BASE, "good-cache"), {"kind": CACHE_KIND})
+    result = apply(kubectl, hooked, good)
+    assert result.returncode == 0, result.stderr
+    assert hooked.kube.get(CACHE_KIND, hooked.namespace, "good-cache") is not None
 
 
 def test_a_config_the_registry_does_not_know_is_admitted_with_a_warning(

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from nodelib import Kubectl
 
-from spyre_operator.api.validation import validate
+from spyre_operator.api.names import CACHE_KIND
+from spyre_operator.api.validation import review, validate
 from spyre_operator.local import node_operator
 from spyre_operator.local.kubectl import KubectlError
 from spyre_operator.local.node import Node
@@ -24,7 +25,7 @@ WEBHOOK = f"{node_operator.RELEASE}-webhook"  # the chart's names for release sp
 DENIED = "denied the request: "
 
 
-def test_an_invalid_spyremodel_is_refused_by_the_operator_pod(
+def test_an_invalid_spyremodel_or_spyrecache_is_refused_by_the_operator_pod(
     operator_node: Node, kubectl: Kubectl, models: Path
 ) -> None:
     system = Kubectl(operator_node.kubeconfig, node_operator.NAMESPACE)
@@ -53,6 +54,10 @@ def test_an_invalid_spyremodel_is_refused_by_the_operator_pod(
     assert expected.startswith("spec.tensorParalelSize: unknown field: did you mean")
     with pytest.raises(KubectlError, match="NotFound"):
         kubectl("get", "spyremodel/refused")
+    doc["kind"] = CACHE_KIND  # a precompile request: the same rules, the same text
+    assert refusal() == "\n".join(str(p) for p in review(doc).problems) != ""
+    with pytest.raises(KubectlError, match="NotFound"):
+        kubectl("get", "spyrecache/refused")
     valid = node_operator.tiny_model(models, "admitted")
     out = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(valid))
     assert "created (server dry run)" in out

@@ -8,8 +8,8 @@ manages. Only kopf's event and index handlers are used, so kopf itself never wri
 SpyreModel: no finalizer, no annotations, nothing in the (strict) status; failed
 reconciles are retried by the reconciler. The children (and the cache PVCs) are read from
 kopf indexes that the watches keep current, not with GETs. With `--webhook-port`, a
-validating admission webhook (spyre_operator.webhook) refuses invalid SpyreModels at
-`kubectl apply`.
+validating admission webhook (spyre_operator.webhook) refuses invalid SpyreModels and
+SpyreCaches at `kubectl apply`.
 """
 
 from __future__ import annotations
@@ -35,8 +35,12 @@ def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> 
 if WEBHOOK is not None:
     from spyre_operator.webhook import server as webhook  # aiohttp and cryptography only then
 
+    # One handler (one id: the URL path) for both kinds; kopf picks it by id and resource.
     @kopf.on.validate(GROUP, VERSION, PLURAL, id=webhook.HANDLER_ID, operations=webhook.OPERATIONS)
-    def spyremodel_admission(body: kopf.Body, warnings: list[str], **kwargs: Any) -> None:
+    @kopf.on.validate(
+        GROUP, VERSION, CACHE_PLURAL, id=webhook.HANDLER_ID, operations=webhook.OPERATIONS
+    )
+    def admission(body: kopf.Body, warnings: list[str], **kwargs: Any) -> None:
         webhook.admit(kwargs["operation"], body, kwargs.get("old"), warnings)
 
 

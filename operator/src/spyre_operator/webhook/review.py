@@ -1,7 +1,8 @@
-"""What the admission webhook answers for a SpyreModel create or update: the verdict of
-`spyre-operator validate` (api/validation.review, the same function), as a refusal with
-every problem on a line of its own (`spec.path: message`), and the known-config warning
-as an admission warning (kubectl prints `Warning: ...`; the object is admitted)."""
+"""What the admission webhook answers for a SpyreModel (or SpyreCache) create or update:
+the verdict of `spyre-operator validate` (api/validation.review, the same function), as a
+refusal with every problem on a line of its own (`spec.path: message`), and the
+known-config warning as an admission warning (kubectl prints `Warning: ...`; the object is
+admitted)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from spyre_operator.webhook.review import answer
 
 log = logging.getLogger(__name__)
 
-HANDLER_ID = "spyremodels"  # the handler in handlers.py, and the URL path: /spyremodels
+HANDLER_ID = "spyremodels"  # the handler (both kinds) in handlers.py, and the URL path
 PATH = f"/{HANDLER_ID}"
 OPERATIONS: tuple[Literal["CREATE"], Literal["UPDATE"]] = ("CREATE", "UPDATE")
 
