@@ -275,8 +275,10 @@ class Bench:
     def api_reads(self) -> dict[str, float]:
         """GETs and LISTs the API server has answered, by "VERB resource", of the kinds the
         operator reads (its watches are WATCHes, not counted)."""
-        host = self.api.configuration.host
-        text = self.api.call_api("GET", f"{host}/metrics").read().decode()
+        _, url, headers, _, _ = self.api.param_serialize(
+            method="GET", resource_path="/metrics", auth_settings=["BearerToken"]
+        )
+        text = self.api.call_api("GET", url, header_params=headers).read().decode()
         out: dict[str, float] = {}
         for sample, value in metrics.parse(text).items():
             if not sample.startswith("apiserver_request_total{"):

@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from spyre_operator.reconcile import workqueue
+from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
+from spyre_operator.reconcile import triggers, workqueue
+from spyre_operator.reconcile.engine import Reconciler
+from spyre_operator.reconcile.kube import Kube
 from spyre_operator.reconcile.triggers import Resync, watched_keys
 from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
 
@@ -294,3 +297,29 @@ def test_the_pause_doubles_up_to_five_minutes() -> None:
     delay = workqueue.retry_delay
     assert [delay(10, n) for n in (1, 2, 3, 5, 6, 10_000)] == [10, 20, 40, 160, 300, 300]
     assert (delay(0.01, 1), delay(600, 3)) == (0.01, 600)  # a first pause above the cap stays
+
+
+def test_the_triggers_only_queue_a_model_with_its_copy_or_for_a_fresh_read() -> None:
+    rec = Recorder()
+    q = queue(rec)
+    kube = Kube(api=None)  # type: ignore[arg-type]  # never called: nothing runs here
+    reconcilers = {
+        kind: Reconciler(kube, lambda *_: None, kind=kind, queue=q) for kind in (KIND, CACHE_KIND)
+    }
+    body = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "7"}}
+    triggers.model_event(reconcilers[KIND], "MODIFIED", body)
+    triggers.model_event(reconcilers[CACHE_KIND], "ADDED", body | {"kind": CACHE_KIND})
+    owner = {"apiVersion": API_VERSION, "kind": KIND, "name": "b", "uid": "u"}
+    service = {"metadata": {"namespace": "ns", "name": "b", "ownerReferences": [owner]}}
+    triggers.child_changed(reconcilers, "ADDED", service)  # made by the reconciler: nothing
+    triggers.child_changed(reconcilers, "MODIFIED", service)
+    drain(q)
+    assert rec.runs == [
+        (A, body),
+        (("SpyreCache", "ns", "a"), body | {"kind": CACHE_KIND}),
+        (B, None),
+    ]
+    triggers.model_event(reconcilers[KIND], "MODIFIED", body)
+    triggers.model_event(reconcilers[KIND], "DELETED", body)  # still queued: reads afresh
+    drain(q)
+    assert rec.runs[-1] == (A, None)

@@ -4,9 +4,9 @@ Everything is derived from the cluster on each pass (the SpyreModel, its childre
 stored status). Between passes the reconciler keeps only the resourceVersion of its own
 last status write (to skip the watch echo of that write), the specs whose dry runs passed,
 and the compile Jobs it created a moment ago that the watch has not brought yet, so a
-restarted operator continues where the last one stopped. When a reconcile runs, that one
-of an object never runs twice at once, and failures are retried: the work queue
-(workqueue.py).
+restarted operator continues where the last one stopped. When a reconcile runs is the
+work queue's business (workqueue.py): never two of one object at once, a failed one again
+after a pause.
 """
 
 from __future__ import annotations

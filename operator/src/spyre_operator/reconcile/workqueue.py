@@ -47,28 +47,24 @@ class WorkQueue:
     """Keys in, one run per key at a time, fair (first come, first run), retries with back-off.
 
     `handle(key, copy)` reconciles; raising means "try again later" (`complain` logs it).
-    Thread-safe; `clock`
-    (seconds, monotonic) is injectable for tests, which may also drive the queue without
-    worker threads (`process(block=False)`)."""
+    Thread-safe; `clock` (seconds, monotonic) is injectable for tests, which may also drive
+    the queue without worker threads (`process(block=False)`)."""
 
     def __init__(
         self,
         handle: Callable[[Key, Copy], None],
         complain: Complain,
-        retry_seconds: float = RETRY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.handle, self.complain = handle, complain
-        self.retry_seconds, self.clock = retry_seconds, clock
+        self.handle, self.complain, self.clock = handle, complain, clock
         self.stats: Counter[str] = Counter()  # "retries": retries whose time came
         self._cond = threading.Condition()
         self._ready: deque[Key] = deque()  # waiting to run, first come first
         self._copies: dict[Key, Copy] = {}  # of the keys in _ready, or dirty ones
         self._running: set[Key] = set()
         self._dirty: set[Key] = set()  # added while running: runs again after
-        self._failures: dict[
-            Key, tuple[int, str | None]
-        ] = {}  # failed runs in a row, what was said
+        # failed runs in a row, and what the log said of the last one
+        self._failures: dict[Key, tuple[int, str | None]] = {}
         self._due: dict[Key, float] = {}  # pending retries: key -> when (clock)
         self._timers: list[tuple[float, Key]] = []  # heap of (when, key); stale ones skipped
         self._closed = False
@@ -145,7 +141,7 @@ class WorkQueue:
             failures, said = self._failures.get(key, (0, None))
         if err is not None:  # said while the key still counts as running: no run races it
             failures += 1
-            delay = retry_delay(self.retry_seconds, failures)
+            delay = retry_delay(RETRY_SECONDS, failures)
             said = self.complain(key, err, delay, said)
         elif failures:
             log.info("%s/%s: recovered after %d failed attempts", key[1], key[2], failures)
@@ -188,10 +184,11 @@ class WorkQueue:
             pass
 
     def shutdown(self, timeout: float | None = None) -> None:
-        """Stop taking keys; wait for the runs in progress (what is queued is dropped:
-        the next operator lists everything again)."""
+        """Stop taking keys; wait for the runs in progress, `timeout` seconds at most in
+        all (what is queued is dropped: the next operator lists everything again)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._workers:
-            thread.join(timeout)
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
