@@ -14,7 +14,8 @@ Starts its own control plane and `spyre-operator run` (a subprocess), then print
 - JobComplete -> Deployment: from the Job's status update to the Deployment appearing
   (median and p95; every SpyreModel with its own cache key);
 - API writes per idle reconcile (the operator's own counter, over full resync passes that
-  start once the operator has made no write for 3 s);
+  start once the operator has made no write for 3 s), and the reads (GET, LIST) the API
+  server counted meanwhile of the kinds the operator reads (`apiserver_request_total`);
 - the operator's peak RSS with --rss-models SpyreModels: the burst namespaces are deleted
   and the operator restarted first, so its whole life saw exactly that many.
 """
@@ -22,6 +23,7 @@ Starts its own control plane and `spyre-operator run` (a subprocess), then print
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -42,7 +44,7 @@ from spyre_operator.local import simulate
 from spyre_operator.local.controlplane import ControlPlane, free_port
 from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile import metrics
-from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
+from spyre_operator.reconcile.kube import KINDS, ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
 from spyre_operator.render.meta import compile_job_name
@@ -52,6 +54,7 @@ EXAMPLE = ROOT / "examples" / "micro-granite-cpu.yaml"
 TIMEOUT = 600.0
 QUIET = 3.0  # seconds without an operator write before the idle window starts
 GAP = 1.0  # seconds between single creates (and between the raw creates they compare to)
+READ_KINDS = {plural for _, plural in KINDS.values()}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -269,17 +272,34 @@ class Bench:
         deploy_seen.stop()
         return timings
 
-    def idle_writes(self) -> tuple[float, float, dict[str, float]]:
-        """(writes, reconciles, writes by request) over idle resync passes, counted once
-        the operator has finished what the bursts left it (its Events, late status
-        updates): no write for QUIET seconds."""
+    def api_reads(self) -> dict[str, float]:
+        """GETs and LISTs the API server has answered, by "VERB resource", of the kinds the
+        operator reads (its watches are WATCHes, not counted)."""
+        _, url, headers, _, _ = self.api.param_serialize(
+            method="GET", resource_path="/metrics", auth_settings=["BearerToken"]
+        )
+        text = self.api.call_api("GET", url, header_params=headers).read().decode()
+        out: dict[str, float] = {}
+        for sample, value in metrics.parse(text).items():
+            if not sample.startswith("apiserver_request_total{"):
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', sample))
+            if labels.get("verb") in ("GET", "LIST") and labels.get("resource") in READ_KINDS:
+                key = f"{labels['verb']} {labels['resource']}"
+                out[key] = out.get(key, 0.0) + value
+        return out
+
+    def idle_writes(self) -> tuple[float, float, dict[str, float], dict[str, float]]:
+        """(writes, reconciles, writes by request, reads by request) over idle resync
+        passes, counted once the operator has finished what the bursts left it (its
+        Events, late status updates): no write for QUIET seconds."""
         last, quiet_since = -1.0, time.monotonic()
         while time.monotonic() - quiet_since < QUIET:
             writes = self.metrics()["spyre_operator_api_writes_total"]
             if writes != last:
                 last, quiet_since = writes, time.monotonic()
             time.sleep(0.2)
-        before = self.metrics()
+        before, reads_before = self.metrics(), self.api_reads()
         wait(
             lambda: (
                 self.metrics()["spyre_operator_reconciles_total"]
@@ -287,15 +307,17 @@ class Bench:
             ),
             "idle passes",
         )
-        after = self.metrics()
+        after, reads = self.metrics(), self.api_reads()
         delta = {k: after[k] - before.get(k, 0.0) for k in after}
         by_request = {
             k: v for k, v in delta.items() if k.startswith("spyre_operator_api_requests") and v
         }
+        reads = {k: v - reads_before.get(k, 0.0) for k, v in reads.items()}
         return (
             delta["spyre_operator_api_writes_total"],
             delta["spyre_operator_reconciles_total"],
             by_request,
+            {k: v for k, v in reads.items() if v},
         )
 
     def delete_namespaces(self, names: list[str]) -> None:
@@ -375,10 +397,15 @@ def main() -> int:
             cold.report(f"single x{args.singles}, new namespace")
             for size in args.sizes:
                 bench.burst(size).report(f"burst {size}")
-            writes, passes, by_request = bench.idle_writes()
+            writes, passes, by_request, reads = bench.idle_writes()
             print(
                 f"idle: {writes:.0f} API writes in {passes:.0f} reconciles "
                 f"({writes / passes:.3f} per reconcile) {by_request or ''}",
+                flush=True,
+            )
+            print(
+                f"idle: {sum(reads.values()):.0f} API reads in {passes:.0f} reconciles "
+                f"({sum(reads.values()) / passes:.3f} per reconcile) {reads}",
                 flush=True,
             )
             names = ["singles"] + [f"cold-{i}" for i in range(args.singles)]

@@ -15,8 +15,9 @@ from spyre_operator.api.validation import validate
 from spyre_operator.reconcile import engine
 from spyre_operator.reconcile.compiles import Limits, Queue
 from spyre_operator.reconcile.conditions import Event, find
-from spyre_operator.reconcile.engine import Reconciler, retry_delay
+from spyre_operator.reconcile.engine import Reconciler, complain
 from spyre_operator.reconcile.kube import ApiError, Kube
+from spyre_operator.reconcile.workqueue import WorkQueue
 
 pytestmark = pytest.mark.unit
 
@@ -150,7 +151,46 @@ class Sink:
 
 def reconciler(kube: FakeKube) -> tuple[Reconciler, list[Event]]:
     sink = Sink()
-    return Reconciler(kube, sink, clock=lambda: "T"), sink.events
+    return queued(Reconciler(kube, sink, clock=lambda: "T")), sink.events
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def queued(rec: Reconciler) -> Reconciler:
+    """Give `rec` the operator's queue (no worker threads, a clock the test moves)."""
+    rec.queue = WorkQueue(
+        lambda key, copy: rec.reconcile(key[1], key[2], copy), complain, clock=Clock()
+    )
+    return rec
+
+
+def run(rec: Reconciler, name: str = "micro-granite-cpu") -> None:
+    """A trigger: queue the model and run what is queued (never raises)."""
+    rec.enqueue(NS, name)
+    assert rec.queue is not None
+    while rec.queue.process(block=False):
+        pass
+
+
+def retry(rec: Reconciler, name: str = "micro-granite-cpu") -> None:
+    """Let the pending retry's time come and run it."""
+    assert rec.queue is not None
+    delay = rec.queue.retry_in((rec.kind, NS, name))
+    assert delay is not None
+    rec.queue.clock.now += delay  # type: ignore[attr-defined]
+    assert rec.queue.process(block=False)
+
+
+def pending(rec: Reconciler, name: str = "micro-granite-cpu") -> tuple[int, float | None]:
+    """(failures in a row, seconds until the retry)"""
+    assert rec.queue is not None
+    key = (rec.kind, NS, name)
+    return rec.queue.failures(key), rec.queue.retry_in(key)
 
 
 COMMIT = "6e9c6465a9d7e5e9fa35004a29f0c90befa7d23f"  # the example's pinned revision
@@ -313,8 +353,8 @@ def test_a_refused_child_is_reported_and_tried_again_quietly(
     rec, events = reconciler(kube)
     finish_compile(kube, rec)
     kube.refuse.add("Deployment")  # refused for real, though its dry run passed
-    caplog.set_level("INFO", logger=engine.__name__)
-    rec.run(NS, "micro-granite-cpu")
+    caplog.set_level("INFO")
+    run(rec)
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (status["phase"], degraded["reason"]) == ("Degraded", "ApplyFailed")
@@ -323,23 +363,18 @@ def test_a_refused_child_is_reported_and_tried_again_quietly(
     done = "(created NetworkPolicy micro-granite-cpu)"
     assert events[-1] == Event("Warning", "ApplyFailed", f"{degraded['message']} {done}")
     writes = kube.writes["PATCH SpyreModel"]
-    for _ in range(3):  # the retries, run at once
-        (timer,) = rec._retries.values()
-        timer.cancel()
-        timer.function(*timer.args)
+    for _ in range(3):
+        retry(rec)
     assert kube.writes["PATCH SpyreModel"] == writes  # same failure, same status
-    assert rec._failures == {(NS, "micro-granite-cpu"): 4}
-    assert rec._retries[(NS, "micro-granite-cpu")].interval == 80  # 10s, doubled per failure
+    assert pending(rec) == (4, 80)  # 10s, doubled per failure
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]  # once, not per attempt
     assert "\n" not in warnings[0].getMessage() and warnings[0].exc_info is None
     # Fixed (the cluster's policy changed): applied on the next attempt, said once.
     kube.refuse.clear()
-    (timer,) = rec._retries.values()
-    timer.cancel()
-    timer.function(*timer.args)
+    retry(rec)
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
-    assert status["phase"] == "Starting" and rec._failures == {} and rec._retries == {}
+    assert status["phase"] == "Starting" and pending(rec) == (0, None)
     said = [r.getMessage() for r in caplog.records if "recovered" in r.getMessage()]
     assert said == ["default/micro-granite-cpu: recovered after 4 failed attempts"]
 
@@ -352,8 +387,7 @@ def test_a_retryable_failure_is_one_line_per_attempt_and_a_bug_one_traceback(
     kube.refusal = ApiError(500, "Internal Server Error", {"message": "etcd\nleader changed"})
     caplog.set_level("WARNING", logger=engine.__name__)
     for _ in range(3):
-        rec.run(NS, "micro-granite-cpu")
-        rec._retries.pop((NS, "micro-granite-cpu")).cancel()
+        run(rec)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3 and all("\n" not in line for line in lines)
     assert "writing Job spyre-weights-" in lines[0] and "etcd leader changed" in lines[0]
@@ -362,8 +396,7 @@ def test_a_retryable_failure_is_one_line_per_attempt_and_a_bug_one_traceback(
     caplog.clear()
     kube.get = None  # type: ignore[assignment,method-assign]
     for _ in range(3):
-        rec.run(NS, "micro-granite-cpu")
-        rec._retries.pop((NS, "micro-granite-cpu")).cancel()
+        run(rec)
     assert [bool(r.exc_info) for r in caplog.records] == [True, False, False]
 
 
@@ -382,14 +415,14 @@ def test_a_spec_the_cluster_refuses_is_invalid_before_anything_is_written(
             "exceeded quota: no-deployments"
         },
     )
-    rec.run(NS, "micro-granite-cpu")
+    run(rec)
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (status["phase"], degraded["reason"]) == ("Invalid", "Refused")
     assert degraded["message"].startswith("the API server refuses Deployment micro-granite-cpu")
     assert "exceeded quota: no-deployments" in degraded["message"]
     assert dict(kube.writes) == {"PATCH SpyreModel": 1}  # no child, not even the volume
-    assert [e.reason for e in events] == ["Refused"] and rec._retries == {}
+    assert [e.reason for e in events] == ["Refused"] and pending(rec) == (0, None)
     # Before the download: the children that come after it, the compile Job and the
     # Deployment of a hub model (its commit not known yet) included; not those this
     # reconcile writes itself (the volume, the weights Job: their writes check them).
@@ -397,14 +430,14 @@ def test_a_spec_the_cluster_refuses_is_invalid_before_anything_is_written(
     # The quota is raised: the next reconcile (a resync) goes on; what was admitted is
     # dry-run once per spec, not at every pass that starts a Job.
     kube.refuse_dry_run.clear()
-    rec.run(NS, "micro-granite-cpu")
+    run(rec)
     assert kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]["phase"] == "Downloading"  # type: ignore[index]
     tried = sum(kube.dry_runs.values())
     finish_weights(kube)  # the commit is known: the same shapes, admitted already
-    rec.run(NS, "micro-granite-cpu")
+    run(rec)
     assert kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]["phase"] == "Compiling"  # type: ignore[index]
     finish(kube, "compile", {"ok": True, "seconds": 9})
-    rec.run(NS, "micro-granite-cpu")  # writes the Deployment: admitted already
+    run(rec)  # writes the Deployment: admitted already
     assert kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]["phase"] == "Starting"  # type: ignore[index]
     assert sum(kube.dry_runs.values()) == tried
 
@@ -427,12 +460,12 @@ def test_a_spec_that_crashed_validation_is_invalid_once_without_a_retry(
     kube.patch("SpyreModel", NS, "micro-granite-cpu", {"spec": patch})
     body = kube.get("SpyreModel", NS, "micro-granite-cpu")
     rec, events = reconciler(kube)
-    rec.run(NS, "micro-granite-cpu")
+    run(rec)
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (status["phase"], degraded["reason"]) == ("Invalid", "InvalidSpec")
     assert degraded["message"] == "; ".join(str(p) for p in validate(body))
-    assert (kube.total_writes(), rec.stats["errors"], rec._retries) == (2, 0, {})
+    assert (kube.total_writes(), rec.stats["errors"], pending(rec)) == (2, 0, (0, None))
     assert [e.reason for e in events] == ["InvalidSpec"]
 
 
@@ -448,8 +481,8 @@ def test_a_namespace_being_deleted_is_left_to_go(kube: FakeKube) -> None:
             }
         },
     )
-    rec.run(NS, "micro-granite-cpu")
-    assert (kube.total_writes(), events, rec.stats["errors"], rec._retries) == (1, [], 0, {})
+    run(rec)
+    assert (kube.total_writes(), events, rec.stats["errors"], pending(rec)) == (1, [], 0, (0, None))
 
 
 def test_deleted_models_are_left_alone(kube: FakeKube) -> None:
@@ -489,42 +522,35 @@ def test_a_failed_write_is_reported_then_tried_again(kube: FakeKube) -> None:
         if event.reason == "Downloading":
             compiling.set()
 
-    rec = Reconciler(kube, emit, clock=lambda: "T", retry_seconds=60)
-    rec.run(NS, "micro-granite-cpu")  # logs the 500, does not raise
+    rec = queued(Reconciler(kube, emit, clock=lambda: "T"))
+    run(rec)  # logs the 500, does not raise
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (status["phase"], degraded["reason"]) == ("Degraded", "ApplyFailed")
     assert "Job" in degraded["message"] and "range is full" in degraded["message"]
     assert rec.stats["errors"] == 1 and not compiling.is_set()
-    assert rec._failures == {(NS, "micro-granite-cpu"): 1}
+    assert pending(rec) == (1, 10)
 
-    (timer,) = rec._retries.values()
-    timer.cancel()
-    timer.function(*timer.args)  # the retry, without waiting for it
-    assert compiling.wait(30)
+    retry(rec)
+    assert compiling.is_set()
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
-    assert (status["phase"], degraded["status"], rec.stats["retries"]) == (
+    assert (status["phase"], degraded["status"], rec.queue.stats["retries"]) == (  # type: ignore[union-attr]
         "Downloading",
         "False",
         1,
     )
     assert [k for k in kube.objects if k[0] == "Job"]
-    assert rec._failures == {}  # the next failure waits retry_seconds again
+    assert pending(rec) == (0, None)  # the next failure waits 10 s again
 
 
-def test_retries_back_off() -> None:
-    assert [retry_delay(10, n) for n in (1, 2, 3, 5, 6, 10_000)] == [10, 20, 40, 160, 300, 300]
-    assert retry_delay(0.01, 1) == 0.01
-
-
-def test_forgetting_a_model_cancels_its_retry(kube: FakeKube) -> None:
+def test_deleting_a_model_cancels_its_retry(kube: FakeKube) -> None:
     rec, _ = reconciler(kube)
-    rec._retry_later(NS, "micro-granite-cpu", 600)
-    rec._retry_later(NS, "micro-granite-cpu", 600)  # one pending retry per model
-    (timer,) = rec._retries.values()
+    kube.refuse.add("PersistentVolumeClaim")
+    run(rec)
+    assert pending(rec) == (1, 10)
     rec.forget(NS, "micro-granite-cpu")  # its DELETED event
-    assert timer.finished.is_set() and not rec._retries
+    assert pending(rec) == (0, None)
 
 
 ON_A_PVC = {"id": "m", "path": "/models/m", "source": {"pvc": {"claimName": "models"}}}

@@ -1,12 +1,13 @@
 """kopf handlers: decorators only, each a few lines calling spyre_operator.reconcile.
 
-Every trigger runs the same level-based reconcile (reconcile/engine.py): any event of a
+Every trigger queues the same level-based reconcile (reconcile/engine.py, run by the
+workers of reconcile/workqueue.py): any event of a
 SpyreModel (including the listing at start-up, which is the resume), the operator's own
 periodic resync (the safety net against lost events, a thread started at start-up), and
 changes of the Jobs, Deployments, Services, NetworkPolicies and Pods the operator
 manages. Only kopf's event and index handlers are used, so kopf itself never writes to a
 SpyreModel: no finalizer, no annotations, nothing in the (strict) status; failed
-reconciles are retried by the reconciler. The children (and the cache PVCs) are read from
+reconciles are retried by the queue. The children (and the cache PVCs) are read from
 kopf indexes that the watches keep current, not with GETs. With `--webhook-port`, a
 validating admission webhook (spyre_operator.webhook) refuses invalid SpyreModels and
 SpyreCaches at `kubectl apply`.
@@ -18,7 +19,7 @@ from typing import Any
 
 import kopf
 
-from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, PLURAL, VERSION
+from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, KIND, PLURAL, VERSION
 from spyre_operator.reconcile import indexes, options, triggers, wiring
 
 NETWORKING = "networking.k8s.io"
@@ -66,7 +67,7 @@ def children(resource: kopf.Resource, body: kopf.Body, **_: Any) -> dict[Any, An
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def spyremodel_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    triggers.model_event(memo.reconciler, type, body)
+    triggers.model_event(memo.reconcilers[KIND], type, body)
 
 
 @kopf.on.event(GROUP, VERSION, CACHE_PLURAL)
@@ -89,4 +90,4 @@ def pod_changed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) ->
 
 @kopf.on.probe(id="reconciles")
 def reconciles(memo: kopf.Memo, **_: Any) -> int:
-    return int(memo.reconciler.stats["reconciles"])
+    return sum(r.stats["reconciles"] for r in memo.reconcilers.values())

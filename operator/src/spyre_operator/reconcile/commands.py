@@ -41,7 +41,8 @@ def register(sub: Any) -> None:
         "--resync-seconds",
         type=float,
         default=options.DEFAULT_RESYNC,
-        help="periodic level-based reconcile of every SpyreModel (default: %(default)s)",
+        help="reconcile every SpyreModel and SpyreCache once in this period, spread evenly "
+        "over it (default: %(default)s)",
     )
     run.add_argument(
         "--workers",

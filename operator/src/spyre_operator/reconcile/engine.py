@@ -1,10 +1,12 @@
 """One level-based reconcile of a SpyreModel: observe -> decide -> apply -> status.
 
 Everything is derived from the cluster on each pass (the SpyreModel, its children and its
-stored status). Between passes the reconciler keeps only a lock per object, the
-resourceVersion of its own last status write (to skip the watch echo of that write),
-pending retries, and the compile Jobs it created a moment ago that the watch has not
-brought yet, so a restarted operator continues where the last one stopped.
+stored status). Between passes the reconciler keeps only the resourceVersion of its own
+last status write (to skip the watch echo of that write), the specs whose dry runs passed,
+and the compile Jobs it created a moment ago that the watch has not brought yet, so a
+restarted operator continues where the last one stopped. When a reconcile runs is the
+work queue's business (workqueue.py): never two of one object at once, a failed one again
+after a pause.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Protocol
 from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import InvalidSpec, Problem
 from spyre_operator.api.validation import parse
+from spyre_operator.reconcile import workqueue
 from spyre_operator.reconcile.apply import execute, write_status
 from spyre_operator.reconcile.compiles import JobRef, Queue, is_compile_start
 from spyre_operator.reconcile.conditions import (
@@ -44,10 +47,7 @@ class EventSink(Protocol):
         idempotently (the same name again is no second Event)."""
 
 
-Key = tuple[str, str]  # (namespace, name) of a SpyreModel
 MAX_ATTEMPTS = 4  # re-reads after a stale status write (409) before giving up this pass
-RETRY_SECONDS = 10.0  # pause before a failed reconcile runs again, doubled per failure
-MAX_RETRY_SECONDS = 300.0
 # A compile Job this operator created counts as running until the watch brings it (the
 # index has it then); this long at most, should its events be lost (created and deleted).
 STARTED_SECONDS = 60.0
@@ -61,10 +61,20 @@ class WriteFailed(ApiError):
         self.args = (message,)
 
 
-def retry_delay(first: float, failures: int) -> float:
-    """`first` after one failure, doubling with each one after it, at most
-    MAX_RETRY_SECONDS (so a write that keeps failing does not load the API server)."""
-    return min(first * 2 ** min(failures - 1, 30), max(first, MAX_RETRY_SECONDS))
+def complain(key: workqueue.Key, err: Exception, delay: float, before: str | None) -> str:
+    """What the log says of a failed reconcile (retried in `delay` seconds): one line per
+    attempt, except a refusal, which the status explains: said once, and again only when
+    it changes. A traceback only for the first failure of an unexpected kind (a bug)."""
+    said = one_line(err) if isinstance(err, ApiError) else f"{type(err).__name__}: {one_line(err)}"
+    where = f"{key[1]}/{key[2]}"
+    if isinstance(err, ApiError) and err.refused:
+        if said != before:
+            log.warning("%s: %s (tried again after a growing pause)", where, said)
+    elif isinstance(err, ApiError) or said == before:
+        log.warning("%s: %s (again in %gs)", where, said, delay)
+    else:
+        log.exception("reconciling %s (again in %gs)", where, delay, exc_info=err)
+    return said
 
 
 class Starts:
@@ -97,117 +107,59 @@ class Reconciler:
         kube: Kube,
         emit: EventSink,
         clock: Callable[[], str] = now_rfc3339,
-        retry_seconds: float = RETRY_SECONDS,
         compile_queue: Callable[[], Queue] | None = None,
         kind: str = KIND,
         starts: Starts | None = None,
+        queue: workqueue.WorkQueue | None = None,
+        metrics: Metrics | None = None,
     ):
         """`compile_queue` reads the compile queue from the cluster (None: no limits);
-        `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both."""
+        `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both;
+        `queue` runs the reconciles the triggers ask for (`enqueue`); `metrics` may be
+        shared too."""
         self.kube, self.emit, self.clock = kube, emit, clock
         self.kind = kind
-        self.retry_seconds = retry_seconds
         self._compile_queue = compile_queue
         self.starts = starts or Starts()
+        self.queue = queue
         self.stats: Counter[str] = Counter()
-        self.metrics = Metrics()
-        self._locks: dict[Key, threading.Lock] = {}
-        self._written: dict[Key, str] = {}  # resourceVersion of our last status write
-        self._retries: dict[Key, threading.Timer] = {}
-        self._failures: dict[Key, int] = {}  # failed reconciles in a row
-        self._complaints: dict[Key, str] = {}  # what the log said of the current failure
+        self.metrics = metrics or Metrics()
+        self._written: dict[tuple[str, str], str] = {}  # resourceVersion of our last status write
         self.dry_runs = DryRuns(kube)
         self._guard = threading.Lock()
 
-    def _lock(self, namespace: str, name: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault((namespace, name), threading.Lock())
+    def enqueue(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
+        """Have the object reconciled by the queue's workers (never blocks); `body`: the
+        copy its own event brought (None: read it afresh)."""
+        assert self.queue is not None, "a Reconciler without a queue only reconciles"
+        self.queue.add((self.kind, namespace, name), body)
 
     def forget(self, namespace: str, name: str) -> None:
-        """The SpyreModel is gone: drop what is kept about it."""
+        """The object is gone: drop what is kept about it."""
         with self._guard:
-            self._locks.pop((namespace, name), None)
             self._written.pop((namespace, name), None)
-            self._failures.pop((namespace, name), None)
-            self._complaints.pop((namespace, name), None)
-            retry = self._retries.pop((namespace, name), None)
-        if retry is not None:
-            retry.cancel()
+        if self.queue is not None:
+            self.queue.forget((self.kind, namespace, name))
         self.dry_runs.forget(namespace, name)
-        self.metrics.forget((namespace, name))
-
-    def run(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
-        """Reconcile; on failure run again (from a fresh read) after a pause that doubles
-        with each failure in a row (`retry_delay`). A failing SpyreModel never raises into
-        the caller, which goes on with the others."""
-        key = (namespace, name)
-        try:
-            self.reconcile(namespace, name, body)
-        except Exception as err:
-            with self._guard:
-                failures = self._failures[key] = self._failures.get(key, 0) + 1
-            delay = retry_delay(self.retry_seconds, failures)
-            self._complain(key, err, delay)
-            self._retry_later(namespace, name, delay)
-        else:
-            with self._guard:
-                failures = self._failures.pop(key, 0)
-                complained = self._complaints.pop(key, None)
-            if complained is not None:
-                log.info("%s/%s: recovered after %d failed attempts", namespace, name, failures)
-
-    def _complain(self, key: Key, err: Exception, delay: float) -> None:
-        """One line per failed attempt, except a refusal, which the status explains: said
-        once, and again only when it changes. A traceback only for the first failure of an
-        unexpected kind (a bug)."""
-        said = (
-            one_line(err) if isinstance(err, ApiError) else f"{type(err).__name__}: {one_line(err)}"
-        )
-        with self._guard:
-            before = self._complaints.get(key)
-            self._complaints[key] = said
-        where = f"{key[0]}/{key[1]}"
-        if isinstance(err, ApiError) and err.refused:
-            if said != before:
-                log.warning("%s: %s (tried again after a growing pause)", where, said)
-        elif isinstance(err, ApiError) or said == before:
-            log.warning("%s: %s (again in %gs)", where, said, delay)
-        else:
-            log.exception("reconciling %s (again in %gs)", where, delay)
-
-    def _retry_later(self, namespace: str, name: str, delay: float) -> None:
-        key = (namespace, name)
-        with self._guard:
-            if key in self._retries:
-                return
-            timer = threading.Timer(delay, self._retry, key)
-            timer.daemon = True
-            self._retries[key] = timer
-        timer.start()
-
-    def _retry(self, namespace: str, name: str) -> None:
-        with self._guard:
-            self._retries.pop((namespace, name), None)
-        self.stats["retries"] += 1
-        self.run(namespace, name)
+        self.metrics.forget(self.kind, (namespace, name))
 
     def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
-        """Reconcile one SpyreModel; `body` is a recent copy if the caller has one."""
+        """Reconcile one SpyreModel; `body` is a recent copy if the caller has one. Not
+        twice at once for one object (the queue runs each key once at a time)."""
         started = time.perf_counter()
-        with self._lock(namespace, name):
-            if body is not None and self._is_echo(namespace, name, body):
-                self.stats["echoes"] += 1
-                return
-            try:
-                self._reconcile(namespace, name, body)
-            except Exception as err:
-                self.stats["errors"] += 1
-                reason = f"http_{err.status}" if isinstance(err, ApiError) else type(err).__name__
-                self.metrics.failed(reason)
-                raise
-            finally:
-                self.stats["reconciles"] += 1
-                self.metrics.reconciled(time.perf_counter() - started)
+        if body is not None and self._is_echo(namespace, name, body):
+            self.stats["echoes"] += 1
+            return
+        try:
+            self._reconcile(namespace, name, body)
+        except Exception as err:
+            self.stats["errors"] += 1
+            reason = f"http_{err.status}" if isinstance(err, ApiError) else type(err).__name__
+            self.metrics.failed(reason)
+            raise
+        finally:
+            self.stats["reconciles"] += 1
+            self.metrics.reconciled(time.perf_counter() - started)
 
     def _is_echo(self, namespace: str, name: str, body: dict[str, Any]) -> bool:
         """The watch event of our own status write: the object is exactly what the last
@@ -310,8 +262,8 @@ class Reconciler:
                 self._written[(meta["namespace"], meta["name"])] = written["metadata"][
                     "resourceVersion"
                 ]
-        self.metrics.status((meta["namespace"], meta["name"]), written_status)
+        self.metrics.status(self.kind, (meta["namespace"], meta["name"]), written_status)
         for event in [] if events else said:
             self._say(body, event)
         if failed is not None:
-            raise failed  # run() tries again after a pause (a refusal: one that grows long)
+            raise failed  # the queue tries again after a pause (a refusal: one that grows long)

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from spyre_operator import __version__
+from spyre_operator.api.names import KIND
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ class Histogram:
 
 
 class Metrics:
-    """Kept by the reconciler; every method is safe from any thread."""
+    """Kept by the reconcilers (one for both kinds); every method is safe from any thread.
+    The phases are the SpyreModels' (`kind`); a SpyreCache's compile time counts too."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -61,12 +63,12 @@ class Metrics:
         with self._lock:
             self.errors[reason] += 1
 
-    def status(self, key: Key, status: dict[str, Any]) -> None:
+    def status(self, kind: str, key: Key, status: dict[str, Any]) -> None:
         """The status as written: the model's phase, and a compile's duration once."""
         cache = status.get("cache") or {}
         seconds, job = cache.get("seconds"), cache.get("jobName")
         with self._lock:
-            if status.get("phase"):
+            if status.get("phase") and kind == KIND:
                 self.phases[key] = status["phase"]
             if not isinstance(seconds, int | float) or cache.get("ok") is not True:
                 return
@@ -74,9 +76,10 @@ class Metrics:
                 self._compiles_seen.add(job)
                 self.compile.observe(float(seconds))
 
-    def forget(self, key: Key) -> None:
-        with self._lock:
-            self.phases.pop(key, None)
+    def forget(self, kind: str, key: Key) -> None:
+        if kind == KIND:
+            with self._lock:
+                self.phases.pop(key, None)
 
     def snapshot(self) -> tuple[dict[str, int], dict[Key, str], list[str], list[str]]:
         """(errors by reason, phases, reconcile and compile histogram lines)."""
@@ -110,7 +113,11 @@ def exposition(
     counters = [
         ("reconciles_total", "Reconciles run (events, resyncs, retries).", stats["reconciles"]),
         ("reconcile_conflicts_total", "Status writes refused as stale (409).", stats["conflicts"]),
-        ("status_writes_total", "SpyreModel status writes.", stats["status_writes"]),
+        (
+            "status_writes_total",
+            "Status writes (SpyreModels, SpyreCaches).",
+            stats["status_writes"],
+        ),
         ("reconcile_retries_total", "Reconciles run again after a failure.", stats["retries"]),
         ("api_writes_total", "Writes to the API server, of every kind.", sum(writes.values())),
     ]

@@ -1,10 +1,12 @@
 """What makes a SpyreModel or SpyreCache reconcile: its own events, its children's and
-pods' events, the compile queue moving, and the periodic resync."""
+pods' events, the compile queue moving, and the periodic resync. Each only queues the
+object (workqueue.py): a kopf handler never waits for a reconcile."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spyre_operator.api.names import API_VERSION, KIND
@@ -12,25 +14,56 @@ from spyre_operator.reconcile import compiles
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.indexes import plain
 from spyre_operator.reconcile.observe import job_view
+from spyre_operator.reconcile.workqueue import Key
 from spyre_operator.render import meta
 
 Reconcilers = Mapping[str, Reconciler]  # by kind: SpyreModel, SpyreCache
 
 
-def start_resync(
-    reconcilers: Reconcilers, watched: Mapping[str, Any], interval: float
-) -> threading.Event:
-    """Every `interval` seconds, reconcile each SpyreModel and SpyreCache the operator
-    watches (their indexes, by kind), one after the other. Set the returned Event to stop."""
-    stop = threading.Event()
+class Resync(threading.Thread):
+    """Every `period` seconds, each SpyreModel and SpyreCache the operator watches
+    (`keys()`, read at the start of each pass) is queued once, spread evenly over the period:
+    key i of n at i * period / n, so the reconciles of a pass (and their API reads) come at
+    n / period per second instead of all at once. The first pass starts one period after
+    the start (the start-up listing reconciled everything). `clock` and `wait` (returns
+    True once stopped) are injectable for tests."""
 
-    def loop() -> None:
-        while not stop.wait(interval):
-            for kind, index in watched.items():
-                reconcile_each(reconcilers[kind], list(index))
+    def __init__(
+        self,
+        keys: Callable[[], list[Key]],
+        add: Callable[[Key], None],
+        period: float,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
+        super().__init__(name="resync", daemon=True)
+        self.keys, self.add, self.period, self.clock = keys, add, period, clock
+        self._stop = threading.Event()
+        self.wait = wait or self._stop.wait
 
-    threading.Thread(target=loop, name="resync", daemon=True).start()
-    return stop
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        start = self.clock()
+        while True:
+            start += self.period
+            if self._wait_until(start):
+                return
+            keys = self.keys()
+            for i, key in enumerate(keys):
+                if self._wait_until(start + self.period * i / len(keys)):
+                    return
+                self.add(key)
+
+    def _wait_until(self, when: float) -> bool:
+        return self.wait(max(0.0, when - self.clock()))
+
+
+def watched_keys(watched: Mapping[str, Any]) -> list[Key]:
+    """(kind, namespace, name) of every object in the indexes of SpyreModels and
+    SpyreCaches (`watched`, by kind), in a stable order."""
+    return sorted((kind, ns, name) for kind, index in watched.items() for ns, name in list(index))
 
 
 def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -40,7 +73,7 @@ def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[st
     if event_type == "DELETED":
         reconciler.forget(metadata["namespace"], metadata["name"])
     else:
-        reconciler.run(metadata["namespace"], metadata["name"], plain(body))
+        reconciler.enqueue(metadata["namespace"], metadata["name"], plain(body))
 
 
 def owners(obj: Mapping[str, Any], kind: str = KIND) -> list[str]:
@@ -58,7 +91,7 @@ def reconcile_owners(reconcilers: Reconcilers, obj: Mapping[str, Any]) -> None:
 
 def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> None:
     for namespace, name in keys:
-        reconciler.run(namespace, name)
+        reconciler.enqueue(namespace, name)
 
 
 def child_changed(
@@ -76,7 +109,7 @@ def child_changed(
         queue = reconcilers[KIND].compile_queue()
         wanting = queue.wanting if queue is not None else ()
         for want in sorted(wanting, key=compiles.fair):
-            reconcilers[want.kind].run(want.namespace, want.name)
+            reconcilers[want.kind].enqueue(want.namespace, want.name)
 
 
 def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool:

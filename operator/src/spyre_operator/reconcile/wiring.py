@@ -1,5 +1,6 @@
-"""What connects kopf to the reconciler: settings, the reconcilers, Events, the resync
-and metrics (the triggers are in triggers.py, the indexes in indexes.py).
+"""What connects kopf to the reconciler: settings, the work queue and its workers, the
+reconcilers, Events, the resync and metrics (the triggers are in triggers.py, the indexes
+in indexes.py).
 
 Configuration comes from the environment (the `run` command sets it from its flags), so
 `kopf run -m spyre_operator.handlers` works the same way.
@@ -9,23 +10,25 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
 from spyre_operator.reconcile import compiles, metrics, options
-from spyre_operator.reconcile.engine import Reconciler, Starts
+from spyre_operator.reconcile.engine import Reconciler, Starts, complain
 from spyre_operator.reconcile.events import EventPoster
 from spyre_operator.reconcile.indexes import CACHES, INDEXED, MODELS, IndexedKube, compile_queue
-from spyre_operator.reconcile.kube import load_api_client
-from spyre_operator.reconcile.triggers import start_resync
+from spyre_operator.reconcile.kube import REQUEST_TIMEOUT, load_api_client
+from spyre_operator.reconcile.triggers import Resync, watched_keys
+from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
 
 
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]) -> None:
-    """No kopf-posted Events, one client for every handler (reading the children from the
-    indexes), Events posted from a thread of their own, and the periodic resync."""
+    """No kopf-posted Events, one client for every reconcile (reading the children from the
+    indexes), the reconciles run by the work queue's `--workers` threads (kopf's handlers
+    only queue them), Events posted from a thread of their own, and the periodic resync."""
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # the reconciler posts its Events itself (EventPoster)
     settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
@@ -39,6 +42,12 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     queue = functools.partial(compile_queue, limits, indexes["jobs"], wants)
     unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
     starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
+
+    def reconcile(key: Key, copy: Copy) -> None:
+        memo.reconcilers[key[0]].reconcile(key[1], key[2], copy)
+
+    memo.queue = WorkQueue(reconcile, complain)
+    shared = metrics.Metrics()
     memo.reconcilers = {
         kind: Reconciler(
             kube,
@@ -46,19 +55,25 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
             compile_queue=None if unlimited else queue,
             kind=kind,
             starts=starts,
+            queue=memo.queue,
+            metrics=shared,
         )
         for kind in (KIND, CACHE_KIND)
     }
-    memo.reconciler = memo.reconcilers[KIND]
+    memo.queue.start(workers)
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
-    memo.resync = start_resync(memo.reconcilers, watched, options.resync_seconds())
+    memo.resync = Resync(
+        functools.partial(watched_keys, watched), memo.queue.add, options.resync_seconds()
+    )
+    memo.resync.start()
     port = options.metrics_port()
     if port:
-        metrics.serve(lambda: metrics_text(memo.reconciler), port)
+        metrics.serve(lambda: metrics_text(memo.reconcilers.values(), memo.queue), port)
 
 
 def shutdown(memo: kopf.Memo) -> None:
-    memo.resync.set()
+    memo.resync.stop()
+    memo.queue.shutdown(timeout=REQUEST_TIMEOUT)
     memo.events.close()
 
 
@@ -77,6 +92,9 @@ class NoDiffBase(kopf.DiffBaseStorage):
         """Nothing to remember."""
 
 
-def metrics_text(reconciler: Reconciler) -> str:
-    kube = reconciler.kube
-    return metrics.exposition(reconciler.stats, reconciler.metrics, kube.writes, kube.dry_runs)
+def metrics_text(reconcilers: Iterable[Reconciler], queue: WorkQueue) -> str:
+    """Both reconcilers' counters added up (their client and Metrics are shared)."""
+    reconcilers = list(reconcilers)
+    stats = sum((r.stats for r in reconcilers), queue.stats.copy())
+    kube = reconcilers[0].kube
+    return metrics.exposition(stats, reconcilers[0].metrics, kube.writes, kube.dry_runs)

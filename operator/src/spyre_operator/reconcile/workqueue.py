@@ -1,0 +1,194 @@
+"""The work queue between the triggers and the reconciles.
+
+The triggers (kopf's event handlers, the resync) only `add` a key, which never blocks; a
+few worker threads take the keys in the order they came and reconcile them. A key queued
+again before it runs is not queued twice (the triggers coalesce); a key added while it is
+being reconciled runs once more after that run, never two runs of one key at once. A run
+that fails is retried after a pause that doubles with each failure in a row (10 s to 5 min,
+`retry_delay`), reset by a success; an event in between runs the key at once all the same
+(its data changed, so the reconcile may well pass now), and a success cancels the retry.
+
+An event brings the object's latest copy: a run of a key that only events queued
+reconciles from that copy (no GET, and the echo of the reconciler's own status write is
+recognised); any other trigger (a child, the resync, a retry) makes the run read it afresh.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str, str]  # (kind, namespace, name)
+Copy = dict[str, Any] | None  # the object as an event brought it; None: read it afresh
+RETRY_SECONDS = 10.0  # pause before a failed run is retried, doubled per failure in a row
+MAX_RETRY_SECONDS = 300.0
+
+
+def retry_delay(first: float, failures: int) -> float:
+    """`first` after one failure, doubling with each one after it, at most
+    MAX_RETRY_SECONDS (so a write that keeps failing does not load the API server)."""
+    return min(first * 2 ** min(failures - 1, 30), max(first, MAX_RETRY_SECONDS))
+
+
+class Complain(Protocol):
+    def __call__(self, key: Key, err: Exception, delay: float, before: str | None) -> str:
+        """Log a failed run, retried in `delay` seconds; `before`: what was said of the
+        failure before it in a row (None: the first). Returns what it said."""
+
+
+class WorkQueue:
+    """Keys in, one run per key at a time, fair (first come, first run), retries with back-off.
+
+    `handle(key, copy)` reconciles; raising means "try again later" (`complain` logs it).
+    Thread-safe; `clock` (seconds, monotonic) is injectable for tests, which may also drive
+    the queue without worker threads (`process(block=False)`)."""
+
+    def __init__(
+        self,
+        handle: Callable[[Key, Copy], None],
+        complain: Complain,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.handle, self.complain, self.clock = handle, complain, clock
+        self.stats: Counter[str] = Counter()  # "retries": retries whose time came
+        self._cond = threading.Condition()
+        self._ready: deque[Key] = deque()  # waiting to run, first come first
+        self._copies: dict[Key, Copy] = {}  # of the keys in _ready, or dirty ones
+        self._running: set[Key] = set()
+        self._dirty: set[Key] = set()  # added while running: runs again after
+        # failed runs in a row, and what the log said of the last one
+        self._failures: dict[Key, tuple[int, str | None]] = {}
+        self._due: dict[Key, float] = {}  # pending retries: key -> when (clock)
+        self._timers: list[tuple[float, Key]] = []  # heap of (when, key); stale ones skipped
+        self._closed = False
+        self._workers: list[threading.Thread] = []
+
+    # ----- adding ------------------------------------------------------------------
+    def add(self, key: Key, copy: Copy = None) -> None:
+        """Queue `key` (never blocks). `copy`: the object as its event brought it."""
+        with self._cond:
+            self._add(key, copy)
+
+    def _add(self, key: Key, copy: Copy) -> None:
+        queued = key in self._copies
+        # A later copy replaces an earlier one; once a trigger wants a fresh read, the run
+        # reads afresh (a copy could be the echo of a status write and skip the run).
+        self._copies[key] = copy if not queued or self._copies[key] is not None else None
+        if key in self._running:
+            self._dirty.add(key)
+        elif not queued:
+            self._ready.append(key)
+            self._cond.notify()
+
+    def forget(self, key: Key) -> None:
+        """The object is gone: no retry; a run still queued reads it afresh (and finds it
+        gone)."""
+        with self._cond:
+            self._failures.pop(key, None)
+            self._due.pop(key, None)
+            if key in self._copies:
+                self._copies[key] = None
+
+    # ----- running -----------------------------------------------------------------
+    def process(self, block: bool = True) -> bool:
+        """Run one key (waiting for one if `block`); False when there was none to run
+        without waiting, or the queue is shut down."""
+        taken = self._take(block)
+        if taken is None:
+            return False
+        key, copy = taken
+        try:
+            self.handle(key, copy)
+        except Exception as err:
+            self._done(key, err)
+        else:
+            self._done(key, None)
+        return True
+
+    def _take(self, block: bool) -> tuple[Key, Copy] | None:
+        with self._cond:
+            while not self._closed:
+                self._start_due()
+                if self._ready:
+                    key = self._ready.popleft()
+                    self._running.add(key)
+                    return key, self._copies.pop(key)
+                if not block:
+                    return None
+                wait = self._timers[0][0] - self.clock() if self._timers else None
+                self._cond.wait(wait)
+            return None
+
+    def _start_due(self) -> None:
+        """Queue the retries whose time has come."""
+        now = self.clock()
+        while self._timers and self._timers[0][0] <= now:
+            when, key = heapq.heappop(self._timers)
+            if self._due.get(key) == when:  # else cancelled, or moved
+                del self._due[key]
+                self.stats["retries"] += 1
+                self._add(key, None)
+
+    def _done(self, key: Key, err: Exception | None) -> None:
+        with self._cond:
+            failures, said = self._failures.get(key, (0, None))
+        if err is not None:  # said while the key still counts as running: no run races it
+            failures += 1
+            delay = retry_delay(RETRY_SECONDS, failures)
+            said = self.complain(key, err, delay, said)
+        elif failures:
+            log.info("%s/%s: recovered after %d failed attempts", key[1], key[2], failures)
+        with self._cond:
+            self._running.discard(key)
+            if err is None:
+                self._failures.pop(key, None)
+                self._due.pop(key, None)  # reconciled: the retry is moot
+            else:
+                self._failures[key] = (failures, said)
+                when = self.clock() + delay
+                if when < self._due.get(key, float("inf")):  # a sooner one stays
+                    self._due[key] = when
+                    heapq.heappush(self._timers, (when, key))
+                self._cond.notify_all()  # a waiting worker's timeout may now be too long
+            if key in self._dirty:
+                self._dirty.discard(key)
+                self._ready.append(key)  # behind the keys that waited meanwhile
+                self._cond.notify()
+
+    def retry_in(self, key: Key) -> float | None:
+        """Seconds until `key`'s pending retry (None: none)."""
+        with self._cond:
+            when = self._due.get(key)
+        return None if when is None else when - self.clock()
+
+    def failures(self, key: Key) -> int:
+        with self._cond:
+            return self._failures.get(key, (0, ""))[0]
+
+    # ----- threads -----------------------------------------------------------------
+    def start(self, workers: int) -> None:
+        for n in range(workers):
+            thread = threading.Thread(target=self._work, name=f"reconcile-{n}", daemon=True)
+            thread.start()
+            self._workers.append(thread)
+
+    def _work(self) -> None:
+        while self.process():
+            pass
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Stop taking keys; wait for the runs in progress, `timeout` seconds at most in
+        all (what is queued is dropped: the next operator lists everything again)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._workers:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
