@@ -3,8 +3,9 @@
 Everything is derived from the cluster on each pass (the SpyreModel, its children and its
 stored status). Between passes the reconciler keeps only a lock per object, the
 resourceVersion of its own last status write (to skip the watch echo of that write),
-pending retries, and the compile Jobs it created a moment ago that the watch has not
-brought yet, so a restarted operator continues where the last one stopped.
+pending retries (and the next progress reading of a running compile, progress.py), and the
+compile Jobs it created a moment ago that the watch has not brought yet, so a restarted
+operator continues where the last one stopped.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.kube import ApiError, Kube, one_line
 from spyre_operator.reconcile.metrics import Metrics
 from spyre_operator.reconcile.observe import observe
+from spyre_operator.reconcile.progress import ProgressReader
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +103,17 @@ class Reconciler:
         compile_queue: Callable[[], Queue] | None = None,
         kind: str = KIND,
         starts: Starts | None = None,
+        progress: ProgressReader | None = None,
     ):
         """`compile_queue` reads the compile queue from the cluster (None: no limits);
-        `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both."""
+        `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both, and
+        so is `progress`, which reads a running compile's progress (None: not read)."""
         self.kube, self.emit, self.clock = kube, emit, clock
         self.kind = kind
         self.retry_seconds = retry_seconds
         self._compile_queue = compile_queue
         self.starts = starts or Starts()
+        self.progress = progress
         self.stats: Counter[str] = Counter()
         self.metrics = Metrics()
         self._locks: dict[Key, threading.Lock] = {}
@@ -138,11 +143,12 @@ class Reconciler:
 
     def run(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
         """Reconcile; on failure run again (from a fresh read) after a pause that doubles
-        with each failure in a row (`retry_delay`). A failing SpyreModel never raises into
-        the caller, which goes on with the others."""
+        with each failure in a row (`retry_delay`); while its compile runs, again after
+        the progress interval (the plan's `requeue_after`). A failing SpyreModel never
+        raises into the caller, which goes on with the others."""
         key = (namespace, name)
         try:
-            self.reconcile(namespace, name, body)
+            again = self.reconcile(namespace, name, body)
         except Exception as err:
             with self._guard:
                 failures = self._failures[key] = self._failures.get(key, 0) + 1
@@ -155,6 +161,8 @@ class Reconciler:
                 complained = self._complaints.pop(key, None)
             if complained is not None:
                 log.info("%s/%s: recovered after %d failed attempts", namespace, name, failures)
+            if again is not None:
+                self._retry_later(namespace, name, again)
 
     def _complain(self, key: Key, err: Exception, delay: float) -> None:
         """One line per failed attempt, except a refusal, which the status explains: said
@@ -176,6 +184,7 @@ class Reconciler:
             log.exception("reconciling %s (again in %gs)", where, delay)
 
     def _retry_later(self, namespace: str, name: str, delay: float) -> None:
+        """Run again after `delay`, unless a run is pending already (one timer a key)."""
         key = (namespace, name)
         with self._guard:
             if key in self._retries:
@@ -188,18 +197,22 @@ class Reconciler:
     def _retry(self, namespace: str, name: str) -> None:
         with self._guard:
             self._retries.pop((namespace, name), None)
-        self.stats["retries"] += 1
+            failed = (namespace, name) in self._failures
+        self.stats["retries" if failed else "requeues"] += 1
         self.run(namespace, name)
 
-    def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
-        """Reconcile one SpyreModel; `body` is a recent copy if the caller has one."""
+    def reconcile(
+        self, namespace: str, name: str, body: dict[str, Any] | None = None
+    ) -> float | None:
+        """Reconcile one SpyreModel; `body` is a recent copy if the caller has one. Returns
+        when to reconcile again without an event (seconds), if at all."""
         started = time.perf_counter()
         with self._lock(namespace, name):
             if body is not None and self._is_echo(namespace, name, body):
                 self.stats["echoes"] += 1
-                return
+                return None
             try:
-                self._reconcile(namespace, name, body)
+                return self._reconcile(namespace, name, body)
             except Exception as err:
                 self.stats["errors"] += 1
                 reason = f"http_{err.status}" if isinstance(err, ApiError) else type(err).__name__
@@ -216,16 +229,15 @@ class Reconciler:
             written = self._written.get((namespace, name))
         return written is not None and written == body["metadata"].get("resourceVersion")
 
-    def _reconcile(self, namespace: str, name: str, body: dict[str, Any] | None) -> None:
+    def _reconcile(self, namespace: str, name: str, body: dict[str, Any] | None) -> float | None:
         for _ in range(MAX_ATTEMPTS):
             if body is None:
                 body = self.kube.get(self.kind, namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 self.forget(namespace, name)  # children go with it (ownerReferences)
-                return
+                return None
             try:
-                self._once(body)
-                return
+                return self._once(body)
             except ApiError as err:
                 if not err.conflict:
                     raise
@@ -245,7 +257,7 @@ class Reconciler:
             model = parse(body, kind=self.kind)
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now)
-        observed = observe(self.kube, body, model, self.compile_queue)
+        observed = observe(self.kube, body, model, self.compile_queue, self.progress)
         plan = decide(observed, model, now)
         starts = [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Job"]
         if starts:  # a download or a compile: first, would the rest of the spec be taken?
@@ -255,18 +267,20 @@ class Reconciler:
                 return decide_invalid(body, [Problem("", refusal)], now, reason="Refused")
         return plan
 
-    def _once(self, body: dict[str, Any]) -> None:
+    def _once(self, body: dict[str, Any]) -> float | None:
         now = self.clock()
         plan = self.plan(body, now)
-        if self._compile_queue is None or not any(
+        if self._compile_queue is not None and any(
             is_compile_start(a.verb, a.obj) for a in plan.actions
         ):
+            # Starting a compile: decide again under the lock, counting the Jobs the ones
+            # before just started, so concurrent reconciles never exceed the limits.
+            with self.starts.lock:
+                plan = self.plan(body, now)
+                self._carry_out(body, plan, now)
+        else:
             self._carry_out(body, plan, now)
-            return
-        # Starting a compile: decide again under the lock, counting the Jobs the ones
-        # before just started, so concurrent reconciles never exceed the limits.
-        with self.starts.lock:
-            self._carry_out(body, self.plan(body, now), now)
+        return plan.requeue_after
 
     def _say(self, body: dict[str, Any], event: Event, name: str | None = None) -> None:
         meta = body["metadata"]

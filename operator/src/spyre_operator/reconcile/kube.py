@@ -130,23 +130,40 @@ class Kube:
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
     ) -> dict[str, Any]:
+        raw = self._call(method, url_path, body, content_type, query)
+        parsed = json.loads(raw) if raw else {}
+        return parsed if isinstance(parsed, dict) else {}
+
+    def _call(
+        self,
+        method: str,
+        url_path: str,
+        body: Any = None,
+        content_type: str = "application/json",
+        query: dict[str, str] | None = None,
+        timeout: float = REQUEST_TIMEOUT,
+        accept: str = "application/json",
+    ) -> bytes:
         serialized = self.api.param_serialize(
             method=method,
             resource_path=url_path,
             query_params=list((query or {}).items()),
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
+            header_params={"Content-Type": content_type, "Accept": accept},
             body=body,
             auth_settings=["BearerToken"],
         )
         _, url, headers, data, _ = serialized
         response = self.api.call_api(
-            method, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT
+            method, url, header_params=headers, body=data, _request_timeout=timeout
         )
-        raw = response.read()
-        parsed = json.loads(raw) if raw else {}
+        raw: bytes = response.read()
         if response.status >= 400:
+            try:
+                parsed = json.loads(raw) if raw else {}
+            except ValueError:
+                parsed = {"message": raw.decode(errors="replace")}
             raise ApiError(response.status, response.reason or "", parsed)
-        return parsed if isinstance(parsed, dict) else {}
+        return raw
 
     def _count(self, method: str, kind: str) -> None:
         with self._lock:
@@ -165,6 +182,16 @@ class Kube:
         found = self.request("GET", path(kind, namespace), query={"labelSelector": selector})
         items: list[dict[str, Any]] = found.get("items", [])
         return items
+
+    def log_tail(
+        self, namespace: str, pod: str, container: str, lines: int, limit: int, timeout: float
+    ) -> str:
+        """The end of a container's log, at most `lines` lines and `limit` bytes (the API
+        server fetches it from the pod's kubelet, so a short `timeout`)."""
+        query = {"container": container, "tailLines": str(lines), "limitBytes": str(limit)}
+        url = path("Pod", namespace, pod, "log")
+        raw = self._call("GET", url, query=query, timeout=timeout, accept="text/plain")
+        return raw.decode(errors="replace")
 
     # ----- writes ----------------------------------------------------------------
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:

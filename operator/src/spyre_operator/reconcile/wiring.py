@@ -20,6 +20,7 @@ from spyre_operator.reconcile.engine import Reconciler, Starts
 from spyre_operator.reconcile.events import EventPoster
 from spyre_operator.reconcile.indexes import CACHES, INDEXED, MODELS, IndexedKube, compile_queue
 from spyre_operator.reconcile.kube import load_api_client
+from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.triggers import start_resync
 
 
@@ -39,6 +40,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     queue = functools.partial(compile_queue, limits, indexes["jobs"], wants)
     unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
     starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
+    interval = options.progress_seconds()
+    progress = ProgressReader(kube, interval) if interval else None  # shared like starts
     memo.reconcilers = {
         kind: Reconciler(
             kube,
@@ -46,6 +49,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
             compile_queue=None if unlimited else queue,
             kind=kind,
             starts=starts,
+            progress=progress,
         )
         for kind in (KIND, CACHE_KIND)
     }
