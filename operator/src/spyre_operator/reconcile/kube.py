@@ -190,7 +190,8 @@ class Kube:
         server fetches it from the pod's kubelet, so a short `timeout`)."""
         query = {"container": container, "tailLines": str(lines), "limitBytes": str(limit)}
         url = path("Pod", namespace, pod, "log")
-        raw = self._call("GET", url, query=query, timeout=timeout, accept="text/plain")
+        # As kubectl asks: the log is text/plain, an error a JSON Status (text/plain alone: 406).
+        raw = self._call("GET", url, query=query, timeout=timeout, accept="application/json, */*")
         return raw.decode(errors="replace")
 
     # ----- writes ----------------------------------------------------------------
