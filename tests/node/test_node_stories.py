@@ -150,6 +150,12 @@ def cluster(shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
 
 def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     cluster.apply(FIRST)
+    # While it compiles, status says how far, from the compile pod's real log (the chart
+    # is installed with a 5 s progress interval: the tiny compile takes a minute or two).
+    progress = cluster.wait("the compile's progress in status", lambda: compile_progress(cluster))
+    print(f"progress while compiling: {progress}")
+    assert progress["step"] in ("warmup", "config", "engine", "shutdown", "catalog", "ready")
+    assert progress["elapsedSeconds"] >= 0 and progress["pod"].startswith("spyre-compile-")
     status = cluster.ready()
     assert phases(cluster.events(FIRST)) == ["Compiling", "Starting", "Ready"]
     # NAME PHASE CACHE READY REPLICAS ENDPOINT AGE, as `kubectl get sm` prints it
@@ -173,6 +179,19 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     # the bytes the compile pod reported are what is on the volume (READY, written after
     # the count, aside; the serving pods compiled nothing, so wrote nothing)
     assert cache["bytes"] == volume_bytes(cluster, name, cache["cacheKey"]), cache
+
+
+def compile_progress(cluster: Cluster) -> dict[str, Any] | None:
+    """status.cache.progress while the first model compiles; fails once it compiled
+    without any."""
+    status = cluster.status()
+    progress: dict[str, Any] | None = (status.get("cache") or {}).get("progress")
+    if progress:
+        message = next(c for c in status["conditions"] if c["type"] == "CacheReady")["message"]
+        assert f"step {progress['step']} at " in message, message
+        return progress
+    assert status.get("phase") in (None, "Compiling"), f"compiled, no progress seen: {status}"
+    return None
 
 
 def volume_bytes(cluster: Cluster, pod: str, key: str) -> int:
