@@ -6,11 +6,15 @@ contract.step_line), never copied by hand."""
 from __future__ import annotations
 
 import logging
+import socket
+import threading
+import time
 from typing import Any
 
 import pytest
 import urllib3
 from apilib import example
+from kubernetes import client
 from test_reconcile_engine import NS, FakeKube, Sink, finish, finish_weights
 
 from spyre_operator.reconcile.engine import Reconciler
@@ -202,3 +206,34 @@ def test_a_running_compile_is_reconciled_again_for_its_progress_an_idle_model_is
     for _ in range(3):  # idle: nothing read, written or asked
         assert rec.reconcile(NS, MODEL) is None
     assert kube.total_writes() == writes and progress.reads == 2
+
+
+def test_a_log_read_that_hangs_costs_one_timeout_not_four() -> None:
+    """A kubelet that does not answer: the API server holds the GET open. The read is one
+    attempt (the client's pool would retry a timed-out GET three times)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:  # closed
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.getsockname()[1]}"
+    kube = Kube(client.ApiClient(configuration))
+    started = time.monotonic()
+    try:
+        with pytest.raises(urllib3.exceptions.HTTPError):
+            kube.log_tail("ns", "c-0", "precompile", TAIL_LINES, LIMIT_BYTES, 0.5)
+        took = time.monotonic() - started
+    finally:
+        server.close()
+        for conn in accepted:
+            conn.close()
+    assert len(accepted) == 1 and took < 1.5

@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client, config
 
@@ -84,6 +85,15 @@ def cannot_start(kubeconfig: str | None, timeout: float = 5.0) -> str | None:
     return None
 
 
+def _api_error(status: int, reason: str | None, raw: bytes) -> ApiError:
+    """The API server's Status in an error answer (its message, if it is not JSON)."""
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError:
+        parsed = {"message": raw.decode(errors="replace")}
+    return ApiError(status, reason or "", parsed if isinstance(parsed, dict) else {})
+
+
 def one_line(err: object) -> str:
     return " ".join(str(err).split())
 
@@ -130,21 +140,26 @@ class Kube:
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        raw = self._call(method, url_path, body, content_type, query)
+        url, headers, data = self._serialize(method, url_path, query, content_type, body)
+        response = self.api.call_api(
+            method, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT
+        )
+        raw = response.read()
+        if response.status >= 400:
+            raise _api_error(response.status, response.reason, raw)
         parsed = json.loads(raw) if raw else {}
         return parsed if isinstance(parsed, dict) else {}
 
-    def _call(
+    def _serialize(
         self,
         method: str,
         url_path: str,
-        body: Any = None,
+        query: dict[str, str] | None,
         content_type: str = "application/json",
-        query: dict[str, str] | None = None,
-        timeout: float = REQUEST_TIMEOUT,
+        body: Any = None,
         accept: str = "application/json",
-    ) -> bytes:
-        serialized = self.api.param_serialize(
+    ) -> tuple[str, dict[str, str], Any]:
+        _, url, headers, data, _ = self.api.param_serialize(
             method=method,
             resource_path=url_path,
             query_params=list((query or {}).items()),
@@ -152,18 +167,7 @@ class Kube:
             body=body,
             auth_settings=["BearerToken"],
         )
-        _, url, headers, data, _ = serialized
-        response = self.api.call_api(
-            method, url, header_params=headers, body=data, _request_timeout=timeout
-        )
-        raw: bytes = response.read()
-        if response.status >= 400:
-            try:
-                parsed = json.loads(raw) if raw else {}
-            except ValueError:
-                parsed = {"message": raw.decode(errors="replace")}
-            raise ApiError(response.status, response.reason or "", parsed)
-        return raw
+        return url, headers, data
 
     def _count(self, method: str, kind: str) -> None:
         with self._lock:
@@ -186,12 +190,25 @@ class Kube:
     def log_tail(
         self, namespace: str, pod: str, container: str, lines: int, limit: int, timeout: float
     ) -> str:
-        """The end of a container's log, at most `lines` lines and `limit` bytes (the API
-        server fetches it from the pod's kubelet, so a short `timeout`)."""
+        """The end of a container's log, at most `lines` lines and `limit` bytes. The API
+        server fetches it from the pod's kubelet, so one attempt within `timeout` (the
+        client's pool would try a GET that timed out three more times)."""
         query = {"container": container, "tailLines": str(lines), "limitBytes": str(limit)}
-        url = path("Pod", namespace, pod, "log")
         # As kubectl asks: the log is text/plain, an error a JSON Status (text/plain alone: 406).
-        raw = self._call("GET", url, query=query, timeout=timeout, accept="application/json, */*")
+        url, headers, _ = self._serialize(
+            "GET", path("Pod", namespace, pod, "log"), query, accept="application/json, */*"
+        )
+        response = self.api.rest_client.pool_manager.request(
+            "GET",
+            url,
+            headers=headers,
+            timeout=urllib3.Timeout(total=timeout),
+            retries=False,
+            preload_content=False,
+        )
+        raw = response.read()
+        if response.status >= 400:
+            raise _api_error(response.status, response.reason, raw)
         return raw.decode(errors="replace")
 
     # ----- writes ----------------------------------------------------------------
