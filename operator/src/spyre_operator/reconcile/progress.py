@@ -78,7 +78,8 @@ class ProgressReader:
                 self._locks.pop(ref, None)
 
     def _read(self, namespace: str, job: str) -> Reading | None:
-        self.reads += 1
+        with self._guard:
+            self.reads += 1
         try:
             pods = self.kube.list("Pod", namespace, f"job-name={job}")
             running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
