@@ -70,6 +70,7 @@ OPERATOR_CALLS = (
     Call("watch", "networkpolicies", "networking.k8s.io", why="kopf.index and kopf.on.event"),
     Call("list", "pods", why="observe: compile pod summaries, stuck serving pods"),
     Call("watch", "pods", why="kopf.on.event pods (pod_changed)"),
+    Call("get", "pods", subresource="log", why="progress.py: a running compile's newest step"),
     Call("create", "events", why="events.EventPoster"),
 )
 # What kopf itself asks cluster-wide (kopf/_core/reactor/observation.py).
@@ -89,7 +90,6 @@ REFUSED = (
     Call("get", "services"),
     Call("get", "persistentvolumeclaims"),
     Call("create", "pods", subresource="exec"),
-    Call("get", "pods", subresource="log"),
     Call("patch", "pods", subresource="status"),
     Call("delete", "jobs", "batch"),
     Call("delete", "deployments", "apps"),
@@ -305,3 +305,9 @@ def test_rendered_rules_grant_exactly_the_listed_calls() -> None:
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     (cluster_role,) = find(docs, "ClusterRole", f"{RELEASE}-spyre-operator")
     assert granted(cluster_role["rules"]) == plain(OPERATOR_CALLS + KOPF_CLUSTER_CALLS)
+    # No progress reads, no log reads.
+    result = template("ops", {"rbac.mode": "cluster", "operator.progressSeconds": 0})
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (cluster_role,) = find(docs, "ClusterRole", f"{RELEASE}-spyre-operator")
+    logs = Call("get", "pods", "", "log")
+    assert granted(cluster_role["rules"]) == plain(OPERATOR_CALLS + KOPF_CLUSTER_CALLS) - {logs}

@@ -150,6 +150,16 @@ def cluster(shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
 
 def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     cluster.apply(FIRST)
+    # While it compiles, status says how far, from the compile pod's real log (the chart
+    # is installed with a 5 s progress interval: the tiny compile takes a minute or two).
+    seen: list[dict[str, Any]] = []
+    cluster.wait("the compile, its progress in status", lambda: compiled(cluster, seen))
+    print("progress while compiling:", *seen, sep="\n  ")
+    assert seen, "no progress while compiling"
+    for progress in seen:
+        assert progress["step"] in ("warmup", "config", "engine", "shutdown", "catalog", "ready")
+        assert progress["pod"].startswith("spyre-compile-")
+    assert [p["elapsedSeconds"] for p in seen] == sorted(p["elapsedSeconds"] for p in seen)
     status = cluster.ready()
     assert phases(cluster.events(FIRST)) == ["Compiling", "Starting", "Ready"]
     # NAME PHASE CACHE READY REPLICAS ENDPOINT AGE, as `kubectl get sm` prints it
@@ -173,6 +183,18 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     # the bytes the compile pod reported are what is on the volume (READY, written after
     # the count, aside; the serving pods compiled nothing, so wrote nothing)
     assert cache["bytes"] == volume_bytes(cluster, name, cache["cacheKey"]), cache
+
+
+def compiled(cluster: Cluster, seen: list[dict[str, Any]]) -> bool:
+    """Whether the first model is past Compiling; each new status.cache.progress on the way
+    (also in the CacheReady message) is added to `seen`."""
+    status = cluster.status()
+    progress = (status.get("cache") or {}).get("progress")
+    if progress and progress not in seen:
+        message = next(c for c in status["conditions"] if c["type"] == "CacheReady")["message"]
+        assert f"step {progress['step']} at " in message, message
+        seen.append(progress)
+    return status.get("phase") not in (None, "Compiling")
 
 
 def volume_bytes(cluster: Cluster, pod: str, key: str) -> int:

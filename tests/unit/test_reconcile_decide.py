@@ -12,12 +12,21 @@ from apilib import example, merge
 from spyre_operator.api.validation import parse, validate
 from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
-from spyre_operator.reconcile.decide import Plan, decide, decide_invalid, differs, needs_apply
+from spyre_operator.reconcile.decide import (
+    Plan,
+    decide,
+    decide_invalid,
+    differs,
+    duration,
+    needs_apply,
+)
 from spyre_operator.reconcile.observe import Observed, deployment_view, job_view, pod_issues
+from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.weights import weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.weights import weights_job_name
+from spyre_runtime.contract import Step
 
 pytestmark = pytest.mark.unit
 
@@ -167,6 +176,70 @@ def test_create_makes_pvc_and_job_and_waits_for_the_cache() -> None:
     assert cond(plan, "Progressing") == ("True", "Compiling")
     assert cond(plan, "Available") == ("False", "WaitingForCache")
     assert [e.reason for e in plan.events] == ["Compiling"]
+
+
+def test_a_running_compile_shows_its_progress_and_asks_to_be_read_again() -> None:
+    obj = body()
+    running = job_view(job(obj, active=1), [])
+    detail = "still running: [WARMUP] (2/3) for prompt length 64 with batch size 1..."
+    reading = Reading("c-0", Step("engine", 252.4, detail))
+    plan = step(obj, pvc_exists=True, job=running, progress=reading, progress_seconds=60.0)
+    status = plan.status.to_k8s()
+    assert status["cache"]["progress"] == {
+        "step": "engine",
+        "elapsedSeconds": 252.4,
+        "detail": detail,
+        "pod": "c-0",
+    }
+    message = find(status["conditions"], "CacheReady")["message"]
+    assert message == (
+        f"Job {running.name} is compiling cache {running.name[len(COMPILE) :]}: "
+        f"step engine at 4m12s ({detail})"
+    )
+    assert find(status["conditions"], "Ready")["message"] == message
+    assert (
+        plan.requeue_after == 60.0
+        and plan.actions == []
+        and plan.events == [Event("Normal", "Compiling", message)]
+    )
+    # A newer step is a change of status (a write), with no Event: the phase is the same.
+    newer = Reading("c-0", Step("engine", 312.0, "still running"))
+    again = step(
+        body(**status), pvc_exists=True, job=running, progress=newer, progress_seconds=60.0
+    )
+    assert again.status.to_k8s()["cache"]["progress"]["elapsedSeconds"] == 312.0
+    assert again.events == [] and again.requeue_after == 60.0
+    # Not read (the log could not be read, or no step yet): no progress, still asked again.
+    unread = step(obj, pvc_exists=True, job=running, progress_seconds=60.0)
+    assert "progress" not in unread.status.to_k8s()["cache"]
+    assert find(unread.status.to_k8s()["conditions"], "CacheReady")["message"].endswith(
+        "is compiling cache " + running.name[len(COMPILE) :]
+    )
+    # The detail of the first step holds the whole command line: clipped.
+    long = Reading("c-0", Step("warmup", 0.4, "cache /c; vllm serve " + "--x " * 500))
+    clipped = step(obj, pvc_exists=True, job=running, progress=long, progress_seconds=60.0)
+    assert len(clipped.status.to_k8s()["cache"]["progress"]["detail"]) == 300
+
+
+def test_a_finished_or_idle_compile_has_no_progress_and_no_requeue() -> None:
+    obj = body()
+    stored = {"step": "engine", "elapsedSeconds": 60.0, "pod": "c-0"}
+    summary = json.dumps({"ok": True, "seconds": 61.2})
+    pods = [pod("c-0", "Completed", 0, summary, "precompile")]
+    done = job_view(job(obj, **complete("x")), pods)
+    plan = step(obj, pvc_exists=True, job=done)
+    assert "progress" not in plan.status.to_k8s()["cache"] and plan.requeue_after is None
+    stored_cache = {"jobName": done.name, "cacheKey": done.cache_key, "progress": stored}
+    plan = step(body(cache=stored_cache), pvc_exists=True, job=done)
+    assert "progress" not in plan.status.to_k8s()["cache"]
+    assert step(obj, pvc_exists=False).requeue_after is None  # no Job yet: it is created
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"), [(0.4, "0s"), (42.9, "42s"), (252.4, "4m12s"), (3900, "1h05m")]
+)
+def test_durations_read_like_kubectl(seconds: float, said: str) -> None:
+    assert duration(seconds) == said
 
 
 def test_succeeded_job_records_summary_and_creates_deployment_and_service() -> None:

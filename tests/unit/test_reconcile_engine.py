@@ -42,6 +42,14 @@ class FakeKube(Kube):
         self.refuse: set[str] = set()  # kinds whose writes answer with `refusal`
         self.refusal = ApiError(422, "Invalid", {"message": "spec.template: Invalid value"})
         self.refuse_dry_run: set[str] = set()  # kinds whose dry runs answer with `refusal`
+        self.logs: dict[str, str] = {}  # pod name -> its log
+
+    def log_tail(
+        self, namespace: str, pod: str, container: str, lines: int, limit: int, timeout: float
+    ) -> str:
+        if pod not in self.logs:
+            raise ApiError(400, "BadRequest", {"message": f"pod {pod} has no log"})
+        return self.logs[pod]
 
     def _store(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.version += 1

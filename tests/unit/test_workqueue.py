@@ -202,6 +202,33 @@ def test_a_deleted_key_loses_its_retry_and_a_queued_run_reads_afresh() -> None:
     assert rec.runs == [(A, None), (A, None)]
 
 
+def test_a_run_that_asks_to_run_again_is_queued_then_not_before() -> None:
+    """A running compile's progress: the reconcile returns when it wants to run again."""
+    clock, runs = Clock(), []
+
+    def handle(key: Key, copy: Copy) -> float | None:
+        runs.append(clock.now)
+        return 60.0 if len(runs) < 3 else None
+
+    q = WorkQueue(handle, Recorder().complain, clock=clock)
+    q.add(A)
+    drain(q)
+    assert runs == [1000.0] and q.retry_in(A) == 60.0 and q.failures(A) == 0
+    clock.now += 59
+    drain(q)
+    assert runs == [1000.0]
+    q.add(A)  # an event meanwhile runs at once; the next heartbeat is counted from it
+    drain(q)
+    assert runs == [1000.0, 1059.0] and q.retry_in(A) == 60.0
+    clock.now += 59
+    drain(q)
+    assert runs == [1000.0, 1059.0]
+    clock.now += 1
+    drain(q)
+    assert runs == [1000.0, 1059.0, 1119.0] and q.stats["requeues"] == 1
+    assert q.retry_in(A) is None  # it asked for nothing more
+
+
 def test_a_hot_key_does_not_starve_the_others() -> None:
     """A key re-added during each of its runs goes behind every key that waited."""
     rec = Recorder()

@@ -43,6 +43,12 @@ spyre_operator.reconcile (tests/chart/test_rbac.py checks each one as this ident
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch]
+{{- if .Values.operator.progressSeconds }}
+# The end of a running compile pod's log, for its progress (operator.progressSeconds).
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+{{- end }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

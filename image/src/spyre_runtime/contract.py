@@ -8,6 +8,7 @@ so the operator never pulls in torch or vLLM through it (tests/unit/test_contrac
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final, Literal, Required, TypedDict, get_args
 
@@ -129,6 +130,45 @@ CATALOG_NAME: Final = "pre_compiled_cache_catalog.json"
 READY_NAME: Final = "READY"
 # Hub weights: <root>/<WEIGHTS_DIR>/<id>/<commit>/, which the pods mount read-only.
 WEIGHTS_DIR: Final = "weights"
+
+
+# ----- progress: the step lines of the log ---------------------------------------------
+# `precompile` (and `weights`) log each step as `step=<name> elapsed=<s>s <detail>`, the
+# seconds since the command started; the warmup heartbeat repeats the current step every
+# HEARTBEAT_SECONDS. The operator reads the last one from the log's tail while a compile
+# runs (status.cache.progress).
+HEARTBEAT_SECONDS: Final = 60
+_STEP = re.compile(r"(?:^|\s)step=(\S+) elapsed=(\d+(?:\.\d+)?)s(?: (.*))?$")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    elapsed: float  # seconds since the command started
+    detail: str = ""
+
+
+def step_line(step: Step) -> str:
+    """The log message of a step (the logger adds the time and level before it)."""
+    return f"step={step.name} elapsed={step.elapsed:.1f}s {step.detail}".rstrip()
+
+
+def parse_step(line: str) -> Step | None:
+    """The step a log line reports, None if it reports none."""
+    found = _STEP.search(line.rstrip("\r\n"))
+    if found is None:
+        return None
+    name, elapsed, detail = found.groups()
+    return Step(name, float(elapsed), (detail or "").strip())
+
+
+def last_step(log: str) -> Step | None:
+    """The newest step in a log's tail."""
+    for line in reversed(log.splitlines()):
+        step = parse_step(line)
+        if step is not None:
+            return step
+    return None
 
 
 # ----- the termination summary ---------------------------------------------------------

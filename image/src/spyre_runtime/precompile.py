@@ -22,11 +22,10 @@ from typing import Any, cast
 from . import __version__
 from .catalog import upsert_catalog_entry, write_ready
 from .config import ContractError, RuntimeConfig
-from .contract import READY_NAME, Flavour, Summary
-from .report import Progress, failure, log, write_summary
+from .contract import HEARTBEAT_SECONDS, READY_NAME, Flavour, Summary
+from .report import STARTED_ENV, Progress, failure, log, write_summary
 from .space import shortfall, tree_bytes
-
-HEARTBEAT_SECONDS = 60
+from .warmup import current_step_path
 
 
 def versions(flavour: Flavour) -> dict[str, str]:
@@ -61,7 +60,7 @@ def _run_warmup(
     with tempfile.TemporaryDirectory(prefix="spyre-warmup-") as tmp:
         result_path = Path(tmp) / "result.json"
         command = [sys.executable, "-m", "spyre_runtime.warmup", str(result_path), *cfg.vllm_args]
-        child = subprocess.Popen(command, env=dict(env))
+        child = subprocess.Popen(command, env={**env, STARTED_ENV: repr(progress.started)})
         # Pod deletion sends SIGTERM to us (PID 1): pass it on, the child decides.
         previous = signal.signal(signal.SIGTERM, lambda signum, _: child.send_signal(signum))
         try:
@@ -70,7 +69,7 @@ def _run_warmup(
                     code = child.wait(timeout=HEARTBEAT_SECONDS)
                     break
                 except subprocess.TimeoutExpired:
-                    progress.step("warmup", "still running")
+                    progress.heartbeat(current_step_path(result_path), "warmup")
         finally:
             signal.signal(signal.SIGTERM, previous)
         if result_path.exists():

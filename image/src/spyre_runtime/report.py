@@ -4,37 +4,73 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 
-from .contract import Reason, Summary
+from .contract import Reason, Step, Summary, step_line
 
 log = logging.getLogger("spyre_runtime")
 
 # Kubernetes keeps at most 4096 bytes of a termination message.
 _MAX_MESSAGE = 1500
+LOG_FORMAT = "%(asctime)s spyre-runtime %(levelname)s %(message)s"
 
 
 def setup_logging() -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO,
-        format="%(asctime)s spyre-runtime %(levelname)s %(message)s",
-    )
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
+
+
+# The command's start (time.monotonic(), one clock for the whole machine) for a child
+# process, so its steps count from the same start.
+STARTED_ENV = "SPYRE_RUNTIME_STARTED"
 
 
 class Progress:
-    """Logs each step with the time since the command started."""
+    """Logs each step (contract.step_line) with the time since the command started.
 
-    def __init__(self) -> None:
-        self.started = time.monotonic()
+    A child process given `current` also keeps its step in progress there (a small JSON
+    file), so that the parent's heartbeat can say what the child is doing."""
+
+    def __init__(self, started: float | None = None, current: Path | None = None) -> None:
+        self.started = time.monotonic() if started is None else started
+        self.current = current
+
+    @classmethod
+    def of_parent(cls, current: Path) -> Progress:
+        """A child's Progress, counting from the parent's start (STARTED_ENV)."""
+        started = os.environ.get(STARTED_ENV)
+        return cls(float(started) if started else None, current)
 
     def elapsed(self) -> float:
         return round(time.monotonic() - self.started, 1)
 
     def step(self, name: str, detail: str = "") -> None:
-        log.info("step=%s elapsed=%.1fs %s", name, self.elapsed(), detail)
+        log.info("%s", step_line(Step(name, self.elapsed(), detail)))
+        self.note(name, detail)
+
+    def note(self, name: str, detail: str) -> None:
+        """Keep the step in progress for the heartbeat without logging a line."""
+        if self.current is None:
+            return
+        partial = self.current.with_name(self.current.name + ".tmp")
+        try:
+            partial.write_text(json.dumps({"name": name, "detail": detail}))
+            os.replace(partial, self.current)
+        except OSError as e:  # the heartbeat then says less; the compile goes on
+            log.debug("cannot keep the step in %s: %s", self.current, e)
+
+    def heartbeat(self, current: Path, name: str) -> None:
+        """`name` is still running: log it with the child's step in progress, if any."""
+        try:
+            doing = json.loads(current.read_text())
+        except (OSError, ValueError):
+            doing = {}
+        detail = "still running"
+        if doing.get("detail"):
+            detail += f": {doing['detail']}"
+        log.info("%s", step_line(Step(str(doing.get("name") or name), self.elapsed(), detail)))
 
 
 def failure(reason: Reason, message: str) -> Summary:

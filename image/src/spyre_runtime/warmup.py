@@ -12,6 +12,7 @@ vLLM, the plugin and torch are imported inside functions only.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 import time
@@ -30,7 +31,7 @@ from .contract import (
     Flavour,
     Reason,
 )
-from .report import failure, log, setup_logging
+from .report import Progress, failure, log, setup_logging
 
 _OOM_MARKERS = ("out of memory", "outofmemory", "bad_alloc", "cannot allocate memory")
 _MODEL_MARKERS = (
@@ -138,14 +139,41 @@ def start_engine(vllm_config: Any) -> Any:
     )
 
 
-def run(vllm_args: Sequence[str]) -> Mapping[str, Any]:
+def current_step_path(result: Path) -> Path:
+    """Where the warmup keeps its step in progress, for the parent's heartbeat."""
+    return result.with_name(result.name + ".step")
+
+
+class WarmupTap(logging.Handler):
+    """The plugin's own `[WARMUP] ...` lines (which shape it compiles, deploying to the
+    device, ...) become the detail of the engine step for the heartbeat, no line of their
+    own."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__()
+        self.progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record of the plugin: not ours to report
+            return
+        if message.startswith("[WARMUP]"):
+            self.progress.note("engine", message)
+
+
+def run(vllm_args: Sequence[str], progress: Progress | None = None) -> Mapping[str, Any]:
     """Warm up and describe the result (a failure is the summary precompile writes);
     never raises for vLLM's failures."""
+    progress = progress or Progress()
     flavour = from_env(os.environ, vllm_args).flavour
     default: Reason = "InvalidConfig"
     phase = "checking the vllm serve arguments and the model"
     timings: dict[str, float] = {}
+    # The plugin logs through its package's logger, which does not propagate to the root.
+    tap, plugin_log = WarmupTap(progress), logging.getLogger(flavour.module)
     try:
+        progress.step("config", phase)
         started = time.monotonic()
         try:
             vllm_config = build_vllm_config(vllm_args)
@@ -154,26 +182,31 @@ def run(vllm_args: Sequence[str]) -> Mapping[str, Any]:
         timings["configSeconds"] = round(time.monotonic() - started, 3)
         log.disabled = False  # vLLM's logging dictConfig disables loggers made before it
         phase, default = "loading the model and warming up", "CompileFailed"
-        log.info("step=engine %s", phase)
+        progress.step("engine", phase)
+        plugin_log.addHandler(tap)
         started = time.monotonic()
         engine = start_engine(vllm_config)
         timings["engineSeconds"] = round(time.monotonic() - started, 3)
         data = catalog_data(flavour, vllm_config)
         phase = "shutting the engine down"
+        progress.step("shutdown", phase)
         started = time.monotonic()
         engine.engine_core.shutdown()
         timings["shutdownSeconds"] = round(time.monotonic() - started, 3)
     except Exception as e:
         traceback.print_exc()
         return failure(classify(e, default), f"{phase} failed: {type(e).__name__}: {e}")
+    finally:
+        plugin_log.removeHandler(tap)
     return {"ok": True, "catalogData": data, "timings": timings}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     argv = list(sys.argv[1:] if argv is None else argv)
-    result = run(argv[1:])
-    atomic_write_json(Path(argv[0]), result)
+    result_path = Path(argv[0])
+    result = run(argv[1:], Progress.of_parent(current_step_path(result_path)))
+    atomic_write_json(result_path, result)
     return 0 if result["ok"] else 1
 
 

@@ -62,8 +62,22 @@ class Condition(StatusModel):
     """metadata.generation the condition was set for."""
 
 
+class CompileProgress(StatusModel):
+    """How far a running compile is: the newest step its pod logged (docs/runtime.md)."""
+
+    step: str
+    """The step, e.g. warmup, engine (vLLM's engine start, which compiles), catalog."""
+    elapsed_seconds: Seconds
+    """Seconds since the compile command started, as the pod logged them."""
+    detail: str | None = None
+    """What the step does, e.g. "still running: [WARMUP] (2/3) for prompt length 64"."""
+    pod: str
+    """The compile pod (kubectl logs POD)."""
+
+
 class CompileSummary(StatusModel):
-    """The compile Job's outcome (its termination message, see docs/contract.md)."""
+    """The compile Job's outcome (its termination message, see docs/contract.md), and its
+    progress while it runs."""
 
     job_name: str | None = None
     """The compile Job."""
@@ -81,6 +95,9 @@ class CompileSummary(StatusModel):
     """Versions of the software that compiled (vllm, the plugin, ...)."""
     bytes: Annotated[int, Field(ge=0)] | None = None
     """What the compile wrote to the cache volume under its key."""
+    progress: CompileProgress | None = None
+    """While the compile runs: its newest step, read from the compile pod's log every
+    --progress-seconds (absent when the log cannot be read)."""
 
 
 class WeightsSummary(StatusModel):

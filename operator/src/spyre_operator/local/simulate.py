@@ -55,7 +55,11 @@ def ensure_service_account(kube: Kube, namespace: str) -> None:
 
 
 def _pod_from_template(
-    kube: Kube, owner: dict[str, Any], name: str, extra_labels: dict[str, str]
+    kube: Kube,
+    owner: dict[str, Any],
+    name: str,
+    extra_labels: dict[str, str],
+    node: str | None = None,
 ) -> dict[str, Any]:
     template = owner["spec"]["template"]
     namespace = owner["metadata"]["namespace"]
@@ -68,7 +72,7 @@ def _pod_from_template(
             "namespace": namespace,
             "labels": dict(template["metadata"].get("labels") or {}) | extra_labels,
         },
-        "spec": template["spec"],
+        "spec": template["spec"] | ({"nodeName": node} if node else {}),
     }
     return kube.create(pod)
 
@@ -138,6 +142,27 @@ def finish_job(
     condition |= {"lastProbeTime": now, "lastTransitionTime": now}
     job_status = {"conditions": [condition], "startTime": now, **counts}
     kube.patch("Job", namespace, job_name, {"status": job_status}, sub="status")
+
+
+def start_job_pod(kube: Kube, namespace: str, job_name: str) -> None:
+    """A pod of the (compile) Job runs and the Job counts it active. It is bound to a node
+    that does not exist (there is no kubelet), so its log cannot be read."""
+    job = kube.get("Job", namespace, job_name)
+    if job is None:
+        raise LookupError(f"Job {namespace}/{job_name} does not exist")
+    labels = {"job-name": job_name, "controller-uid": job["metadata"]["uid"]}
+    pod = _pod_from_template(kube, job, f"{job_name}-running", labels, node="no-kubelet")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    now = now_rfc3339()
+    running = {"running": {"startedAt": now}}
+    pod_status = {
+        "phase": "Running",
+        "containerStatuses": [_container_status(container["name"], container["image"], running)],
+    }
+    kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": pod_status}, sub="status")
+    kube.patch(
+        "Job", namespace, job_name, {"status": {"startTime": now, "active": 1}}, sub="status"
+    )
 
 
 def complete_job(

@@ -67,6 +67,14 @@ def register(sub: Any) -> None:
         help="compile Jobs running at once in one namespace; 0: unlimited (default: %(default)s)",
     )
     run.add_argument(
+        "--progress-seconds",
+        type=_seconds,
+        default=options.DEFAULT_PROGRESS,
+        metavar="SECONDS",
+        help="how often a running compile's progress (status.cache.progress) is read from "
+        "the end of its pod's log (needs get on pods/log); 0: never (default: %(default)s)",
+    )
+    run.add_argument(
         "--platform",
         choices=PLATFORMS,
         default=PLATFORMS[0],
@@ -109,6 +117,13 @@ def _count(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value}: use 0 (unlimited) or a positive number")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value:g}: use 0 (off) or a positive number")
     return value
 
 
@@ -166,6 +181,7 @@ def _run(args: argparse.Namespace) -> int:
     os.environ[options.PLATFORM_ENV] = args.platform
     os.environ[options.MAX_COMPILES_ENV] = str(args.max_compiles)
     os.environ[options.MAX_COMPILES_NAMESPACE_ENV] = str(args.max_compiles_per_namespace)
+    os.environ[options.PROGRESS_ENV] = str(args.progress_seconds)
     os.environ[options.WEBHOOK_PORT_ENV] = str(args.webhook_port)
     os.environ[options.WEBHOOK_SECRET_ENV] = args.webhook_secret or ""
     os.environ[options.WEBHOOK_HOSTS_ENV] = ",".join(args.webhook_host)

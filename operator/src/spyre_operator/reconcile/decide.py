@@ -23,6 +23,7 @@ from spyre_operator.api.status import (
     DEGRADED,
     PROGRESSING,
     READY,
+    CompileProgress,
     CompileStatus,
     CompileSummary,
     Phase,
@@ -42,6 +43,7 @@ from spyre_operator.reconcile.conditions import (
     transition_events,
 )
 from spyre_operator.reconcile.observe import JobView, Observed
+from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.weights import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
@@ -49,6 +51,7 @@ from spyre_operator.render.children import desired, endpoint_url
 from spyre_runtime.contract import CACHE_NOT_READY
 
 TAIL_LINES = 5
+PROGRESS_DETAIL_LIMIT = 300  # the warmup step's detail holds the whole vllm command line
 _REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
 Verb = Literal["create", "apply", "add-owner", "scale"]
@@ -68,12 +71,14 @@ class Action:
 
 @dataclass(frozen=True)
 class Plan:
-    """Children to write (each with its Event once it succeeded), the status, and the
-    Events of status transitions (none when nothing changed)."""
+    """Children to write (each with its Event once it succeeded), the status, the
+    Events of status transitions (none when nothing changed), and when to reconcile again
+    without an event (a running compile's progress)."""
 
     actions: list[Action]
     status: CompileStatus  # a SpyreModel's (SpyreModelStatus) or a SpyreCache's
     events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None  # seconds
 
 
 @dataclass(frozen=True)
@@ -158,16 +163,40 @@ def compile_failure(job: JobView) -> Failure:
     return Failure("CompileFailed", f"Job {job.name}: {detail}." + retry)
 
 
-def cache_summary(key: str, job: JobView | None, recorded: dict[str, Any]) -> CompileSummary:
-    """status.cache for the target key: the Job's termination summary once it finished.
-    `recorded` is the stored status.cache."""
+def compile_progress(reading: Reading | None) -> CompileProgress | None:
+    if reading is None:
+        return None
+    step = reading.step
+    return CompileProgress(
+        step=step.name,
+        elapsed_seconds=step.elapsed,
+        detail=clip(step.detail, PROGRESS_DETAIL_LIMIT) or None,
+        pod=reading.pod,
+    )
+
+
+def duration(seconds: float) -> str:
+    """4m12s, 1h05m, 42s."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def cache_summary(
+    key: str, job: JobView | None, recorded: dict[str, Any], progress: Reading | None = None
+) -> CompileSummary:
+    """status.cache for the target key: the Job's termination summary once it finished,
+    its progress while it runs. `recorded` is the stored status.cache."""
     stored = CompileSummary.model_validate(recorded, extra="ignore")
     if job is None:
         if stored.cache_key == key and stored.ok:
             return stored  # compiled earlier; the Job was deleted since
         return CompileSummary(job_name=meta.compile_job_name(key), cache_key=key)
     if not (job.succeeded or job.failed):
-        return CompileSummary(job_name=job.name, cache_key=key)
+        return CompileSummary(job_name=job.name, cache_key=key, progress=compile_progress(progress))
     if stored.job_name == job.name and stored.ok is job.succeeded:
         return stored  # the pods may be gone by now; keep what was read from them
     if job.succeeded:
@@ -310,13 +339,14 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     if not weights_ready:
         if status.get("cache"):  # of the running Deployment's key
             cache = CompileSummary.model_validate(status["cache"], extra="ignore")
+            cache.progress = None  # of a compile this spec no longer waits for
         cache_ready = False
         if weights is not None and weights.state == "Failed":
             failure = Failure(weights.reason or "", weights.message or "")
     else:
         assert want.job is not None
         key = cache_key(spec, commit)
-        cache = cache_summary(key, job, status.get("cache") or {})
+        cache = cache_summary(key, job, status.get("cache") or {}, obs.progress)
         cache_ready = cache.ok is True
         # From the summary (recorded once the pods were read: they may be gone later).
         if cache.ok is False:
@@ -394,7 +424,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
         endpoint=endpoint_url(model) if available else None,
     )
     events = transition_events(status, new_status) + _revision_event(status, weights)
-    return Plan(actions, new_status, events)
+    return Plan(actions, new_status, events, obs.progress_seconds)
 
 
 def _compile_only(
@@ -430,7 +460,7 @@ def _compile_only(
         weights=weights,
     )
     events = transition_events(status, new_status) + _revision_event(status, weights)
-    return Plan(actions, new_status, events)
+    return Plan(actions, new_status, events, obs.progress_seconds)
 
 
 def _cache_condition(
@@ -474,13 +504,21 @@ def _cache_condition(
         )
     else:
         assert key is not None
+        progress = cache.progress if cache is not None else None
         cache_cond = Cond(
             CACHE_READY,
             "False",
             "Compiling",
-            f"Job {meta.compile_job_name(key)} is compiling cache {short_key(key)}",
+            f"Job {meta.compile_job_name(key)} is compiling cache {short_key(key)}"
+            + (f": {progress_message(progress)}" if progress is not None else ""),
         )
     return cache_cond
+
+
+def progress_message(progress: CompileProgress) -> str:
+    """step engine at 4m12s (still running: [WARMUP] (2/3) ...)"""
+    detail = f" ({progress.detail})" if progress.detail else ""
+    return f"step {progress.step} at {duration(progress.elapsed_seconds)}{detail}"
 
 
 def _conditions(

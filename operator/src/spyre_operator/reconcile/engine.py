@@ -3,10 +3,11 @@
 Everything is derived from the cluster on each pass (the SpyreModel, its children and its
 stored status). Between passes the reconciler keeps only the resourceVersion of its own
 last status write (to skip the watch echo of that write), the specs whose dry runs passed,
-and the compile Jobs it created a moment ago that the watch has not brought yet, so a
-restarted operator continues where the last one stopped. When a reconcile runs is the
-work queue's business (workqueue.py): never two of one object at once, a failed one again
-after a pause.
+the next progress reading of a running compile (progress.py), and the compile Jobs it
+created a moment ago that the watch has not brought yet, so a restarted operator continues
+where the last one stopped. When a reconcile runs is the work queue's business
+(workqueue.py): never two of one object at once, a failed one again after a pause, a
+compiling one again after the progress interval.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.kube import ApiError, Kube, one_line
 from spyre_operator.reconcile.metrics import Metrics
 from spyre_operator.reconcile.observe import observe
+from spyre_operator.reconcile.progress import ProgressReader
 
 log = logging.getLogger(__name__)
 
@@ -112,16 +114,19 @@ class Reconciler:
         starts: Starts | None = None,
         queue: workqueue.WorkQueue | None = None,
         metrics: Metrics | None = None,
+        progress: ProgressReader | None = None,
     ):
         """`compile_queue` reads the compile queue from the cluster (None: no limits);
         `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both;
         `queue` runs the reconciles the triggers ask for (`enqueue`); `metrics` may be
-        shared too."""
+        shared too, and so may `progress`, which reads a running compile's progress (None:
+        not read)."""
         self.kube, self.emit, self.clock = kube, emit, clock
         self.kind = kind
         self._compile_queue = compile_queue
         self.starts = starts or Starts()
         self.queue = queue
+        self.progress = progress
         self.stats: Counter[str] = Counter()
         self.metrics = metrics or Metrics()
         self._written: dict[tuple[str, str], str] = {}  # resourceVersion of our last status write
@@ -143,15 +148,18 @@ class Reconciler:
         self.dry_runs.forget(namespace, name)
         self.metrics.forget(self.kind, (namespace, name))
 
-    def reconcile(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
+    def reconcile(
+        self, namespace: str, name: str, body: dict[str, Any] | None = None
+    ) -> float | None:
         """Reconcile one SpyreModel; `body` is a recent copy if the caller has one. Not
-        twice at once for one object (the queue runs each key once at a time)."""
+        twice at once for one object (the queue runs each key once at a time). Returns
+        when to reconcile again without an event (seconds), if at all."""
         started = time.perf_counter()
         if body is not None and self._is_echo(namespace, name, body):
             self.stats["echoes"] += 1
-            return
+            return None
         try:
-            self._reconcile(namespace, name, body)
+            return self._reconcile(namespace, name, body)
         except Exception as err:
             self.stats["errors"] += 1
             reason = f"http_{err.status}" if isinstance(err, ApiError) else type(err).__name__
@@ -168,16 +176,15 @@ class Reconciler:
             written = self._written.get((namespace, name))
         return written is not None and written == body["metadata"].get("resourceVersion")
 
-    def _reconcile(self, namespace: str, name: str, body: dict[str, Any] | None) -> None:
+    def _reconcile(self, namespace: str, name: str, body: dict[str, Any] | None) -> float | None:
         for _ in range(MAX_ATTEMPTS):
             if body is None:
                 body = self.kube.get(self.kind, namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 self.forget(namespace, name)  # children go with it (ownerReferences)
-                return
+                return None
             try:
-                self._once(body)
-                return
+                return self._once(body)
             except ApiError as err:
                 if not err.conflict:
                     raise
@@ -197,7 +204,7 @@ class Reconciler:
             model = parse(body, kind=self.kind)
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now)
-        observed = observe(self.kube, body, model, self.compile_queue)
+        observed = observe(self.kube, body, model, self.compile_queue, self.progress)
         plan = decide(observed, model, now)
         starts = [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Job"]
         if starts:  # a download or a compile: first, would the rest of the spec be taken?
@@ -207,18 +214,20 @@ class Reconciler:
                 return decide_invalid(body, [Problem("", refusal)], now, reason="Refused")
         return plan
 
-    def _once(self, body: dict[str, Any]) -> None:
+    def _once(self, body: dict[str, Any]) -> float | None:
         now = self.clock()
         plan = self.plan(body, now)
-        if self._compile_queue is None or not any(
+        if self._compile_queue is not None and any(
             is_compile_start(a.verb, a.obj) for a in plan.actions
         ):
+            # Starting a compile: decide again under the lock, counting the Jobs the ones
+            # before just started, so concurrent reconciles never exceed the limits.
+            with self.starts.lock:
+                plan = self.plan(body, now)
+                self._carry_out(body, plan, now)
+        else:
             self._carry_out(body, plan, now)
-            return
-        # Starting a compile: decide again under the lock, counting the Jobs the ones
-        # before just started, so concurrent reconciles never exceed the limits.
-        with self.starts.lock:
-            self._carry_out(body, self.plan(body, now), now)
+        return plan.requeue_after
 
     def _say(self, body: dict[str, Any], event: Event, name: str | None = None) -> None:
         meta = body["metadata"]

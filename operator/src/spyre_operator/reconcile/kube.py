@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+import urllib3
 import yaml
 from kubernetes import client, config
 
@@ -84,6 +85,15 @@ def cannot_start(kubeconfig: str | None, timeout: float = 5.0) -> str | None:
     return None
 
 
+def _api_error(status: int, reason: str | None, raw: bytes) -> ApiError:
+    """The API server's Status in an error answer (its message, if it is not JSON)."""
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError:
+        parsed = {"message": raw.decode(errors="replace")}
+    return ApiError(status, reason or "", parsed if isinstance(parsed, dict) else {})
+
+
 def one_line(err: object) -> str:
     return " ".join(str(err).split())
 
@@ -130,23 +140,34 @@ class Kube:
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        serialized = self.api.param_serialize(
-            method=method,
-            resource_path=url_path,
-            query_params=list((query or {}).items()),
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        _, url, headers, data, _ = serialized
+        url, headers, data = self._serialize(method, url_path, query, content_type, body)
         response = self.api.call_api(
             method, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT
         )
         raw = response.read()
-        parsed = json.loads(raw) if raw else {}
         if response.status >= 400:
-            raise ApiError(response.status, response.reason or "", parsed)
+            raise _api_error(response.status, response.reason, raw)
+        parsed = json.loads(raw) if raw else {}
         return parsed if isinstance(parsed, dict) else {}
+
+    def _serialize(
+        self,
+        method: str,
+        url_path: str,
+        query: dict[str, str] | None,
+        content_type: str = "application/json",
+        body: Any = None,
+        accept: str = "application/json",
+    ) -> tuple[str, dict[str, str], Any]:
+        _, url, headers, data, _ = self.api.param_serialize(
+            method=method,
+            resource_path=url_path,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": accept},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        return url, headers, data
 
     def _count(self, method: str, kind: str) -> None:
         with self._lock:
@@ -165,6 +186,30 @@ class Kube:
         found = self.request("GET", path(kind, namespace), query={"labelSelector": selector})
         items: list[dict[str, Any]] = found.get("items", [])
         return items
+
+    def log_tail(
+        self, namespace: str, pod: str, container: str, lines: int, limit: int, timeout: float
+    ) -> str:
+        """The end of a container's log, at most `lines` lines and `limit` bytes. The API
+        server fetches it from the pod's kubelet, so one attempt within `timeout` (the
+        client's pool would try a GET that timed out three more times)."""
+        query = {"container": container, "tailLines": str(lines), "limitBytes": str(limit)}
+        # As kubectl asks: the log is text/plain, an error a JSON Status (text/plain alone: 406).
+        url, headers, _ = self._serialize(
+            "GET", path("Pod", namespace, pod, "log"), query, accept="application/json, */*"
+        )
+        response = self.api.rest_client.pool_manager.request(
+            "GET",
+            url,
+            headers=headers,
+            timeout=urllib3.Timeout(total=timeout),
+            retries=False,
+            preload_content=False,
+        )
+        raw = response.read()
+        if response.status >= 400:
+            raise _api_error(response.status, response.reason, raw)
+        return raw.decode(errors="replace")
 
     # ----- writes ----------------------------------------------------------------
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Read the cluster state of one SpyreModel into plain, immutable views.
 
 `observe` makes the API calls (a handful of GETs, a pod list only when a Job finished
-without a recorded summary or serving pods are not all ready); the `*_view` functions
+without a recorded summary or serving pods are not all ready, and, while the compile runs,
+the end of its pod's log once per progress interval: progress.py); the `*_view` functions
 turn raw objects into the facts `decide` works from and are pure.
 """
 
@@ -16,6 +17,7 @@ from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compiles import Queue
 from spyre_operator.reconcile.kube import Kube
+from spyre_operator.reconcile.progress import ProgressReader, Reading
 from spyre_operator.reconcile.weights import weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
@@ -64,6 +66,7 @@ class JobView:
     failed_message: str = ""
     active_deadline_seconds: int | None = None
     failures: int = 0  # failed pods so far (the Job may still retry)
+    active: int = 0  # pods running or about to
     terminated: Terminated | None = None  # the newest terminated container of its pods
 
 
@@ -110,6 +113,8 @@ class Observed:
     weights_job: JobView | None = None  # a hub model's weights Job
     weights: WeightsSummary | None = None  # status.weights as it stands now (hub models)
     job: JobView | None = None  # the compile Job of the spec's cache key
+    progress: Reading | None = None  # while that Job runs: its pod's newest step
+    progress_seconds: float | None = None  # while it runs: when to read the progress again
     queue: Queue | None = None  # the compile queue, read when that Job does not exist
     deployment: DeploymentView | None = None
     service: dict[str, Any] | None = None
@@ -188,6 +193,7 @@ def job_view(
         failed_message=failed[2] if failed[0] == "True" else "",
         active_deadline_seconds=job.get("spec", {}).get("activeDeadlineSeconds"),
         failures=int(job.get("status", {}).get("failed", 0)),
+        active=int(job.get("status", {}).get("active", 0)),
         terminated=newest_termination(pods, container),
     )
 
@@ -265,14 +271,17 @@ def observe(
     body: dict[str, Any],
     model: SpyreModel,
     compile_queue: Callable[[], Queue | None] | None = None,
+    progress: ProgressReader | None = None,
 ) -> Observed:
-    """`compile_queue` reads the compile queue (None: no limits)."""
+    """`compile_queue` reads the compile queue (None: no limits); `progress` a running
+    compile's progress (None: not read)."""
     ns, spec = model.namespace, model.spec
     status = body.get("status") or {}
     pvc_exists = None
     if spec.cache.volume.create:
         pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
     weights_job, weights, job, commit, queue = None, None, None, None, None
+    reading, progress_seconds = None, None
     if spec.model.from_hub:
         weights_job = _job(
             kube,
@@ -293,6 +302,9 @@ def observe(
         )
         if job is None and compile_queue is not None:
             queue = compile_queue()
+        running = job is not None and job.active and not (job.succeeded or job.failed)
+        if job is not None and running and progress is not None:
+            reading, progress_seconds = progress(ns, job.name), progress.interval
     deployment = service = network_policy = None
     issues: tuple[PodIssue, ...] = ()
     if model.serves:  # a SpyreCache only compiles
@@ -309,6 +321,8 @@ def observe(
         weights_job=weights_job,
         weights=weights,
         job=job,
+        progress=reading,
+        progress_seconds=progress_seconds,
         queue=queue,
         deployment=deployment,
         service=service,

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from spyre_operator.render.pod import PLATFORMS, Platform
+from spyre_runtime.contract import HEARTBEAT_SECONDS
 
 RESYNC_ENV = "SPYRE_OPERATOR_RESYNC_SECONDS"
 METRICS_ENV = "SPYRE_OPERATOR_METRICS_PORT"
@@ -15,11 +16,15 @@ WORKERS_ENV = "SPYRE_OPERATOR_WORKERS"
 PLATFORM_ENV = "SPYRE_OPERATOR_PLATFORM"
 MAX_COMPILES_ENV = "SPYRE_OPERATOR_MAX_COMPILES"
 MAX_COMPILES_NAMESPACE_ENV = "SPYRE_OPERATOR_MAX_COMPILES_PER_NAMESPACE"
+PROGRESS_ENV = "SPYRE_OPERATOR_PROGRESS_SECONDS"
 DEFAULT_RESYNC = 300.0
 DEFAULT_WORKERS = 16
 # A compile holds CPU and memory (or cards) for 20-60 min: a few at once, the rest queue.
 DEFAULT_MAX_COMPILES = 4
 DEFAULT_MAX_COMPILES_NAMESPACE = 0  # unlimited: the cluster-wide cap alone
+# The compile pod logs its step at least this often (its heartbeat): reading more often
+# would show the same step.
+DEFAULT_PROGRESS = float(HEARTBEAT_SECONDS)
 
 
 def resync_seconds() -> float:
@@ -38,6 +43,14 @@ def compile_limits() -> tuple[int, int]:
     if cluster < 0 or namespace < 0:
         raise ValueError(f"{MAX_COMPILES_ENV}, {MAX_COMPILES_NAMESPACE_ENV}: 0 (unlimited) or more")
     return cluster, namespace
+
+
+def progress_seconds() -> float:
+    """How often a running compile's progress is read from its pod's log (0: never)."""
+    value = float(os.environ.get(PROGRESS_ENV) or DEFAULT_PROGRESS)
+    if value < 0:
+        raise ValueError(f"{PROGRESS_ENV}: 0 (off) or more seconds")
+    return value
 
 
 def metrics_port() -> int:

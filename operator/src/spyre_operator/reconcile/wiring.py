@@ -21,6 +21,7 @@ from spyre_operator.reconcile.engine import Reconciler, Starts, complain
 from spyre_operator.reconcile.events import EventPoster
 from spyre_operator.reconcile.indexes import CACHES, INDEXED, MODELS, IndexedKube, compile_queue
 from spyre_operator.reconcile.kube import REQUEST_TIMEOUT, load_api_client
+from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.triggers import Resync, watched_keys
 from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
 
@@ -43,8 +44,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
     starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
 
-    def reconcile(key: Key, copy: Copy) -> None:
-        memo.reconcilers[key[0]].reconcile(key[1], key[2], copy)
+    interval = options.progress_seconds()
+    progress = ProgressReader(kube, interval) if interval else None  # shared like starts
+
+    def reconcile(key: Key, copy: Copy) -> float | None:
+        return memo.reconcilers[key[0]].reconcile(key[1], key[2], copy)
 
     memo.queue = WorkQueue(reconcile, complain)
     shared = metrics.Metrics()
@@ -57,6 +61,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
             starts=starts,
             queue=memo.queue,
             metrics=shared,
+            progress=progress,
         )
         for kind in (KIND, CACHE_KIND)
     }

@@ -46,18 +46,20 @@ class Complain(Protocol):
 class WorkQueue:
     """Keys in, one run per key at a time, fair (first come, first run), retries with back-off.
 
-    `handle(key, copy)` reconciles; raising means "try again later" (`complain` logs it).
+    `handle(key, copy)` reconciles; raising means "try again later" (`complain` logs it);
+    returning a number of seconds means "run again then" (a running compile's progress).
     Thread-safe; `clock` (seconds, monotonic) is injectable for tests, which may also drive
     the queue without worker threads (`process(block=False)`)."""
 
     def __init__(
         self,
-        handle: Callable[[Key, Copy], None],
+        handle: Callable[[Key, Copy], float | None],
         complain: Complain,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.handle, self.complain, self.clock = handle, complain, clock
-        self.stats: Counter[str] = Counter()  # "retries": retries whose time came
+        # "retries": retries whose time came; "requeues": runs asked for by a run
+        self.stats: Counter[str] = Counter()
         self._cond = threading.Condition()
         self._ready: deque[Key] = deque()  # waiting to run, first come first
         self._copies: dict[Key, Copy] = {}  # of the keys in _ready, or dirty ones
@@ -65,7 +67,7 @@ class WorkQueue:
         self._dirty: set[Key] = set()  # added while running: runs again after
         # failed runs in a row, and what the log said of the last one
         self._failures: dict[Key, tuple[int, str | None]] = {}
-        self._due: dict[Key, float] = {}  # pending retries: key -> when (clock)
+        self._due: dict[Key, float] = {}  # pending retries and requeues: key -> when
         self._timers: list[tuple[float, Key]] = []  # heap of (when, key); stale ones skipped
         self._closed = False
         self._workers: list[threading.Thread] = []
@@ -105,11 +107,11 @@ class WorkQueue:
             return False
         key, copy = taken
         try:
-            self.handle(key, copy)
+            again = self.handle(key, copy)
         except Exception as err:
             self._done(key, err)
         else:
-            self._done(key, None)
+            self._done(key, None, again)
         return True
 
     def _take(self, block: bool) -> tuple[Key, Copy] | None:
@@ -133,10 +135,10 @@ class WorkQueue:
             when, key = heapq.heappop(self._timers)
             if self._due.get(key) == when:  # else cancelled, or moved
                 del self._due[key]
-                self.stats["retries"] += 1
+                self.stats["retries" if key in self._failures else "requeues"] += 1
                 self._add(key, None)
 
-    def _done(self, key: Key, err: Exception | None) -> None:
+    def _done(self, key: Key, err: Exception | None, again: float | None = None) -> None:
         with self._cond:
             failures, said = self._failures.get(key, (0, None))
         if err is not None:  # said while the key still counts as running: no run races it
@@ -150,17 +152,22 @@ class WorkQueue:
             if err is None:
                 self._failures.pop(key, None)
                 self._due.pop(key, None)  # reconciled: the retry is moot
+                if again is not None:
+                    self._run_at(key, self.clock() + again)
             else:
                 self._failures[key] = (failures, said)
-                when = self.clock() + delay
-                if when < self._due.get(key, float("inf")):  # a sooner one stays
-                    self._due[key] = when
-                    heapq.heappush(self._timers, (when, key))
-                self._cond.notify_all()  # a waiting worker's timeout may now be too long
+                self._run_at(key, self.clock() + delay)
             if key in self._dirty:
                 self._dirty.discard(key)
                 self._ready.append(key)  # behind the keys that waited meanwhile
                 self._cond.notify()
+
+    def _run_at(self, key: Key, when: float) -> None:
+        """Queue `key` again at `when` (clock), unless it is due sooner (lock held)."""
+        if when < self._due.get(key, float("inf")):
+            self._due[key] = when
+            heapq.heappush(self._timers, (when, key))
+        self._cond.notify_all()  # a waiting worker's timeout may now be too long
 
     def retry_in(self, key: Key) -> float | None:
         """Seconds until `key`'s pending retry (None: none)."""
