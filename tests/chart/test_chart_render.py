@@ -54,6 +54,7 @@ COMBINATIONS: dict[str, Combination] = {
             "workers": 4,
             "maxCompiles": 8,
             "maxCompilesPerNamespace": 2,
+            "cacheRetention": "36h",
         },
         "metrics.port": 9090,
         "nodeSelector": {"kubernetes.io/os": "linux"},
@@ -140,6 +141,7 @@ def test_operator_deployment_is_one_restricted_replica() -> None:
         "--workers=16",
         "--max-compiles=4",
         "--max-compiles-per-namespace=0",
+        "--cache-retention=7d",
         "--platform=kubernetes",
         "--webhook-port=9443",
         f"--webhook-secret=ops/{WEBHOOK}-cert",
@@ -174,6 +176,7 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
     assert args.resync_seconds == operator.get("resyncSeconds", 300)
     assert args.max_compiles == operator.get("maxCompiles", 4)
     assert args.max_compiles_per_namespace == operator.get("maxCompilesPerNamespace", 0)
+    assert args.cache_retention == operator.get("cacheRetention", "7d")
     assert args.platform == values.get("operator.platform", "kubernetes")
     if values.get("webhook.enabled") is False:
         assert args.webhook_port == 0

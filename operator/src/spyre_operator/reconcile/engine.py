@@ -114,6 +114,7 @@ class Reconciler:
         self._locks: dict[Key, threading.Lock] = {}
         self._written: dict[Key, str] = {}  # resourceVersion of our last status write
         self._retries: dict[Key, threading.Timer] = {}
+        self._later: dict[Key, threading.Timer] = {}  # a plan's requeue_after
         self._failures: dict[Key, int] = {}  # failed reconciles in a row
         self._complaints: dict[Key, str] = {}  # what the log said of the current failure
         self.dry_runs = DryRuns(kube)
@@ -131,8 +132,10 @@ class Reconciler:
             self._failures.pop((namespace, name), None)
             self._complaints.pop((namespace, name), None)
             retry = self._retries.pop((namespace, name), None)
-        if retry is not None:
-            retry.cancel()
+            later = self._later.pop((namespace, name), None)
+        for timer in (retry, later):
+            if timer is not None:
+                timer.cancel()
         self.dry_runs.forget(namespace, name)
         self.metrics.forget((namespace, name))
 
@@ -184,6 +187,24 @@ class Reconciler:
             timer.daemon = True
             self._retries[key] = timer
         timer.start()
+
+    def _requeue(self, namespace: str, name: str, delay: float) -> None:
+        """Reconcile again in `delay` seconds (a retention that expires then), replacing
+        an earlier such timer: the newest plan knows best."""
+        key = (namespace, name)
+        timer = threading.Timer(delay, self._requeued, key)
+        timer.daemon = True
+        with self._guard:
+            before = self._later.pop(key, None)
+            self._later[key] = timer
+        if before is not None:
+            before.cancel()
+        timer.start()
+
+    def _requeued(self, namespace: str, name: str) -> None:
+        with self._guard:
+            self._later.pop((namespace, name), None)
+        self.run(namespace, name)
 
     def _retry(self, namespace: str, name: str) -> None:
         with self._guard:
@@ -297,6 +318,13 @@ class Reconciler:
                 job = action.obj["metadata"]
                 self.starts.add((job["namespace"], job["name"]))
             done.append(Event("Normal", action.reason, action.message))
+            if action.verb == "delete":  # an inventory entry went: no status to write
+                for event in done:
+                    self._say(body, event)
+                return
+        if plan.requeue_after is not None and failed is None:
+            meta = body["metadata"]
+            self._requeue(meta["namespace"], meta["name"], plan.requeue_after)
         written_status = status.to_k8s()  # the JSON, compared with the stored one
         patch = status_patch(old, written_status)
         meta = body["metadata"]
