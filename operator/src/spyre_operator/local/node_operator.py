@@ -35,12 +35,14 @@ def import_images(node: Node, log: Callable[[str], None]) -> None:
         log(f"{image.name}: {state} ({done.seconds:.1f}s)")
 
 
-def install_chart(node: Node) -> None:
+def install_chart(node: Node, values: dict[str, str] | None = None) -> None:
+    """Install or upgrade the release: the chart's defaults and `values` (--set)."""
     chart = recipes.checkout() / "charts" / "spyre-operator"
+    sets = {"image.repository": f"{recipes.REGISTRY}/operator"} | (values or {})
     result = subprocess.run(
         [tool("helm"), "--kubeconfig", str(node.kubeconfig), "upgrade", "--install",
          RELEASE, str(chart), "-n", NAMESPACE, "--create-namespace", "--wait",
-         "--timeout", "5m", "--set", f"image.repository={recipes.REGISTRY}/operator"],
+         "--timeout", "5m", *(f"--set={k}={v}" for k, v in sets.items())],
         capture_output=True, text=True, check=False, timeout=400,
     )  # fmt: skip
     if result.returncode != 0:
