@@ -710,7 +710,23 @@ def test_a_key_is_listed_kept_while_used_and_cleaned_after_the_retention(
     assert jobs(kube, "-compile-") == jobs(kube, "-cleanup-") == []
     models.reconcile(NS, "again")  # compiled again
     assert len(jobs(kube, "-compile-")) == 1
-    for rec in (models, caches):
+    stop_timers(models, caches)
+
+
+def listed(kube: FakeKube) -> tuple[Clock, Reconciler, Reconciler, str]:
+    """A compiled key whose entry joined its Job: the clock, both reconcilers, the entry."""
+    clock, sink = Clock(), Sink()
+    models = Reconciler(kube, sink, clock=clock)
+    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND)
+    finish_compile(kube, models)
+    models.reconcile(NS, "micro-granite-cpu")
+    (entry,) = [n for k, _, n in kube.objects if k == CACHE_KIND]
+    caches.reconcile(NS, entry)
+    return clock, models, caches, entry
+
+
+def stop_timers(*reconcilers: Reconciler) -> None:
+    for rec in reconcilers:
         for timer in rec._later.values():
             timer.cancel()
 
@@ -719,13 +735,7 @@ def test_a_key_in_use_or_asked_for_is_never_cleaned(
     kube: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1s")
-    clock, sink = Clock(), Sink()
-    models = Reconciler(kube, sink, clock=clock)
-    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND)
-    finish_compile(kube, models)
-    models.reconcile(NS, "micro-granite-cpu")
-    (entry,) = [n for k, _, n in kube.objects if k == CACHE_KIND]
-    caches.reconcile(NS, entry)
+    clock, _models, caches, entry = listed(kube)
     clock.now = "2031-01-01T00:00:00Z"  # a year later
     caches.reconcile(NS, entry)
     assert jobs(kube, "-cleanup-") == []  # used
@@ -743,8 +753,7 @@ def test_a_key_in_use_or_asked_for_is_never_cleaned(
     assert jobs(kube, "-cleanup-") == []
     status = kube.get(CACHE_KIND, NS, "mine")["status"]  # type: ignore[index]
     assert status["usedBy"] == [] and status["phase"] == "Ready"
-    for timer in caches._later.values():
-        timer.cancel()
+    stop_timers(caches)
 
 
 def test_a_model_joining_as_the_clean_up_starts_makes_one_of_the_two_writes_fail(
@@ -753,13 +762,7 @@ def test_a_model_joining_as_the_clean_up_starts_makes_one_of_the_two_writes_fail
     """Both decided from the same compile Job: whichever writes second gets a 409 and
     decides again from what the first wrote."""
     monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1s")
-    clock, sink = Clock(), Sink()
-    models = Reconciler(kube, sink, clock=clock)
-    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND)
-    finish_compile(kube, models)
-    models.reconcile(NS, "micro-granite-cpu")
-    (entry,) = [n for k, _, n in kube.objects if k == CACHE_KIND]
-    caches.reconcile(NS, entry)
+    clock, models, caches, entry = listed(kube)
     kube.delete("SpyreModel", NS, "micro-granite-cpu")
     kube.collect_garbage()
     caches.reconcile(NS, entry)
@@ -798,6 +801,4 @@ def test_a_model_joining_as_the_clean_up_starts_makes_one_of_the_two_writes_fail
     models.reconcile(NS, "late")
     status = kube.get("SpyreModel", NS, "late")["status"]  # type: ignore[index]
     assert find(status["conditions"], "CacheReady")["reason"] == "CleaningUp"
-    for rec in (models, caches):
-        for timer in rec._later.values():
-            timer.cancel()
+    stop_timers(models, caches)
