@@ -802,3 +802,26 @@ def test_a_model_joining_as_the_clean_up_starts_makes_one_of_the_two_writes_fail
     status = kube.get("SpyreModel", NS, "late")["status"]  # type: ignore[index]
     assert find(status["conditions"], "CacheReady")["reason"] == "CleaningUp"
     stop_timers(models, caches)
+
+
+def test_a_failed_clean_up_is_said_and_the_entry_stays(
+    kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1s")
+    clock, _models, caches, entry = listed(kube)
+    kube.delete("SpyreModel", NS, "micro-granite-cpu")
+    kube.collect_garbage()
+    caches.reconcile(NS, entry)
+    clock.now = "2030-01-01T01:00:00Z"
+    caches.reconcile(NS, entry)
+    refusal = {"ok": False, "reason": "InvalidConfig", "message": "/var/cache/spyre/k is a symlink"}
+    finish(kube, "cleanup", refusal)  # its pod said why, and the Job failed
+    (cleanup,) = jobs(kube, "-cleanup-")
+    cleanup["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
+    caches.reconcile(NS, entry)
+    status = kube.get(CACHE_KIND, NS, entry)["status"]  # type: ignore[index]
+    degraded = find(status["conditions"], "Degraded")
+    assert (status["phase"], degraded["reason"]) == ("Failed", "CleanupFailed")
+    assert "is a symlink" in degraded["message"] and "Delete this SpyreCache" in degraded["message"]
+    assert kube.get(CACHE_KIND, NS, entry) is not None
+    stop_timers(caches)

@@ -444,7 +444,10 @@ def _compile_only(
         step = inventory.cleanup_step(key, obs.job, obs.cleanup_job, use, retention, now)
         actions = actions + _cleanup_actions(obs, model, step, now)
     phase: Phase
-    if step is not None and step.step in ("Start", "Running", "Done"):
+    if step is not None and step.step == "Failed":
+        failure = Failure("CleanupFailed", step.message)
+        phase, ready = "Failed", Cond(READY, "False", failure.reason, failure.message)
+    elif step is not None and step.step in ("Start", "Running", "Done"):
         phase, ready = "CleaningUp", Cond(READY, "False", "CleaningUp", step.message)
         cache_cond = Cond(CACHE_READY, "False", "CleaningUp", step.message)
     elif cache_cond.status == "True":
@@ -452,8 +455,6 @@ def _compile_only(
     else:
         phase = "Failed" if failure else "Downloading" if key is None else "Compiling"
         ready = Cond(READY, "False", cache_cond.reason, cache_cond.message)
-    if step is not None and step.step == "Failed":
-        failure = Failure("CleanupFailed", step.message)
     degraded = (
         Cond(DEGRADED, "True", failure.reason, failure.message)
         if failure
