@@ -492,6 +492,9 @@ def test_an_unused_key_is_removed_from_the_volume_by_a_real_clean_up_job(
     # du --apparent-size of its files, read on the host (READY is written after the count)
     assert sum(f.stat().st_size for f in files if f.name != "READY") == on_disk
     weights = (folder / "weights").is_dir()  # the hub story's download, if it ran
+    stranger = folder / ("0" * 64)  # a key directory no entry lists: never touched
+    stranger.mkdir()
+    (stranger / "graph.bin").write_bytes(b"x" * 100)
 
     node_operator.install_chart(cluster.node, {"operator.cacheRetention": "20s"})
     try:
@@ -504,11 +507,16 @@ def test_an_unused_key_is_removed_from_the_volume_by_a_real_clean_up_job(
 
         cluster.wait("the clean-up Job removed the key and its entry went", cleaned)
         assert not cluster.kubectl("get", cleanup, "--ignore-not-found", "-o", "name")
-        # the keys still served and the weights stay (unused keys of earlier stories may go)
+        # the keys still served, the weights and the other key stay (the unused keys of
+        # earlier stories may go: their entries clean them up too)
         used = {m["status"].get("activeCacheKey") for m in cluster.get("sm")["items"]}
-        assert used and all((folder / k).is_dir() for k in used if k), used
+        assert all((folder / k).is_dir() for k in used if k), used
         assert (folder / "weights").is_dir() == weights
+        assert (stranger / "graph.bin").read_bytes() == b"x" * 100
     finally:
+        if stranger.exists():
+            (stranger / "graph.bin").unlink()
+            stranger.rmdir()
         node_operator.install_chart(cluster.node)  # the default retention again
 
 
