@@ -55,6 +55,7 @@ COMBINATIONS: dict[str, Combination] = {
             "maxCompiles": 8,
             "maxCompilesPerNamespace": 2,
             "progressSeconds": 15,
+            "cacheRetention": "36h",
         },
         "metrics.port": 9090,
         "nodeSelector": {"kubernetes.io/os": "linux"},
@@ -142,6 +143,7 @@ def test_operator_deployment_is_one_restricted_replica() -> None:
         "--max-compiles=4",
         "--max-compiles-per-namespace=0",
         "--progress-seconds=60",
+        "--cache-retention=7d",
         "--platform=kubernetes",
         "--webhook-port=9443",
         f"--webhook-secret=ops/{WEBHOOK}-cert",
@@ -177,6 +179,7 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
     assert args.max_compiles == operator.get("maxCompiles", 4)
     assert args.max_compiles_per_namespace == operator.get("maxCompilesPerNamespace", 0)
     assert args.progress_seconds == operator.get("progressSeconds", 60)
+    assert args.cache_retention == operator.get("cacheRetention", "7d")
     assert args.platform == values.get("operator.platform", "kubernetes")
     if values.get("webhook.enabled") is False:
         assert args.webhook_port == 0

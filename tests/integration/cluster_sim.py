@@ -75,8 +75,14 @@ def job_name(doc: dict[str, Any]) -> str:
     return meta.compile_job_name(cache_key(parse(doc).spec))
 
 
+def entry_name(doc: dict[str, Any]) -> str:
+    """The inventory entry (a SpyreCache) of a SpyreModel's key, one more owner of its
+    compile Job."""
+    return meta.inventory_name(cache_key(parse(doc).spec))
+
+
 def job_owners(kube: Kube, namespace: str, job: str) -> set[str]:
-    """Names of the SpyreModels owning a (shared) Job."""
+    """Names of the SpyreModels and SpyreCaches owning a (shared) Job."""
     found = kube.get("Job", namespace, job) or {"metadata": {}}
     return {o["name"] for o in found["metadata"].get("ownerReferences") or []}
 

@@ -19,6 +19,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     create,
     download,
     get,
+    job_owners,
     kube,
     model,
     operator,
@@ -105,7 +106,14 @@ def test_every_example_reconciles_to_what_render_prints(
         assert owned_part(live, want["weights"]) == want["weights"]
         download(kube, live_model, commit)
     job = want["compile"]["metadata"]["name"]
-    live_job = wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")
+    entry = meta.inventory_name(
+        want["compile"]["metadata"]["annotations"][meta.CACHE_KEY_ANNOTATION]
+    )
+    wait_for(lambda: job_owners(kube, namespace, job) == {name, entry}, "the model and the entry")
+    live_job = kube.get("Job", namespace, job) or {}
+    # what render prints, and the key's inventory entry as the other owner
+    refs = live_job["metadata"]["ownerReferences"]
+    live_job["metadata"]["ownerReferences"] = [r for r in refs if r["name"] != entry]
     assert owned_part(live_job, want["compile"]) == want["compile"]
     if "PersistentVolumeClaim" in want:
         pvc = want["PersistentVolumeClaim"]

@@ -17,6 +17,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     condition,
     create,
     download,
+    entry_name,
     events_for,
     example,
     job_name,
@@ -71,9 +72,11 @@ def test_a_precompile_makes_a_key_ready_and_a_later_model_creates_no_job(
     st = cache_status(kube, namespace, "ahead", "Compiling")
     job = job_name(served)
     assert st["targetCacheKey"] and st["cache"]["jobName"] == job
-    live = wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")
-    (owner,) = live["metadata"]["ownerReferences"]
-    assert (owner["kind"], owner["name"], owner["controller"]) == (CACHE_KIND, "ahead", False)
+    entry = entry_name(served)  # the key's inventory entry, made with the Job, joins it
+    wait_for(lambda: job_owners(kube, namespace, job) == {"ahead", entry}, "ahead and the entry")
+    live = kube.get("Job", namespace, job) or {}
+    owners = {(o["kind"], o["name"], o["controller"]) for o in live["metadata"]["ownerReferences"]}
+    assert owners == {(CACHE_KIND, "ahead", False), (CACHE_KIND, entry, False)}
 
     simulate.complete_job(kube, namespace, job, seconds=30, size=5 * 2**30)
     st = cache_status(kube, namespace, "ahead", "Ready")
@@ -89,7 +92,7 @@ def test_a_precompile_makes_a_key_ready_and_a_later_model_creates_no_job(
     st = wait_phase(kube, namespace, "later", "Starting")
     assert st["cache"]["ok"] is True and st["cache"]["jobName"] == job
     assert [j["metadata"]["name"] for j in kube.list("Job", namespace, COMPILES)] == [job]
-    assert job_owners(kube, namespace, job) == {"ahead", "later"}
+    assert job_owners(kube, namespace, job) == {"ahead", "later", entry}
 
 
 def test_an_invalid_precompile_is_said_like_an_invalid_model(

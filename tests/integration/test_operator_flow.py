@@ -13,9 +13,11 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     create,
     deployment_key,
     download,
+    entry_name,
     events_for,
     get,
     job_name,
+    job_owners,
     kube,
     model,
     operator,
@@ -56,8 +58,13 @@ def test_create_compiles_then_serves(kube: Kube, namespace: str, operator: Opera
     want = build_compile_job(spec, namespace)["spec"]["template"]["spec"]["containers"][0]
     got = live_job["spec"]["template"]["spec"]["containers"][0]
     assert (got["args"], got["env"]) == (want["args"], want["env"])
-    (owner,) = live_job["metadata"]["ownerReferences"]
-    assert (owner["name"], owner["controller"]) == ("m1", False)
+    entry = entry_name(doc)  # the key's inventory entry joins the Job too
+    wait_for(lambda: job_owners(kube, namespace, job) == {"m1", entry}, "m1 and the entry")
+    live_job = kube.get("Job", namespace, job) or {}
+    refs = {
+        o["name"]: (o["kind"], o["controller"]) for o in live_job["metadata"]["ownerReferences"]
+    }
+    assert refs == {"m1": ("SpyreModel", False), entry: ("SpyreCache", False)}
     pvc = kube.get("PersistentVolumeClaim", namespace, spec.cache.volume.claim_name)
     assert pvc is not None and "ownerReferences" not in pvc["metadata"]
     assert kube.get("Deployment", namespace, "m1") is None

@@ -7,7 +7,8 @@ before left the cluster: first deploy, an autoscaler scaling it to two, a servin
 killed, a new cache key rolled out while the old pod answers, a second model sharing the
 compile, a failing compile and its fix, the operator killed during a compile, a model
 deleted, a hub model downloaded once and served with the hub gone, a cache compiled ahead
-by a SpyreCache and served by a later model, and the chart's `helm test`. Each asserts
+by a SpyreCache and served by a later model, an unused key removed from the volume by a
+clean-up Job after the retention, and the chart's `helm test`. Each asserts
 what a user sees: `kubectl get sm`, status, Events, answers, pod logs.
 """
 
@@ -485,6 +486,60 @@ def test_a_cache_compiled_ahead_serves_a_later_model_without_a_compile(cluster: 
     assert cluster.answer(*cluster.service("ahead"))
     bytes_on_disk = volume_bytes(cluster, pod["metadata"]["name"], cache["targetCacheKey"])
     assert cache["cache"]["bytes"] == bytes_on_disk, cache
+
+
+def test_an_unused_key_is_removed_from_the_volume_by_a_real_clean_up_job(
+    cluster: Cluster,
+) -> None:
+    """The key's inventory entry says the bytes on the volume; with the chart's retention
+    set short, the model deleted, a real clean-up Job removes the key's directory and
+    nothing else, and the entry goes."""
+    cluster.batching |= {"maxNumSeqs": 3}  # a key of its own
+    cluster.apply("sweep")
+    status = cluster.ready("sweep")
+    key = status["targetCacheKey"]
+    entry = f"spyrecache/spyre-cache-{key[:12]}"
+
+    def listed() -> dict[str, Any] | None:
+        found: dict[str, Any] = cluster.get(entry).get("status") or {}
+        return found if found.get("usedBy") == ["sweep"] else None
+
+    listed_status = cluster.wait("the key's entry lists sweep", listed)
+    (pod,) = cluster.pods("sweep")
+    on_disk = volume_bytes(cluster, pod["metadata"]["name"], key)
+    assert listed_status["cache"]["bytes"] == on_disk > 0, listed_status
+    claim = cluster.get("pvc/spyre-graph-cache")["spec"]["volumeName"]
+    folder = Path(cluster.get(f"pv/{claim}")["spec"]["hostPath"]["path"])
+    files = [f for f in (folder / key).rglob("*") if f.is_file() and not f.is_symlink()]
+    # du --apparent-size of its files, read on the host (READY is written after the count)
+    assert sum(f.stat().st_size for f in files if f.name != "READY") == on_disk
+    weights = (folder / "weights").is_dir()  # the hub story's download, if it ran
+    stranger = folder / ("0" * 64)  # a key directory no entry lists: never touched
+    stranger.mkdir()
+    (stranger / "graph.bin").write_bytes(b"x" * 100)
+
+    node_operator.install_chart(cluster.node, {"operator.cacheRetention": "20s"})
+    try:
+        cluster.kubectl("delete", "sm", "sweep")
+        cleanup = f"job/spyre-cleanup-{key[:12]}"
+
+        def cleaned() -> bool:
+            found = cluster.kubectl("get", entry, "--ignore-not-found", "-o", "name")
+            return not found and not (folder / key).exists()
+
+        cluster.wait("the clean-up Job removed the key and its entry went", cleaned)
+        assert not cluster.kubectl("get", cleanup, "--ignore-not-found", "-o", "name")
+        # the keys still served, the weights and the other key stay (the unused keys of
+        # earlier stories may go: their entries clean them up too)
+        used = {m["status"].get("activeCacheKey") for m in cluster.get("sm")["items"]}
+        assert all((folder / k).is_dir() for k in used if k), used
+        assert (folder / "weights").is_dir() == weights
+        assert (stranger / "graph.bin").read_bytes() == b"x" * 100
+    finally:
+        if stranger.exists():
+            (stranger / "graph.bin").unlink()
+            stranger.rmdir()
+        node_operator.install_chart(cluster.node)  # the default retention again
 
 
 def test_helm_test_passes_on_the_installed_chart(cluster: Cluster) -> None:

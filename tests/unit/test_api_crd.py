@@ -179,7 +179,7 @@ def test_a_spyrecache_takes_a_spyremodel_spec_and_has_the_compile_status() -> No
     assert schema["spec"] == spec  # a SpyreModel's spec, copied as it is, is a valid one
     status = set(schema["status"]["properties"])
     assert status == {"observedGeneration", "phase", "conditions", "targetCacheKey", "cache",
-                      "weights"}  # fmt: skip
+                      "weights", "runtime", "usedBy", "compiledAt", "lastUsedAt"}  # fmt: skip
 
 
 # What stays unbounded in the CRD, and why. Everything else a client sends has a size bound,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from apilib import example, merge
 
+from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse, validate
 from spyre_operator.reconcile import options
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
@@ -22,7 +23,7 @@ from spyre_operator.reconcile.decide import (
 )
 from spyre_operator.reconcile.observe import Observed, deployment_view, job_view, pod_issues
 from spyre_operator.reconcile.progress import Reading
-from spyre_operator.reconcile.weights import weights_summary
+from spyre_operator.reconcile.weights import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.weights import weights_job_name
@@ -162,9 +163,15 @@ def test_create_makes_pvc_and_job_and_waits_for_the_cache() -> None:
     obj = body()
     plan = step(obj, pvc_exists=False)
     kinds = [(a.verb, a.obj["kind"]) for a in plan.actions]
-    assert kinds == [("create", "PersistentVolumeClaim"), ("create", "Job")]
-    pvc, compile_job = (a.obj for a in plan.actions)
+    assert kinds == [
+        ("create", "PersistentVolumeClaim"),
+        ("create", "Job"),
+        ("create", "SpyreCache"),
+    ]
+    pvc, compile_job, entry = (a.obj for a in plan.actions)
     assert "ownerReferences" not in pvc["metadata"]  # the cache outlives every SpyreModel
+    # the key's inventory entry: owned by no one, it outlives the SpyreModel too
+    assert "ownerReferences" not in entry["metadata"] and meta.is_inventory(entry)
     (ref,) = compile_job["metadata"]["ownerReferences"]
     assert (ref["uid"], ref["controller"]) == (UID, False)  # shared: not a controller
     key = cache_key(parse(obj).spec)
@@ -339,7 +346,8 @@ def test_new_cache_key_compiles_while_the_old_deployment_keeps_serving() -> None
     changed = body({"batching": {"continuous": {"maxNumBatchedTokens": 2048}}}, **status)
     new_key = cache_key(parse(changed).spec)
     plan = step(changed, **(kwargs | {"job": None}))
-    assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [("create", "Job")]
+    kinds = [(a.verb, a.obj["kind"]) for a in plan.actions]
+    assert kinds == [("create", "Job"), ("create", "SpyreCache")]
     assert plan.status.to_k8s()["activeCacheKey"] == status["activeCacheKey"] != new_key
     assert plan.status.to_k8s()["targetCacheKey"] == new_key
     assert cond(plan, "Progressing") == ("True", "CompilingNewCache")
@@ -434,9 +442,15 @@ def test_second_spyremodel_with_the_same_key_joins_the_job() -> None:
         }
     ]
     plan = step(obj, pvc_exists=True, job=job_view(job(obj, owners=other), []))
-    (action,) = plan.actions
+    action, entry = plan.actions
     assert action.verb == "add-owner"
     assert action.obj["ref"]["uid"] == UID and action.obj["ref"]["controller"] is False
+    assert "resourceVersion" not in action.obj["metadata"]  # compiling: no clean-up near
+    assert (entry.verb, entry.obj["kind"]) == ("create", "SpyreCache")
+    # once the entry owns the Job, joining it is all
+    listed = [*other, {"kind": "SpyreCache", "name": entry.obj["metadata"]["name"], "uid": "c"}]
+    plan = step(obj, pvc_exists=True, job=job_view(job(obj, owners=listed), []))
+    assert [a.verb for a in plan.actions] == ["add-owner"]
 
 
 def test_recorded_cache_survives_a_deleted_job() -> None:
@@ -626,8 +640,9 @@ def test_resolved_weights_compile_the_key_of_the_commit() -> None:
     spec = parse(obj).spec
     key = cache_key(spec, COMMIT)
     assert key != cache_key(spec)  # the commit, not "main", is in the key
-    (create,) = plan.actions
+    create, entry = plan.actions
     assert create.obj["metadata"]["name"] == meta.compile_job_name(key)
+    assert entry.obj["spec"]["model"]["revision"] == COMMIT  # pinned: the same key
     assert plan.status.to_k8s()["weights"] == {
         "jobName": weights_job_name(spec),
         "modelId": spec.model.id,
@@ -709,7 +724,7 @@ def test_a_moved_revision_is_resolved_again_only_on_request() -> None:
     summary = WEIGHTS_OK | {"commit": moved, "downloaded": True}
     obj = body(GRANITE_MAIN, **again.status.to_k8s())
     plan = step(obj, **kwargs | weights_done(obj, summary) | {"job": None})
-    (create,) = plan.actions
+    create, _entry = plan.actions
     assert create.obj["metadata"]["name"] == meta.compile_job_name(
         cache_key(parse(obj).spec, moved)
     )
@@ -786,3 +801,24 @@ def test_no_policy_while_nothing_serves() -> None:
     """The policy comes with the Deployment (and before it), not during the compile."""
     plan = step(body(), pvc_exists=True)
     assert "NetworkPolicy" not in [a.obj["kind"] for a in plan.actions]
+
+
+@pytest.mark.parametrize("spec_patch", [GRANITE_MAIN, {}, {"model": {"revision": "v1.0"}}])
+def test_the_inventory_entry_computes_the_key_of_the_model_that_made_it(
+    spec_patch: dict[str, Any],
+) -> None:
+    """Its revision pinned to the commit the model compiled: the same key, the same Job,
+    and no download of its own."""
+    obj = body(spec_patch)
+    plan = step(obj, pvc_exists=True)
+    (made,) = [a.obj for a in plan.actions if a.obj["kind"] == CACHE_KIND]
+    key = plan.status.to_k8s()["targetCacheKey"]
+    assert made["metadata"]["name"] == meta.inventory_name(key)
+    entry = copy.deepcopy(made) | {"metadata": made["metadata"] | {"uid": "uid-e"}}
+    parsed = parse(entry, kind=CACHE_KIND)
+    weights = pinned_weights(parsed.spec)
+    assert cache_key(parsed.spec, weights_commit(weights)) == key
+    again = decide(Observed(body=entry, inventory=True, weights=weights), parsed, T0)
+    (create,) = again.actions  # the compile Job of the key, none for the weights
+    assert create.obj["metadata"]["name"] == meta.compile_job_name(key)
+    assert again.status.to_k8s()["targetCacheKey"] == key

@@ -13,6 +13,7 @@ from apilib import example
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import validate
 from spyre_operator.reconcile import engine
+from spyre_operator.reconcile.apply import execute
 from spyre_operator.reconcile.compiles import Limits, Queue
 from spyre_operator.reconcile.conditions import Event, find
 from spyre_operator.reconcile.engine import Reconciler, complain
@@ -83,6 +84,23 @@ class FakeKube(Kube):
         obj["metadata"] |= {"uid": f"uid-{meta['name']}", "generation": 1}
         return self._store(obj)
 
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        self._count("DELETE", kind)
+        self.objects.pop((kind, namespace, name), None)
+
+    def collect_garbage(self) -> None:
+        """The garbage collector: owner references to deleted objects go, and objects
+        whose owners all went."""
+        uids = {o["metadata"].get("uid") for o in self.objects.values()}
+        for key, obj in list(self.objects.items()):
+            refs = obj["metadata"].get("ownerReferences") or []
+            kept = [r for r in refs if r["uid"] in uids]
+            if refs and not kept:
+                del self.objects[key]
+            elif kept != refs:
+                obj["metadata"]["ownerReferences"] = kept
+                self._store(obj)
+
     def dry_run(self, obj: dict[str, Any]) -> None:
         self.dry_runs[obj["kind"]] += 1
         meta = obj["metadata"]
@@ -125,6 +143,8 @@ class FakeKube(Kube):
         if "ownerReferences" in body.get("metadata", {}):
             refs = live["metadata"].setdefault("ownerReferences", [])
             refs += [r for r in body["metadata"]["ownerReferences"] if r not in refs]
+        if "annotations" in body.get("metadata", {}):
+            live["metadata"].setdefault("annotations", {}).update(body["metadata"]["annotations"])
         for part in ("status", "spec"):
             if part in body:
                 live.setdefault(part, {})
@@ -624,3 +644,208 @@ def test_a_spyrecache_downloads_and_compiles_and_never_serves(kube: FakeKube) ->
     writes = kube.total_writes()
     rec.reconcile(NS, "ahead")
     assert kube.total_writes() == writes  # idle
+
+
+class Rfc3339Clock:
+    def __init__(self) -> None:
+        self.now = "2030-01-01T00:00:00Z"
+
+    def __call__(self) -> str:
+        return self.now
+
+
+def jobs(kube: FakeKube, part: str) -> list[dict[str, Any]]:
+    return [o for (k, _, n), o in kube.objects.items() if k == "Job" and part in n]
+
+
+def test_a_key_is_listed_kept_while_used_and_cleaned_after_the_retention(
+    kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inventory entry's life: made with the compile Job, joins it, says who uses the
+    key, writes nothing while idle, and once the last SpyreModel went and the retention
+    passed, marks the compile Job, runs the clean-up Job and deletes itself."""
+    monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1h")
+    clock, sink = Rfc3339Clock(), Sink()
+    models = Reconciler(kube, sink, clock=clock)
+    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND)
+    finish_compile(kube, models)
+    (compile_job,) = jobs(kube, "-compile-")
+    compile_job["status"]["completionTime"] = "2030-01-01T00:00:00Z"
+    name = compile_job["metadata"]["name"]
+    models.reconcile(NS, "micro-granite-cpu")
+    (entry,) = [n for k, _, n in kube.objects if k == CACHE_KIND]
+    assert (
+        entry == "spyre-cache-" + compile_job["metadata"]["labels"]["serving.spyre.dev/cache-key"]
+    )
+    clock.now = "2030-01-01T00:01:00Z"
+    caches.reconcile(NS, entry)
+    compile_job = kube.objects[("Job", NS, name)]
+    owners = [(r["kind"], r["name"]) for r in compile_job["metadata"]["ownerReferences"]]
+    assert owners == [("SpyreModel", "micro-granite-cpu"), (CACHE_KIND, entry)]
+    status = kube.get(CACHE_KIND, NS, entry)["status"]  # type: ignore[index]
+    assert status["phase"] == "Ready" and "weights" in status  # pinned: no weights Job of its own
+    assert (status["usedBy"], status["lastUsedAt"]) == (["micro-granite-cpu"], clock.now)
+    assert status["compiledAt"] == "2030-01-01T00:00:00Z"
+    assert status["runtime"] == "vllm-spyre 1.10.0"  # the plugin version the spec names
+    assert len(jobs(kube, "-weights-")) == 1
+    writes = kube.total_writes()
+    clock.now = "2030-01-02T00:00:00Z"  # a day later, still used
+    for rec, who in ((models, "micro-granite-cpu"), (caches, entry)):
+        rec.reconcile(NS, who)
+    assert kube.total_writes() == writes  # idle: nothing written, the clock aside
+
+    # The SpyreModel goes: the key is unused from now on, the retention runs.
+    kube.delete("SpyreModel", NS, "micro-granite-cpu")
+    kube.collect_garbage()
+    again = caches.reconcile(NS, entry)
+    status = kube.get(CACHE_KIND, NS, entry)["status"]  # type: ignore[index]
+    assert (status["usedBy"], status["lastUsedAt"]) == ([], clock.now)
+    assert again == 3600  # then it looks again
+    assert jobs(kube, "-cleanup-") == []
+    writes = kube.total_writes()
+    clock.now = "2030-01-02T00:59:59Z"
+    caches.reconcile(NS, entry)
+    assert kube.total_writes() == writes and jobs(kube, "-cleanup-") == []
+
+    clock.now = "2030-01-02T01:00:00Z"
+    caches.reconcile(NS, entry)
+    compile_job = kube.objects[("Job", NS, name)]
+    assert compile_job["metadata"]["annotations"]["serving.spyre.dev/cleanup"] == clock.now
+    (cleanup,) = jobs(kube, "-cleanup-")
+    (ref,) = cleanup["metadata"]["ownerReferences"]
+    assert (ref["kind"], ref["name"], ref["controller"]) == (CACHE_KIND, entry, True)
+    container = cleanup["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["clean"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert (
+        env["SPYRE_SERVING_CACHE_KEY"]
+        == compile_job["metadata"]["annotations"]["serving.spyre.dev/cache-key"]
+    )
+    assert kube.get(CACHE_KIND, NS, entry)["status"]["phase"] == "CleaningUp"  # type: ignore[index]
+
+    # A SpyreModel of that key now waits for the clean-up instead of joining.
+    model = example("micro-granite-cpu")
+    model["metadata"] |= {"name": "again", "uid": "uid-again", "generation": 1, "namespace": NS}
+    kube._store(model)
+    models.reconcile(NS, "again")
+    finish_weights(kube)  # its own download (the first one's Job went with its model)
+    again = models.reconcile(NS, "again")
+    compile_job = kube.objects[("Job", NS, name)]
+    assert "uid-again" not in {r["uid"] for r in compile_job["metadata"]["ownerReferences"]}
+    status = kube.get("SpyreModel", NS, "again")["status"]  # type: ignore[index]
+    assert find(status["conditions"], "CacheReady")["reason"] == "CleaningUp"
+    assert again == 10.0  # it looks again
+
+    finish(kube, "cleanup", {"ok": True, "bytes": 4096})
+    caches.reconcile(NS, entry)
+    assert kube.get(CACHE_KIND, NS, entry) is None
+    assert sink.events[-1].reason == "CleanedUp"
+    kube.collect_garbage()
+    assert jobs(kube, "-compile-") == jobs(kube, "-cleanup-") == []
+    models.reconcile(NS, "again")  # compiled again
+    assert len(jobs(kube, "-compile-")) == 1
+
+
+def listed(kube: FakeKube) -> tuple[Rfc3339Clock, Reconciler, Reconciler, str]:
+    """A compiled key whose entry joined its Job: the clock, both reconcilers, the entry."""
+    clock, sink = Rfc3339Clock(), Sink()
+    models = Reconciler(kube, sink, clock=clock)
+    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND)
+    finish_compile(kube, models)
+    models.reconcile(NS, "micro-granite-cpu")
+    (entry,) = [n for k, _, n in kube.objects if k == CACHE_KIND]
+    caches.reconcile(NS, entry)
+    return clock, models, caches, entry
+
+
+def test_a_key_in_use_or_asked_for_is_never_cleaned(
+    kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1s")
+    clock, _models, caches, entry = listed(kube)
+    clock.now = "2031-01-01T00:00:00Z"  # a year later
+    caches.reconcile(NS, entry)
+    assert jobs(kube, "-cleanup-") == []  # used
+    # a user's SpyreCache of the key, then the SpyreModel goes: still asked for
+    user = example("micro-granite-cpu")
+    user["kind"] = CACHE_KIND
+    user["metadata"] |= {"name": "mine", "uid": "uid-mine", "generation": 1, "namespace": NS}
+    kube._store(user)
+    caches.reconcile(NS, "mine")
+    kube.delete("SpyreModel", NS, "micro-granite-cpu")
+    kube.collect_garbage()
+    clock.now = "2032-01-01T00:00:00Z"
+    for name in (entry, "mine"):
+        caches.reconcile(NS, name)
+    assert jobs(kube, "-cleanup-") == []
+    status = kube.get(CACHE_KIND, NS, "mine")["status"]  # type: ignore[index]
+    assert status["usedBy"] == [] and status["phase"] == "Ready"
+
+
+def test_a_model_joining_as_the_clean_up_starts_makes_one_of_the_two_writes_fail(
+    kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both decided from the same compile Job: whichever writes second gets a 409 and
+    decides again from what the first wrote."""
+    monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1s")
+    clock, models, caches, entry = listed(kube)
+    kube.delete("SpyreModel", NS, "micro-granite-cpu")
+    kube.collect_garbage()
+    caches.reconcile(NS, entry)
+    model = example("micro-granite-cpu")
+    model["metadata"] |= {"name": "late", "uid": "uid-late", "generation": 1, "namespace": NS}
+    kube._store(model)
+    models.reconcile(NS, "late")
+    finish_weights(kube)
+    clock.now = "2030-01-01T01:00:00Z"
+    cleanup_plan = caches.plan(kube.get(CACHE_KIND, NS, entry), clock.now)  # type: ignore[arg-type]
+    join_plan = models.plan(kube.get("SpyreModel", NS, "late"), clock.now)  # type: ignore[arg-type]
+    (join,) = [a for a in join_plan.actions if a.verb == "add-owner"]
+    assert join.obj["metadata"]["resourceVersion"]  # guarded: the key is unused
+    (mark,) = [a for a in cleanup_plan.actions if a.verb == "mark"]
+    execute(kube, join)
+    with pytest.raises(ApiError) as refused:
+        execute(kube, mark)
+    assert refused.value.conflict
+    caches.reconcile(NS, entry)  # decides again: used
+    assert jobs(kube, "-cleanup-") == []
+    # the other order: the mark first, the join fails, and the model waits
+    kube.delete("SpyreModel", NS, "late")
+    kube.collect_garbage()
+    caches.reconcile(NS, entry)
+    clock.now = "2030-01-01T02:00:00Z"
+    kube._store(copy.deepcopy(model) | {"metadata": model["metadata"] | {"uid": "uid-late2"}})
+    models.reconcile(NS, "late")
+    finish_weights(kube)
+    cleanup_plan = caches.plan(kube.get(CACHE_KIND, NS, entry), clock.now)  # type: ignore[arg-type]
+    join_plan = models.plan(kube.get("SpyreModel", NS, "late"), clock.now)  # type: ignore[arg-type]
+    (join,) = [a for a in join_plan.actions if a.verb == "add-owner"]
+    execute(kube, next(a for a in cleanup_plan.actions if a.verb == "mark"))
+    with pytest.raises(ApiError) as refused:
+        execute(kube, join)
+    assert refused.value.conflict
+    models.reconcile(NS, "late")
+    status = kube.get("SpyreModel", NS, "late")["status"]  # type: ignore[index]
+    assert find(status["conditions"], "CacheReady")["reason"] == "CleaningUp"
+
+
+def test_a_failed_clean_up_is_said_and_the_entry_stays(
+    kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1s")
+    clock, _models, caches, entry = listed(kube)
+    kube.delete("SpyreModel", NS, "micro-granite-cpu")
+    kube.collect_garbage()
+    caches.reconcile(NS, entry)
+    clock.now = "2030-01-01T01:00:00Z"
+    caches.reconcile(NS, entry)
+    refusal = {"ok": False, "reason": "InvalidConfig", "message": "/var/cache/spyre/k is a symlink"}
+    finish(kube, "cleanup", refusal)  # its pod said why, and the Job failed
+    (cleanup,) = jobs(kube, "-cleanup-")
+    cleanup["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
+    caches.reconcile(NS, entry)
+    status = kube.get(CACHE_KIND, NS, entry)["status"]  # type: ignore[index]
+    degraded = find(status["conditions"], "Degraded")
+    assert (status["phase"], degraded["reason"]) == ("Failed", "CleanupFailed")
+    assert "is a symlink" in degraded["message"] and "Delete this SpyreCache" in degraded["message"]
+    assert kube.get(CACHE_KIND, NS, entry) is not None

@@ -1,5 +1,5 @@
 """`spyre-runtime <precompile|serve|describe> [vllm args...]`, `spyre-runtime weights
-[--from DIR]`, `spyre-runtime tiny-models DIR`.
+[--from DIR]`, `spyre-runtime clean`, `spyre-runtime tiny-models DIR`.
 
 Everything after the subcommand is passed to vLLM untouched, so no argparse here: it would
 try to interpret vLLM's own flags.
@@ -28,6 +28,7 @@ from .report import failure, log, setup_logging, write_summary
 
 USAGE = f"""usage: spyre-runtime <command> [vllm serve args...]
        spyre-runtime weights [--from <dir>]
+       spyre-runtime clean
        spyre-runtime tiny-models <dir>
 
 commands:
@@ -38,6 +39,9 @@ commands:
   weights     put {SPYRE_SERVING_MODEL_ID} at {SPYRE_SERVING_MODEL_REVISION} (resolved to its
               commit) into <{SPYRE_SERVING_CACHE_ROOT}>/{WEIGHTS_DIR}/<id>/<commit>/, from the hub
               (HF_ENDPOINT, HF_TOKEN) or, with --from, from a local copy (the weights Job)
+  clean       remove <{SPYRE_SERVING_CACHE_ROOT}>/<{SPYRE_SERVING_CACHE_KEY}>/ and nothing
+              else, once it is a key's directory (not a symlink, directly under the
+              root); the summary says the bytes freed (the clean-up Job)
   tiny-models write <dir>/granite and <dir>/roberta: tiny random-weight models made here,
               nothing downloaded (to try the stack without hub access)
 
@@ -94,6 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, vllm_args = args[0], args[1:]
     if command == "tiny-models":
         return tiny_models(vllm_args)
+    if command == "clean":
+        if vllm_args:
+            print(f"clean takes no arguments (its env names the key)\n\n{USAGE}", file=sys.stderr)
+            return 2
+        from .clean import clean
+
+        setup_logging()
+        return clean(dict(os.environ))
     if command == "weights":
         from .weights import run
 

@@ -26,10 +26,12 @@ Phase = Literal[
     "Degraded",
     "Failed",
     "Invalid",
+    "CleaningUp",
 ]
 WeightsState = Literal["Downloading", "Ready", "Failed"]
 # A duration as the pod's summary gives it (61 stays 61, 61.2 stays 61.2).
 Seconds = Annotated[int | float, WithJsonSchema({"type": "number"})]
+Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]  # RFC 3339
 
 
 class StatusModel(ApiModel):
@@ -56,7 +58,7 @@ class Condition(StatusModel):
     """One CamelCase word, e.g. Compiling, CompileFailed, InvalidSpec."""
     message: Annotated[str, Field(max_length=32768)] = ""
     """What happened and, for a problem, what to do."""
-    last_transition_time: Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+    last_transition_time: Timestamp
     """When status last changed (RFC 3339)."""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
     """metadata.generation the condition was set for."""
@@ -154,7 +156,19 @@ class CompileStatus(StatusModel):
 
 
 class SpyreCacheStatus(CompileStatus):
-    """A SpyreCache's status: its configuration's compile."""
+    """A SpyreCache's status: its configuration's compile, and the key's use (the
+    inventory of the cache volume, docs/api.md)."""
+
+    runtime: str | None = None
+    """The runtime flavour and the plugin version that compiled (or will compile) the key,
+    e.g. vllm-spyre 1.10.0."""
+    used_by: list[str] | None = None
+    """The SpyreModels using the key: those sharing its compile Job (empty: none)."""
+    compiled_at: Timestamp | None = None
+    """When the compile Job finished."""
+    last_used_at: Timestamp | None = None
+    """When the SpyreModels using the key last changed: while usedBy is empty, when the
+    last one went (the retention counts from here, or from compiledAt)."""
 
 
 class SpyreModelStatus(CompileStatus):

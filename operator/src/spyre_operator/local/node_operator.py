@@ -35,15 +35,19 @@ def import_images(node: Node, log: Callable[[str], None]) -> None:
         log(f"{image.name}: {state} ({done.seconds:.1f}s)")
 
 
-def install_chart(node: Node) -> None:
-    """The chart with the local operator image, reading a compile's progress every 5 s
-    (the tiny model compiles in a minute or two, less than the default 60 s shows)."""
+def install_chart(node: Node, values: dict[str, str] | None = None) -> None:
+    """Install or upgrade the release: the chart's defaults, the local operator image, a
+    compile's progress read every 5 s (the tiny model compiles in a minute or two, less
+    than the default 60 s shows), and `values` (--set)."""
     chart = recipes.checkout() / "charts" / "spyre-operator"
+    sets = {
+        "image.repository": f"{recipes.REGISTRY}/operator",
+        "operator.progressSeconds": "5",
+    } | (values or {})
     result = subprocess.run(
         [tool("helm"), "--kubeconfig", str(node.kubeconfig), "upgrade", "--install",
          RELEASE, str(chart), "-n", NAMESPACE, "--create-namespace", "--wait",
-         "--timeout", "5m", "--set", f"image.repository={recipes.REGISTRY}/operator",
-         "--set", "operator.progressSeconds=5"],
+         "--timeout", "5m", *(f"--set={k}={v}" for k, v in sets.items())],
         capture_output=True, text=True, check=False, timeout=400,
     )  # fmt: skip
     if result.returncode != 0:

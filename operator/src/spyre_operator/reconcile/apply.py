@@ -10,11 +10,14 @@ from spyre_operator.reconcile.decide import Action
 from spyre_operator.reconcile.kube import STRATEGIC, ApiError, Kube
 
 
-def add_owner(kube: Kube, kind: str, namespace: str, name: str, ref: dict[str, Any]) -> None:
-    """Strategic merge on ownerReferences merges by uid: an owner already there stays one."""
-    kube.patch(
-        kind, namespace, name, {"metadata": {"ownerReferences": [ref]}}, content_type=STRATEGIC
-    )
+def add_owner(
+    kube: Kube, kind: str, namespace: str, name: str, ref: dict[str, Any], version: str = ""
+) -> None:
+    """Strategic merge on ownerReferences merges by uid: an owner already there stays one.
+    With a resourceVersion, only the object as it was seen is joined (else 409)."""
+    guard = {"resourceVersion": version} if version else {}
+    body = {"metadata": {"ownerReferences": [ref], **guard}}
+    kube.patch(kind, namespace, name, body, content_type=STRATEGIC)
 
 
 def execute(kube: Kube, action: Action) -> None:
@@ -32,7 +35,13 @@ def execute(kube: Kube, action: Action) -> None:
     elif action.verb == "apply":
         kube.apply(obj)
     elif action.verb == "add-owner":
-        add_owner(kube, obj["kind"], meta["namespace"], meta["name"], obj["ref"])
+        version = meta.get("resourceVersion", "")
+        add_owner(kube, obj["kind"], meta["namespace"], meta["name"], obj["ref"], version)
+    elif action.verb == "mark":  # a merge patch guarded by the resourceVersion decided from
+        guarded = {"resourceVersion": meta["resourceVersion"], "annotations": meta["annotations"]}
+        kube.patch(obj["kind"], meta["namespace"], meta["name"], {"metadata": guarded})
+    elif action.verb == "delete":
+        kube.delete(obj["kind"], meta["namespace"], meta["name"])
     else:  # scale: follow spec.replicas on a Deployment that keeps its old cache. A merge
         # patch: an apply of only the replicas would drop every other field the operator owns.
         kube.patch(obj["kind"], meta["namespace"], meta["name"], {"spec": obj["spec"]})

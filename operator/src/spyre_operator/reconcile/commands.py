@@ -75,6 +75,15 @@ def register(sub: Any) -> None:
         "the end of its pod's log (needs get on pods/log); 0: never (default: %(default)s)",
     )
     run.add_argument(
+        "--cache-retention",
+        type=_duration,
+        default=options.DEFAULT_CACHE_RETENTION,
+        metavar="DURATION",
+        help="remove a cache key from its volume this long after the last SpyreModel using "
+        "it went (a clean-up Job; never a key in use, compiling or asked for by a SpyreCache "
+        "of yours), e.g. 7d, 12h, 30m; 0: never (default: %(default)s)",
+    )
+    run.add_argument(
         "--platform",
         choices=PLATFORMS,
         default=PLATFORMS[0],
@@ -111,6 +120,14 @@ def register(sub: Any) -> None:
     )
     dev.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each step")
     dev.set_defaults(func=_dev)
+
+
+def _duration(text: str) -> str:
+    try:
+        options.duration_seconds(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def _count(text: str) -> int:
@@ -182,6 +199,7 @@ def _run(args: argparse.Namespace) -> int:
     os.environ[options.MAX_COMPILES_ENV] = str(args.max_compiles)
     os.environ[options.MAX_COMPILES_NAMESPACE_ENV] = str(args.max_compiles_per_namespace)
     os.environ[options.PROGRESS_ENV] = str(args.progress_seconds)
+    os.environ[options.CACHE_RETENTION_ENV] = args.cache_retention
     os.environ[options.WEBHOOK_PORT_ENV] = str(args.webhook_port)
     os.environ[options.WEBHOOK_SECRET_ENV] = args.webhook_secret or ""
     os.environ[options.WEBHOOK_HOSTS_ENV] = ",".join(args.webhook_host)

@@ -10,12 +10,13 @@ then rolls it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from kubernetes.utils.quantity import parse_quantity
 
 from spyre_operator.api.known_configs import known_config_warning
+from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import Problem
 from spyre_operator.api.status import (
     AVAILABLE,
@@ -32,7 +33,7 @@ from spyre_operator.api.status import (
     WeightsSummary,
 )
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.reconcile import options
+from spyre_operator.reconcile import inventory, options
 from spyre_operator.reconcile.compiles import Turn, Want, turn
 from spyre_operator.reconcile.conditions import (
     Cond,
@@ -47,18 +48,20 @@ from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.weights import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
-from spyre_operator.render.children import desired, endpoint_url
+from spyre_operator.render.children import build_cleanup_job, desired, endpoint_url
 from spyre_runtime.contract import CACHE_NOT_READY
 
 TAIL_LINES = 5
 PROGRESS_DETAIL_LIMIT = 300  # the warmup step's detail holds the whole vllm command line
 _REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
-Verb = Literal["create", "apply", "add-owner", "scale"]
+Verb = Literal["create", "apply", "add-owner", "scale", "mark", "delete"]
 """create: POST (PVC, Job: first writer wins, a Job's template is immutable); apply:
 server-side apply of the whole manifest (Deployment, Service), which also removes what a
 previous apply set and this one does not; add-owner: one more owner of a shared Job;
-scale: spec.replicas of a Deployment that keeps its old cache meanwhile."""
+scale: spec.replicas of a Deployment that keeps its old cache meanwhile; mark: annotate
+a compile Job as its key's clean-up starts, guarded by the resourceVersion decided from;
+delete: an inventory entry deletes itself once its key is removed (reconcile/inventory.py)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class Plan:
     actions: list[Action]
     status: CompileStatus  # a SpyreModel's (SpyreModelStatus) or a SpyreCache's
     events: list[Event] = field(default_factory=list)
-    requeue_after: float | None = None  # seconds
+    requeue_after: float | None = None  # reconcile again in this many seconds
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,14 @@ def _shared_job(
         return [Action("create", manifest, *created)]
     if uid in job.owner_uids:
         return []
-    target = {"kind": "Job", "metadata": {"name": job.name, "namespace": model.namespace}}
+    target: dict[str, Any] = {
+        "kind": "Job",
+        "metadata": {"name": job.name, "namespace": model.namespace},
+    }
+    if (job.succeeded or job.failed) and not any(kind == KIND for kind, _ in job.owners):
+        # Its key's clean-up may start now (reconcile/inventory.py): join the Job only as
+        # it was seen, so that one of the two writes fails and decides again.
+        target["metadata"]["resourceVersion"] = job.resource_version
     (ref,) = manifest["metadata"]["ownerReferences"]
     return [Action("add-owner", target | {"ref": ref}, *shared)]
 
@@ -319,7 +329,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
             )
         )
 
-    if want.weights is not None:
+    if want.weights is not None and not obs.inventory:  # an entry's commit is pinned
         name = want.weights["metadata"]["name"]
         hub_model = f"{spec.model.id} at revision {spec.model.hub_revision}"
         actions += _shared_job(
@@ -335,6 +345,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     key: str | None = None
     failure: Failure | None = None
     queued: Turn | None = None
+    cleaning: str | None = None  # the key's clean-up Job, which this one waits for
     cache: CompileSummary | None = None
     if not weights_ready:
         if status.get("cache"):  # of the running Deployment's key
@@ -346,16 +357,20 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     else:
         assert want.job is not None
         key = cache_key(spec, commit)
-        cache = cache_summary(key, job, status.get("cache") or {}, obs.progress)
-        cache_ready = cache.ok is True
+        name = meta.compile_job_name(key)
+        if job is not None and job.cleanup is not None and not obs.inventory:
+            cleaning = meta.cleanup_job_name(key)  # never joined: compiled again after it
+            cache, cache_ready = CompileSummary(job_name=name, cache_key=key), False
+        else:
+            cache = cache_summary(key, job, status.get("cache") or {}, obs.progress)
+            cache_ready = cache.ok is True
         # From the summary (recorded once the pods were read: they may be gone later).
         if cache.ok is False:
             failure = Failure(cache.reason or "", cache.message or "")
-        name = meta.compile_job_name(key)
         if job is None and not cache_ready:
             queued = _queued(obs, model, name)
-        if (not cache_ready or job is not None) and queued is None:
-            actions += _shared_job(
+        if (not cache_ready or job is not None) and queued is None and cleaning is None:
+            joins = _shared_job(
                 model,
                 uid,
                 job,
@@ -363,10 +378,19 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
                 ("CreatedCompileJob", f"compiling cache {short_key(key)} in Job {name}"),
                 ("SharedCompileJob", f"uses Job {name} of another SpyreModel with the same key"),
             )
+            actions += joins
+            if joins and not obs.inventory and inventory.needs_entry(key, job):
+                entry = inventory.entry_manifest(obs.body, model, key, commit)
+                listed = f"SpyreCache {entry['metadata']['name']} lists cache {short_key(key)}"
+                actions.append(Action("create", entry, "CreatedCacheEntry", listed))
+    requeue = inventory.CLEANUP_POLL_SECONDS if cleaning else None
 
     if not model.serves:
-        cache_cond = _cache_condition(model, key, cache, cache_ready, failure, queued, weights)
-        return _compile_only(obs, actions, key, cache, cache_cond, failure, weights, now)
+        cache_cond = _cache_condition(
+            model, key, cache, cache_ready, failure, queued, weights, cleaning
+        )
+        plan = _compile_only(obs, model, actions, key, cache, cache_cond, failure, now)
+        return replace(plan, requeue_after=_sooner(requeue, plan.requeue_after))
     assert want.network_policy is not None and want.service is not None
     deploy = obs.deployment
     if cache_ready or deploy is not None:  # before the Deployment: no pod serves unguarded
@@ -407,7 +431,9 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     if active_key is not None:
         actions += _apply(want.service, obs.service)
 
-    conds, phase = _conditions(obs, model, key, cache, cache_ready, failure, rolling, queued)
+    conds, phase = _conditions(
+        obs, model, key, cache, cache_ready, failure, rolling, queued, cleaning
+    )
     generation = obs.generation
     available = next(c for c in conds if c.type == AVAILABLE).status == "True"
     new_status = SpyreModelStatus(
@@ -424,22 +450,43 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
         endpoint=endpoint_url(model) if available else None,
     )
     events = transition_events(status, new_status) + _revision_event(status, weights)
-    return Plan(actions, new_status, events, obs.progress_seconds)
+    return Plan(actions, new_status, events, _sooner(requeue, obs.progress_seconds))
+
+
+def _sooner(*delays: float | None) -> float | None:
+    """The soonest of the re-runs asked for (a clean-up to wait for, a compile's progress
+    to read); None: none."""
+    asked = [d for d in delays if d is not None]
+    return min(asked) if asked else None
 
 
 def _compile_only(
     obs: Observed,
+    model: SpyreModel,
     actions: list[Action],
     key: str | None,
     cache: CompileSummary | None,
     cache_cond: Cond,
     failure: Failure | None,
-    weights: WeightsSummary | None,
     now: str,
 ) -> Plan:
-    """A SpyreCache: the download and the compile, Ready once the cache is."""
+    """A SpyreCache: the download and the compile, Ready once the cache is; the key's use
+    and, for an inventory entry, its clean-up (reconcile/inventory.py)."""
+    status, generation = obs.status, obs.generation
+    use = inventory.usage(obs.job, model.name, status, now)
+    step = None
+    if obs.inventory and key is not None:
+        retention = options.cache_retention()
+        step = inventory.cleanup_step(key, obs.job, obs.cleanup_job, use, retention, now)
+        actions = actions + _cleanup_actions(obs, model, step, now)
     phase: Phase
-    if cache_cond.status == "True":
+    if step is not None and step.step == "Failed":
+        failure = Failure("CleanupFailed", step.message)
+        phase, ready = "Failed", Cond(READY, "False", failure.reason, failure.message)
+    elif step is not None and step.step in ("Start", "Running", "Done"):
+        phase, ready = "CleaningUp", Cond(READY, "False", "CleaningUp", step.message)
+        cache_cond = Cond(CACHE_READY, "False", "CleaningUp", step.message)
+    elif cache_cond.status == "True":
         phase, ready = "Ready", Cond(READY, "True", "Compiled", cache_cond.message)
     else:
         phase = "Failed" if failure else "Downloading" if key is None else "Compiling"
@@ -449,7 +496,6 @@ def _compile_only(
         if failure
         else Cond(DEGRADED, "False", "AsExpected", "no failures")
     )
-    status, generation = obs.status, obs.generation
     conditions = [ready, cache_cond, degraded]
     new_status = SpyreCacheStatus(
         observed_generation=generation,
@@ -457,10 +503,44 @@ def _compile_only(
         conditions=render_conditions(conditions, status.get("conditions") or [], generation, now),
         target_cache_key=key,
         cache=cache,
-        weights=weights,
+        weights=obs.weights,
+        runtime=inventory.runtime(model, cache),
+        used_by=use.used_by,
+        compiled_at=use.compiled_at,
+        last_used_at=use.last_used_at,
     )
-    events = transition_events(status, new_status) + _revision_event(status, weights)
-    return Plan(actions, new_status, events, obs.progress_seconds)
+    events = transition_events(status, new_status) + _revision_event(status, obs.weights)
+    again = _sooner(step.requeue_after if step else None, obs.progress_seconds)
+    return Plan(actions, new_status, events, again)
+
+
+def _cleanup_actions(
+    obs: Observed, model: SpyreModel, step: inventory.Cleanup, now: str
+) -> list[Action]:
+    """Mark the compile Job and create the clean-up Job (Start), or go (Done)."""
+    if step.step == "Done":
+        me = {"kind": model.kind, "metadata": {"name": model.name, "namespace": model.namespace}}
+        return [Action("delete", me, "CleanedUp", step.message)]
+    if step.step != "Start":
+        return []
+    assert obs.job is not None
+    out = []
+    if obs.job.cleanup is None:
+        target = {
+            "kind": "Job",
+            "metadata": {
+                "name": obs.job.name,
+                "namespace": model.namespace,
+                "resourceVersion": obs.job.resource_version,
+                "annotations": {meta.CLEANUP_ANNOTATION: now},
+            },
+        }
+        out.append(Action("mark", target, "MarkedForCleanup", step.message))
+    commit = weights_commit(obs.weights)
+    job = build_cleanup_job(model, obs.uid, options.platform(), commit)
+    name = job["metadata"]["name"]
+    out.append(Action("create", job, "CreatedCleanupJob", f"{step.message} (Job {name})"))
+    return out
 
 
 def _cache_condition(
@@ -471,8 +551,10 @@ def _cache_condition(
     failure: Failure | None,
     queued: Turn | None,
     weights: WeightsSummary | None,
+    cleaning: str | None = None,
 ) -> Cond:
-    """CacheReady: compiled, failed, or on its way (downloading, queued, compiling)."""
+    """CacheReady: compiled, failed, or on its way (downloading, queued, compiling, or
+    waiting for the key's clean-up to finish before compiling it again)."""
     spec = model.spec
     if cache_ready:
         assert key is not None and cache is not None
@@ -493,6 +575,15 @@ def _cache_condition(
             "Downloading",
             f"Job {job} is downloading {spec.model.id} at revision "
             f"{spec.model.hub_revision} into the cache volume; the compile follows",
+        )
+    elif cleaning is not None:
+        assert key is not None
+        cache_cond = Cond(
+            CACHE_READY,
+            "False",
+            "CleaningUp",
+            f"Job {cleaning} is removing the unused cache {short_key(key)} from the volume; "
+            "it is compiled again once that finished",
         )
     elif queued is not None:
         assert key is not None
@@ -530,11 +621,14 @@ def _conditions(
     failure: Failure | None,
     rolling: bool,
     queued: Turn | None,
+    cleaning: str | None,
 ) -> tuple[list[Cond], Phase]:
     deploy, spec = obs.deployment, model.spec
     serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
     downloading = key is None
-    cache_cond = _cache_condition(model, key, cache, cache_ready, failure, queued, obs.weights)
+    cache_cond = _cache_condition(
+        model, key, cache, cache_ready, failure, queued, obs.weights, cleaning
+    )
     serving_failure = _serving_failure(obs)
     if deploy is None and not cache_ready:
         available = Cond(
@@ -570,6 +664,7 @@ def _conditions(
     elif not cache_ready:
         reason = "Downloading" if downloading else "Queued" if queued else "Compiling"
         reason = reason.replace("ing", "ingNewCache", 1) if serving_old else reason
+        reason = "CleaningUp" if cleaning else reason
         where = (
             f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"
             if (serving_old and deploy)

@@ -258,6 +258,10 @@ class Reconciler:
                 job = action.obj["metadata"]
                 self.starts.add((job["namespace"], job["name"]))
             done.append(Event("Normal", action.reason, action.message))
+            if action.verb == "delete":  # an inventory entry went: no status to write
+                for event in done:
+                    self._say(body, event)
+                return
         written_status = status.to_k8s()  # the JSON, compared with the stored one
         patch = status_patch(old, written_status)
         meta = body["metadata"]

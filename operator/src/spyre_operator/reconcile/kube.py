@@ -248,6 +248,15 @@ class Kube:
             query={"fieldManager": FIELD_MANAGER},
         )
 
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Delete; already gone is fine."""
+        self._count("DELETE", kind)
+        try:
+            self.request("DELETE", path(kind, namespace, name))
+        except ApiError as err:
+            if not err.not_found:
+                raise
+
     def dry_run(self, obj: dict[str, Any]) -> None:
         """Would the API server create this object? A POST with dryRun=All: validation and
         admission (quotas, limit ranges, policy webhooks) run, nothing is stored. ApiError

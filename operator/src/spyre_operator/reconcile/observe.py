@@ -13,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compiles import Queue
 from spyre_operator.reconcile.kube import Kube
 from spyre_operator.reconcile.progress import ProgressReader, Reading
-from spyre_operator.reconcile.weights import weights_commit, weights_summary
+from spyre_operator.reconcile.weights import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.pod import CONTAINER_NAMES
@@ -62,6 +63,10 @@ class JobView:
     owner_uids: tuple[str, ...]
     succeeded: bool
     failed: bool
+    owners: tuple[tuple[str, str], ...] = ()  # (kind, name) of each owner
+    resource_version: str = ""
+    finished_at: str | None = None  # completionTime, or when it failed
+    cleanup: str | None = None  # a compile Job: when its key's clean-up started
     failed_reason: str = ""  # the Job's Failed condition: BackoffLimitExceeded, DeadlineExceeded
     failed_message: str = ""
     active_deadline_seconds: int | None = None
@@ -116,6 +121,8 @@ class Observed:
     progress: Reading | None = None  # while that Job runs: its pod's newest step
     progress_seconds: float | None = None  # while it runs: when to read the progress again
     queue: Queue | None = None  # the compile queue, read when that Job does not exist
+    inventory: bool = False  # a SpyreCache the operator made as a key's inventory entry
+    cleanup_job: JobView | None = None  # an inventory entry's clean-up Job
     deployment: DeploymentView | None = None
     service: dict[str, Any] | None = None
     network_policy: dict[str, Any] | None = None
@@ -180,15 +187,24 @@ def job_view(
     job: dict[str, Any], pods: list[dict[str, Any]], container: str = CONTAINER_NAMES["precompile"]
 ) -> JobView:
     conditions = _conditions(job)
+    found = job.get("status", {}).get("conditions") or []
     failed = conditions.get("Failed", ("False", "", ""))
     complete = conditions.get("Complete", ("False", "", ""))
     owners = job["metadata"].get("ownerReferences") or []
+    failed_at = next(
+        (c.get("lastTransitionTime") for c in found if c.get("type") == "Failed"), None
+    )
     return JobView(
         name=job["metadata"]["name"],
         cache_key=_annotation(job, meta.CACHE_KEY_ANNOTATION),
         owner_uids=tuple(o["uid"] for o in owners),
         succeeded=complete[0] == "True",
         failed=failed[0] == "True",
+        owners=tuple((o.get("kind", ""), o.get("name", "")) for o in owners),
+        resource_version=job["metadata"].get("resourceVersion", ""),
+        finished_at=job.get("status", {}).get("completionTime")
+        or (failed_at if failed[0] == "True" else None),
+        cleanup=_annotation(job, meta.CLEANUP_ANNOTATION),
         failed_reason=failed[1] if failed[0] == "True" else "",
         failed_message=failed[2] if failed[0] == "True" else "",
         active_deadline_seconds=job.get("spec", {}).get("activeDeadlineSeconds"),
@@ -241,6 +257,12 @@ def _needs_compile_pods(job: dict[str, Any], status: dict[str, Any]) -> bool:
     return recorded.get("jobName") != view.name or recorded.get("ok") is not view.succeeded
 
 
+def _finished(job: dict[str, Any]) -> bool:
+    """The clean-up Job's pods are read once it finished (its summary: the bytes freed)."""
+    view = job_view(job, [])
+    return view.succeeded or view.failed
+
+
 def _needs_weights_pods(job: dict[str, Any], status: dict[str, Any]) -> bool:
     """Read the weights Job's pods when it finished and its outcome is not recorded yet,
     or when a pod failed (a refusal by the hub is shown while the Job retries)."""
@@ -280,9 +302,13 @@ def observe(
     pvc_exists = None
     if spec.cache.volume.create:
         pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
-    weights_job, weights, job, commit, queue = None, None, None, None, None
+    weights_job, weights, job, commit, queue, cleanup_job = None, None, None, None, None, None
     reading, progress_seconds = None, None
-    if spec.model.from_hub:
+    inventory = model.kind == CACHE_KIND and meta.is_inventory(body)
+    if inventory and spec.model.from_hub:  # pinned to the commit its SpyreModel downloaded
+        weights = pinned_weights(spec)
+        commit = weights_commit(weights)
+    elif spec.model.from_hub:
         weights_job = _job(
             kube,
             ns,
@@ -293,10 +319,11 @@ def observe(
         weights = weights_summary(spec, weights_job, status.get("weights") or {})
         commit = weights_commit(weights)
     if not spec.model.from_hub or commit is not None:
+        key = cache_key(spec, commit)
         job = _job(
             kube,
             ns,
-            meta.compile_job_name(cache_key(spec, commit)),
+            meta.compile_job_name(key),
             CONTAINER_NAMES["precompile"],
             lambda raw: _needs_compile_pods(raw, status),
         )
@@ -305,6 +332,9 @@ def observe(
         running = job is not None and job.active and not (job.succeeded or job.failed)
         if job is not None and running and progress is not None:
             reading, progress_seconds = progress(ns, job.name), progress.interval
+        if inventory:
+            name = meta.cleanup_job_name(key)
+            cleanup_job = _job(kube, ns, name, CONTAINER_NAMES["clean"], _finished)
     deployment = service = network_policy = None
     issues: tuple[PodIssue, ...] = ()
     if model.serves:  # a SpyreCache only compiles
@@ -324,6 +354,8 @@ def observe(
         progress=reading,
         progress_seconds=progress_seconds,
         queue=queue,
+        inventory=inventory,
+        cleanup_job=cleanup_job,
         deployment=deployment,
         service=service,
         network_policy=network_policy,

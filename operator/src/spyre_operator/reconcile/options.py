@@ -5,6 +5,7 @@ the CLI reads the defaults without loading the operator."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from spyre_operator.render.pod import PLATFORMS, Platform
@@ -17,6 +18,7 @@ PLATFORM_ENV = "SPYRE_OPERATOR_PLATFORM"
 MAX_COMPILES_ENV = "SPYRE_OPERATOR_MAX_COMPILES"
 MAX_COMPILES_NAMESPACE_ENV = "SPYRE_OPERATOR_MAX_COMPILES_PER_NAMESPACE"
 PROGRESS_ENV = "SPYRE_OPERATOR_PROGRESS_SECONDS"
+CACHE_RETENTION_ENV = "SPYRE_OPERATOR_CACHE_RETENTION"
 DEFAULT_RESYNC = 300.0
 DEFAULT_WORKERS = 16
 # A compile holds CPU and memory (or cards) for 20-60 min: a few at once, the rest queue.
@@ -25,6 +27,25 @@ DEFAULT_MAX_COMPILES_NAMESPACE = 0  # unlimited: the cluster-wide cap alone
 # The compile pod logs its step at least this often (its heartbeat): reading more often
 # would show the same step.
 DEFAULT_PROGRESS = float(HEARTBEAT_SECONDS)
+# How long an unused cache key stays on the volume. A key costs disk (GBs) while unused and
+# a compile (20-60 min of CPU or cards) when it is needed again: a week keeps what a fleet
+# rolled away from over a weekend or a release cycle, and still frees it within one.
+DEFAULT_CACHE_RETENTION = "7d"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"^(\d+)([smhd]?)$")
+
+
+def duration_seconds(text: str) -> int:
+    """A duration such as 7d, 12h, 30m, 45s (a bare number is seconds); 0 is 0."""
+    found = _DURATION.match(text.strip())
+    if found is None:
+        raise ValueError(f"{text!r}: use a whole number with a unit, e.g. 7d, 12h, 30m, 45s or 0")
+    return int(found.group(1)) * _UNITS[found.group(2) or "s"]
+
+
+def cache_retention() -> int:
+    """Seconds an unused cache key stays on the volume before its clean-up; 0: forever."""
+    return duration_seconds(os.environ.get(CACHE_RETENTION_ENV) or DEFAULT_CACHE_RETENTION)
 
 
 def resync_seconds() -> float:

@@ -102,6 +102,15 @@ def weights_summary(
     return downloading
 
 
+def pinned_weights(spec: SpyreModelSpec) -> WeightsSummary:
+    """status.weights of a key's inventory entry: its revision is the commit the SpyreModel
+    that compiled the key downloaded (already on the volume), so it runs no weights Job."""
+    return WeightsSummary(
+        model_id=spec.model.id, revision=spec.model.hub_revision, state="Ready",
+        commit=spec.model.revision,
+    )  # fmt: skip
+
+
 def weights_commit(weights: WeightsSummary | dict[str, Any] | None) -> str | None:
     """The commit to compile and serve, once the weights are on the volume (`weights` as
     decided, or the stored status.weights)."""

@@ -35,6 +35,6 @@ def vllm_args(spec: SpyreModelSpec, role: Role) -> list[str]:
 
 
 def container_args(spec: SpyreModelSpec, role: Role) -> list[str]:
-    if role == "weights":
+    if role in ("weights", "clean"):
         return [role]  # everything else is in its env
     return [role, *vllm_args(spec, role)]

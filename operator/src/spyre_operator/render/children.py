@@ -133,6 +133,32 @@ def build_compile_job(
     }
 
 
+def build_cleanup_job(
+    model: SpyreModel, uid: str, platform: Platform = "kubernetes", commit: str | None = None
+) -> dict[str, Any]:
+    """The Job that removes the key's directory from the cache volume, owned by the key's
+    inventory entry (a SpyreCache): `spyre-runtime clean`, one attempt."""
+    spec = model.spec
+    commit = resolved_commit(spec, commit)
+    key = cache_key(spec, commit)
+    name = meta.cleanup_job_name(key)
+    labels = meta.labels(meta.CLEANUP, name) | {meta.CACHE_KEY_LABEL: short_key(key)}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, model.namespace, labels, key),
+        "spec": {
+            "backoffLimit": 0,  # a refusal is final; a rerun finds the key gone or half gone
+            "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
+            "template": {
+                "metadata": _pod_metadata(spec, labels, {meta.CACHE_KEY_ANNOTATION: key}),
+                "spec": pod_spec(spec, "clean", platform, commit),
+            },
+        },
+    }
+    return _finish(job, model, uid, controller=True, hashed=False)
+
+
 def build_deployment(
     model: SpyreModel, platform: Platform = "kubernetes", commit: str | None = None
 ) -> dict[str, Any]:

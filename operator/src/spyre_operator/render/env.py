@@ -14,7 +14,8 @@ from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.cachekey import cache_key, canonical_json, compile_config
 from spyre_runtime import contract
 
-Role = Literal["serve", "precompile", "weights"]
+Role = Literal["serve", "precompile", "weights", "clean"]
+CARD_FREE: tuple[Role, ...] = ("weights", "clean")  # pods that never use a card
 
 
 def _flag(on: bool) -> str:
@@ -109,11 +110,19 @@ def weights_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
 def container_env(
     spec: SpyreModelSpec, role: Role, commit: str | None = None
 ) -> list[dict[str, Any]]:
-    """The compile and serving pods' (`commit`: a hub model's resolved commit)."""
+    """The compile and serving pods' (`commit`: a hub model's resolved commit); the
+    clean-up pod's names only the key to remove."""
     if role == "weights":
         return weights_env(spec)
-    config = compile_config(spec, commit)
     key = cache_key(spec, commit)
+    if role == "clean":
+        values = {
+            contract.SPYRE_SERVING_CACHE_KEY: key,
+            contract.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,
+            rt.HOME: rt.HOME_DIR,
+        }
+        return [{"name": k, "value": v} for k, v in values.items()]
+    config = compile_config(spec, commit)
     backend = backend_for(spec, role)
     cache_dir = f"{rt.CACHE_ROOT}/{key}"
     cb = spec.batching.continuous

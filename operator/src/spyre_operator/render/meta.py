@@ -12,10 +12,15 @@ MODEL_LABEL = f"{GROUP}/model"
 CACHE_KEY_LABEL = f"{GROUP}/cache-key"  # the short key (label values are at most 63 chars)
 CACHE_KEY_ANNOTATION = f"{GROUP}/cache-key"  # the full key
 APPLIED_ANNOTATION = f"{GROUP}/applied"  # hash of the applied manifest (children.py)
+# A SpyreCache the operator made as the inventory entry of a key (not a user's request).
+INVENTORY_LABEL = f"{GROUP}/inventory"
+# On a compile Job: its key's clean-up started (when); no SpyreModel joins it from then on.
+CLEANUP_ANNOTATION = f"{GROUP}/cleanup"
 
 SERVER = "server"
 COMPILE = "compile"
 WEIGHTS = "weights"
+CLEANUP = "cleanup"
 GRAPH_CACHE = "graph-cache"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 
@@ -66,6 +71,20 @@ def selector_string(name: str) -> str:
 def compile_job_name(key: str) -> str:
     """Deterministic, so retries and a second operator never make two Jobs for one key."""
     return f"spyre-compile-{short_key(key)}"
+
+
+def cleanup_job_name(key: str) -> str:
+    return f"spyre-cleanup-{short_key(key)}"
+
+
+def inventory_name(key: str) -> str:
+    """The key's inventory entry (a SpyreCache)."""
+    return f"spyre-cache-{short_key(key)}"
+
+
+def is_inventory(obj: Any) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return bool(labels.get(INVENTORY_LABEL) == "true")
 
 
 def owner_reference(

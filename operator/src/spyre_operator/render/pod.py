@@ -8,7 +8,7 @@ from typing import Any, Literal
 from spyre_operator.api import runtimes as rt
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.args import container_args
-from spyre_operator.render.env import Role, backend_for, container_env
+from spyre_operator.render.env import CARD_FREE, Role, backend_for, container_env
 from spyre_operator.render.weights import weights_subpath
 
 # Budgets of the serving startupProbe. Even with precompiled graphs a start loads the
@@ -30,10 +30,13 @@ PLATFORMS: tuple[Platform, ...] = ("kubernetes", "openshift")
 
 # The weights Job streams files to the volume: little CPU, memory for the hub client only.
 WEIGHTS_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "4Gi"}}
+# The clean-up Job walks and removes one directory.
+CLEAN_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
 CONTAINER_NAMES: dict[Role, str] = {
     "serve": "vllm",
     "precompile": "precompile",
     "weights": "weights",
+    "clean": "clean",
 }
 
 CONTAINER_SECURITY = {
@@ -52,14 +55,14 @@ def startup_seconds(spec: SpyreModelSpec) -> int:
 def cards(spec: SpyreModelSpec, role: Role) -> int:
     """Spyre cards of a pod: none for the weights Job and when the step runs on CPU
     (eager, inductor, sendnn_compile_only)."""
-    if role == "weights" or backend_for(spec, role) != "sendnn":
+    if role in CARD_FREE or backend_for(spec, role) != "sendnn":
         return 0
     return spec.accelerator_count
 
 
 def _resources(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
-    if role == "weights":
-        return copy.deepcopy(WEIGHTS_RESOURCES)
+    if role in CARD_FREE:
+        return copy.deepcopy(WEIGHTS_RESOURCES if role == "weights" else CLEAN_RESOURCES)
     base = spec.resources if role == "serve" else spec.compile_resources
     out = {kind: dict(amounts) for kind, amounts in base.to_k8s().items() if amounts}
     count = cards(spec, role)
@@ -73,7 +76,8 @@ def _volumes(
     spec: SpyreModelSpec, role: Role, commit: str | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volumes, volumeMounts): cache, model, shared memory and the writable /tmp and HOME
-    (the root filesystem is read-only). The weights Job needs only the cache and HOME."""
+    (the root filesystem is read-only). The weights and clean-up Jobs need only the cache
+    and HOME."""
     volumes: list[dict[str, Any]] = [
         {
             "name": "graph-cache",
@@ -87,7 +91,7 @@ def _volumes(
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "home", "mountPath": rt.HOME_DIR},
     ]
-    if role == "weights":
+    if role in CARD_FREE:
         return volumes, mounts
     shm = f"{SHM_GI_PER_RANK * spec.tensor_parallel_size}Gi"
     volumes.insert(1, {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}})

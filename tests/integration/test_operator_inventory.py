@@ -1,0 +1,128 @@
+"""The inventory of caches and their clean-up (issue 15, items 2 and 4): each compiled key
+gets a SpyreCache entry that says who uses it, `kubectl get scache` lists them, and a key
+no SpyreModel and no SpyreCache of a user uses is removed by a clean-up Job after the
+retention (a few seconds here), a used or asked-for one never."""
+
+# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_sim import (  # noqa: F401 (fixtures)
+    Operator,
+    create,
+    download,
+    example,
+    job_name,
+    job_owners,
+    kube,
+    model,
+    running_operator,
+    to_ready,
+    wait_for,
+    wait_phase,
+)
+from test_operator_caches import precompile
+
+from spyre_operator.api.names import CACHE_KIND
+from spyre_operator.api.validation import parse
+from spyre_operator.local import simulate
+from spyre_operator.reconcile.kube import Kube
+from spyre_operator.render import meta
+from spyre_operator.render.cachekey import cache_key
+
+pytestmark = pytest.mark.integration
+
+RETENTION = 3  # seconds
+
+
+@pytest.fixture
+def short_retention(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Operator]:
+    log = tmp_path / "operator.log"
+    flags = ("--cache-retention", f"{RETENTION}s")
+    with running_operator(kubeconfig, namespace, log, 300.0, *flags) as op:
+        yield op
+
+
+def entry_of(doc: dict[str, Any]) -> str:
+    return meta.inventory_name(cache_key(parse(doc).spec))
+
+
+def entry_status(kube: Kube, namespace: str, name: str, **fields: Any) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        st = (kube.get(CACHE_KIND, namespace, name) or {}).get("status") or {}
+        return st if st and all(st.get(k) == v for k, v in fields.items()) else None
+
+    found: dict[str, Any] = wait_for(probe, f"SpyreCache {name} has {fields}")
+    return found
+
+
+def other_key(doc: dict[str, Any], seqs: int) -> dict[str, Any]:
+    doc["spec"]["batching"]["continuous"]["maxNumSeqs"] = seqs
+    return doc
+
+
+def test_an_unused_key_is_cleaned_after_the_retention_a_used_or_asked_for_one_never(
+    kube: Kube, namespace: str, short_retention: Operator, kubectl: Any
+) -> None:
+    kept, gone = model(namespace, "kept"), model(namespace, "gone", other_key(example(), 2))
+    asked = model(namespace, "mine", other_key(example(), 3))  # the spec a SpyreCache asks for
+    to_ready(kube, kept)
+    to_ready(kube, gone)
+    create(kube, precompile(namespace, "mine", asked))
+    download(kube, asked)
+    wait_for(lambda: kube.get("Job", namespace, job_name(asked)), "the precompile's Job")
+    simulate.complete_job(kube, namespace, job_name(asked), size=7)
+    entries = {doc["metadata"]["name"]: entry_of(doc) for doc in (kept, gone, asked)}
+    assert len(set(entries.values())) == 3  # three keys, three entries
+
+    st = entry_status(kube, namespace, entries["kept"], usedBy=["kept"], phase="Ready")
+    assert (st["cache"]["bytes"], st["runtime"]) == (3 * 2**30, "vllm-spyre 1.10.0")
+    assert st["compiledAt"] and st["lastUsedAt"]
+    assert job_owners(kube, namespace, job_name(kept)) == {"kept", entries["kept"]}
+    entry = kube.get(CACHE_KIND, namespace, entries["kept"])
+    assert entry is not None and meta.is_inventory(entry)
+    assert "ownerReferences" not in entry["metadata"]  # it outlives the SpyreModels
+    entry_status(kube, namespace, entries["mine"], usedBy=[], phase="Ready")
+    table = kubectl("get", "scache", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == [
+        "NAME", "PHASE", "CACHE", "MODEL", "RUNTIME", "BYTES", "USED-BY", "LAST-USED", "AGE",
+    ]  # fmt: skip
+    row = next(line.split() for line in table if line.startswith(entries["kept"]))
+    assert row[1:7] == [
+        "Ready", "Compiled", "ibm-ai-platform/micro-g3.3-8b-instruct-1b", "vllm-spyre",
+        "1.10.0", str(3 * 2**30),
+    ]  # fmt: skip
+    assert row[7] == '["kept"]'
+
+    # The SpyreModel of one key goes: its entry keeps the Job, then cleans up.
+    kube.request(
+        "DELETE", f"/apis/serving.spyre.dev/v1alpha1/namespaces/{namespace}/spyremodels/gone"
+    )
+    st = entry_status(kube, namespace, entries["gone"], usedBy=[])
+    cleanup = meta.cleanup_job_name(cache_key(parse(gone).spec))
+    job = wait_for(lambda: kube.get("Job", namespace, cleanup), "the clean-up Job", timeout=60)
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["clean"]
+    compile_job = kube.get("Job", namespace, job_name(gone)) or {}
+    marked = compile_job["metadata"]["annotations"][meta.CLEANUP_ANNOTATION]
+    assert marked >= st["lastUsedAt"]  # after the retention, from the last use
+    (ref,) = job["metadata"]["ownerReferences"]
+    assert (ref["kind"], ref["name"]) == (CACHE_KIND, entries["gone"])
+    entry_status(kube, namespace, entries["gone"], phase="CleaningUp")
+    freed = json.dumps({"ok": True, "cacheKey": cache_key(parse(gone).spec), "bytes": 3 * 2**30})
+    simulate.finish_job(kube, namespace, cleanup, exit_code=0, message=freed, reason="Completed")
+    wait_for(lambda: kube.get(CACHE_KIND, namespace, entries["gone"]) is None, "the entry goes")
+    for name in (cleanup, job_name(gone)):  # the garbage collector takes both Jobs
+        wait_for(lambda n=name: kube.get("Job", namespace, n) is None, f"Job {name} is gone")
+
+    # Long past the retention, the used key and the asked-for key have no clean-up Job.
+    for doc in (kept, asked):
+        name = meta.cleanup_job_name(cache_key(parse(doc).spec))
+        assert kube.get("Job", namespace, name) is None
+        assert kube.get("Job", namespace, job_name(doc)) is not None
+    assert kube.get(CACHE_KIND, namespace, "mine") is not None
+    wait_phase(kube, namespace, "kept", "Ready")
