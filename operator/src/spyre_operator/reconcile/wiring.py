@@ -1,5 +1,6 @@
-"""What connects kopf to the reconciler: settings, the reconcilers, Events, the resync
-and metrics (the triggers are in triggers.py, the indexes in indexes.py).
+"""What connects kopf to the reconciler: settings, the reconcilers, the children's
+watches, Events, the resync and metrics (the triggers are in triggers.py, the indexes in
+indexes.py, the watches in watches.py).
 
 Configuration comes from the environment (the `run` command sets it from its flags), so
 `kopf run -m spyre_operator.handlers` works the same way.
@@ -10,33 +11,42 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
-from spyre_operator.reconcile import compiles, metrics, options
+from spyre_operator.reconcile import compiles, metrics, options, triggers
 from spyre_operator.reconcile.engine import Reconciler, Starts
 from spyre_operator.reconcile.events import EventPoster
-from spyre_operator.reconcile.indexes import CACHES, INDEXED, MODELS, IndexedKube, compile_queue
-from spyre_operator.reconcile.kube import load_api_client
-from spyre_operator.reconcile.triggers import start_resync
+from spyre_operator.reconcile.indexes import CACHES, MODELS, IndexedKube, compile_queue
+from spyre_operator.reconcile.kube import KINDS, Kube, load_api_client
+from spyre_operator.reconcile.watches import Source, Store, Watches
+
+CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy")
 
 
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]) -> None:
     """No kopf-posted Events, one client for every handler (reading the children from the
-    indexes), Events posted from a thread of their own, and the periodic resync."""
+    watches' stores), Events posted from a thread of their own, and the periodic resync.
+    Returns once the stores hold their first listing: kopf starts watching SpyreModels
+    after the start-up handlers, so no reconcile sees an empty store and creates a child
+    that exists."""
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # the reconciler posts its Events itself (EventPoster)
     settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
     workers = options.workers()
     settings.execution.max_workers = workers
     api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4)
-    kube = IndexedKube(api, {plural: indexes[plural] for plural in INDEXED})
+    stores = {plural: Store(plural) for plural in ("jobs", "deployments", "services")}
+    stores["networkpolicies"] = Store("networkpolicies")
+    stores["persistentvolumeclaims"] = Store("persistentvolumeclaims", complete=False)
+    kube = IndexedKube(api, stores)
     memo.events = EventPoster(kube)
     limits = compiles.Limits(*options.compile_limits())
     wants = (indexes[MODELS], indexes[CACHES])
-    queue = functools.partial(compile_queue, limits, indexes["jobs"], wants)
+    queue = functools.partial(compile_queue, limits, stores["jobs"], wants)
     unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
     starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
     memo.reconcilers = {
@@ -50,15 +60,46 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
         for kind in (KIND, CACHE_KIND)
     }
     memo.reconciler = memo.reconcilers[KIND]
-    watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
-    memo.resync = start_resync(memo.reconcilers, watched, options.resync_seconds())
+    memo.watches = start_watches(memo.reconcilers, stores, workers)
     port = options.metrics_port()
     if port:
-        metrics.serve(lambda: metrics_text(memo.reconciler), port)
+        metrics.serve(lambda: metrics_text(memo.reconciler, memo.watches), port)
+    memo.watches.wait_synced()
+    watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
+    memo.resync = triggers.start_resync(memo.reconcilers, watched, options.resync_seconds())
+
+
+def start_watches(
+    reconcilers: triggers.Reconcilers, stores: Mapping[str, Store], workers: int
+) -> Watches:
+    """The children's and pods' watches; their events are handled in a pool of `workers`
+    threads (as kopf's event handlers were), so a slow reconcile never holds a watch."""
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="trigger")
+
+    def handle(trigger: Any) -> Any:
+        return lambda event_type, body: pool.submit(trigger, reconcilers, event_type, body)
+
+    sources = [
+        Source(kind, stores[KINDS[kind][1]], handle(triggers.child_changed)) for kind in CHILDREN
+    ]
+    sources += [
+        Source("PersistentVolumeClaim", stores["persistentvolumeclaims"], None),
+        Source("Pod", None, handle(triggers.pod_changed)),
+    ]
+    namespaces = options.namespaces()
+    # Their own connections: a watch holds one for minutes.
+    size = len(sources) * max(1, len(namespaces))
+    watches = Watches(
+        Kube(load_api_client(os.environ.get("KUBECONFIG"), size)), sources, namespaces
+    )
+    watches.start()
+    return watches
 
 
 def shutdown(memo: kopf.Memo) -> None:
-    memo.resync.set()
+    memo.watches.close()
+    if "resync" in memo:
+        memo.resync.set()
     memo.events.close()
 
 
@@ -77,6 +118,13 @@ class NoDiffBase(kopf.DiffBaseStorage):
         """Nothing to remember."""
 
 
-def metrics_text(reconciler: Reconciler) -> str:
+def metrics_text(reconciler: Reconciler, watches: Watches) -> str:
     kube = reconciler.kube
-    return metrics.exposition(reconciler.stats, reconciler.metrics, kube.writes, kube.dry_runs)
+    return metrics.exposition(
+        reconciler.stats,
+        reconciler.metrics,
+        kube.writes,
+        kube.dry_runs,
+        kube.reads,
+        watches.counts(),
+    )
