@@ -160,7 +160,7 @@ class Watch(threading.Thread):
         store, token = self.source.store, ""
         items: list[dict[str, Any]] = []
         while True:
-            query = {"labelSelector": SELECTOR, "limit": str(PAGE if store else 1)}
+            query = {"labelSelector": SELECTOR, "limit": str(PAGE if store is not None else 1)}
             if token:
                 query["continue"] = token
             try:
@@ -172,7 +172,7 @@ class Watch(threading.Thread):
             self._count(len(page.get("items") or []))
             items += page.get("items") or []
             token = page["metadata"].get("continue") or ""
-            if not (store and token):
+            if store is None or not token:
                 break
         if store is not None:
             first = not self.synced.is_set()  # the first listing is what kopf called resume:
