@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Any
 
 import kopf
@@ -60,7 +60,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
         for kind in (KIND, CACHE_KIND)
     }
     memo.reconciler = memo.reconcilers[KIND]
-    memo.watches = start_watches(memo.reconcilers, stores, workers)
+    memo.watches = start_watches(memo.reconcilers, stores, settings.execution.executor)
     port = options.metrics_port()
     if port:
         metrics.serve(lambda: metrics_text(memo.reconciler, memo.watches), port)
@@ -70,11 +70,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
 
 
 def start_watches(
-    reconcilers: triggers.Reconcilers, stores: Mapping[str, Store], workers: int
+    reconcilers: triggers.Reconcilers, stores: Mapping[str, Store], pool: Executor
 ) -> Watches:
-    """The children's and pods' watches; their events are handled in a pool of `workers`
-    threads (as kopf's event handlers were), so a slow reconcile never holds a watch."""
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="trigger")
+    """The children's and pods' watches; their events are handled in kopf's pool of
+    `--workers` threads, with the SpyreModels' (as when kopf watched them too), so a slow
+    reconcile never holds a watch."""
 
     def handle(trigger: Any) -> Any:
         return lambda event_type, body: pool.submit(trigger, reconcilers, event_type, body)
@@ -97,8 +97,9 @@ def start_watches(
 
 
 def shutdown(memo: kopf.Memo) -> None:
-    memo.watches.close()
-    if "resync" in memo:
+    if "watches" in memo:  # not if the start-up failed before them
+        memo.watches.close()
+    if "resync" in memo:  # not if it stopped while the watches listed
         memo.resync.set()
     memo.events.close()
 
