@@ -18,6 +18,19 @@ Starts its own control plane and `spyre-operator run` (a subprocess), then print
   server counted meanwhile of the kinds the operator reads (`apiserver_request_total`);
 - the operator's peak RSS with --rss-models SpyreModels: the burst namespaces are deleted
   and the operator restarted first, so its whole life saw exactly that many.
+
+    .venv/bin/python benchmarks/operator_bench.py --scale 10000 [--unrelated 10000]
+                                                  [--burst 1000] [--resync 120]
+
+The scale mode instead (a cluster-wide operator, as the chart's default), each figure
+beside its yardstick from the same run: the objects the operator's watches received for
+--unrelated Pods and Jobs (half each, and a tenth as many PVCs) in namespaces of their
+own (the API server filters them out: 0); create -> Job for a burst of --burst
+SpyreModels created back to back, beside the time of as many raw Job POSTs in a row; then
+SpyreModels up to --scale (created 16 at a time, each with its own compile Job), the
+operator's RSS with them; and the first 2,000 reconciles of a resync pass once the
+operator is idle: writes per reconcile and API requests (reads and writes) per reconcile,
+as the rate of a whole pass spread over the default resync period, and as measured.
 """
 
 from __future__ import annotations
@@ -30,6 +43,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +58,7 @@ from spyre_operator.api.validation import parse
 from spyre_operator.local import simulate
 from spyre_operator.local.controlplane import ControlPlane, free_port
 from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import metrics
+from spyre_operator.reconcile import metrics, options
 from spyre_operator.reconcile.kube import KINDS, ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
@@ -179,12 +194,24 @@ class Bench:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
             return metrics.parse(r.read().decode())
 
-    def peak_rss_mb(self) -> float:
+    def peak_rss_mb(self, field: str = "VmHWM") -> float:
+        """The operator's peak RSS (VmRSS: its RSS now)."""
         assert self.operator is not None
         for line in Path(f"/proc/{self.operator.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
+
+    def post_all(self, objects: Iterable[dict[str, Any]], threads: int = 16) -> None:
+        """Create every object, `threads` POSTs at a time."""
+        with ThreadPoolExecutor(threads) as pool:
+            for _ in pool.map(self.kube.create, objects):
+                pass
+
+    def received(self) -> float:
+        """Objects the operator's watches of the children received, all kinds."""
+        name = "spyre_operator_watch_events_total"
+        return sum(v for k, v in self.metrics().items() if k.startswith(name))
 
     def namespace(self, name: str) -> str:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
@@ -293,12 +320,7 @@ class Bench:
         """(writes, reconciles, writes by request, reads by request) over idle resync
         passes, counted once the operator has finished what the bursts left it (its
         Events, late status updates): no write for QUIET seconds."""
-        last, quiet_since = -1.0, time.monotonic()
-        while time.monotonic() - quiet_since < QUIET:
-            writes = self.metrics()["spyre_operator_api_writes_total"]
-            if writes != last:
-                last, quiet_since = writes, time.monotonic()
-            time.sleep(0.2)
+        self.wait_quiet()
         before, reads_before = self.metrics(), self.api_reads()
         wait(
             lambda: (
@@ -363,9 +385,111 @@ class Bench:
         )
         return self.peak_rss_mb()
 
+    def resync_pass(self, reconciles: int) -> tuple[dict[str, float], float]:
+        """(counter deltas, seconds) over the first `reconciles` reconciles of a resync
+        pass of an idle operator (from QUIET seconds without a write on)."""
+        self.wait_quiet()
+        before = self.metrics()
+        count = "spyre_operator_reconciles_total"
+        wait(lambda: self.metrics()[count] > before[count], "a resync pass starts")
+        started = time.monotonic()
+        wait(lambda: self.metrics()[count] >= before[count] + reconciles, "the reconciles")
+        seconds, after = time.monotonic() - started, self.metrics()
+        return {k: after[k] - before.get(k, 0.0) for k in after}, seconds
+
+    def wait_quiet(self) -> None:
+        """Until the operator has made no write for QUIET seconds."""
+        last, quiet_since = -1.0, time.monotonic()
+        while time.monotonic() - quiet_since < QUIET:
+            writes = self.metrics()["spyre_operator_api_writes_total"]
+            if writes != last:
+                last, quiet_since = writes, time.monotonic()
+            time.sleep(0.2)
+
     def close(self) -> None:
         self.stop_operator()
         self.plane.down()
+
+
+MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
+RESYNC_SAMPLE = 2000  # reconciles of a resync pass counted (a whole pass of 10,000 is long)
+CONTAINER = {"name": "c", "image": "registry.invalid/none:1", "command": ["true"]}
+
+
+def unrelated(kind: str, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A Pod, Job or PVC that is not the operator's (unless `labels` say it is)."""
+    metadata = {"name": name, "namespace": namespace, "labels": labels}
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [CONTAINER],
+        "automountServiceAccountToken": False,
+    }
+    if kind == "Pod":
+        return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "spec": pod}
+    if kind == "Job":
+        spec = {"template": {"spec": pod}}
+        return {"apiVersion": "batch/v1", "kind": kind, "metadata": metadata, "spec": spec}
+    claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "spec": claim}
+
+
+def scale(bench: Bench, models: int, others: int, burst: int) -> None:
+    """The scale mode (the module's docstring)."""
+    # Unrelated objects, then one labelled Pod, Job and PVC: once those three arrived,
+    # anything the API server sent of the others (in order, per kind) arrived too.
+    spaces = [bench.namespace(f"other-{i}") for i in range(10)]
+    half, claims = others // 2, others // 10
+    kinds = ["Pod"] * half + ["Job"] * (others - half) + ["PersistentVolumeClaim"] * claims
+    objects = [unrelated(kind, spaces[i % 10], f"u{i}", {"a": "b"}) for i, kind in enumerate(kinds)]
+    before, started = bench.received(), time.monotonic()
+    bench.post_all(objects)
+    posted = time.monotonic() - started
+    markers = ("Pod", "Job", "PersistentVolumeClaim")
+    bench.post_all(unrelated(kind, spaces[0], "marker", MANAGED) for kind in markers)
+    wait(lambda: bench.received() >= before + 3, "the three labelled objects")
+    got = bench.received() - before - 3
+    print(f"{len(objects)} unrelated Pods/Jobs/PVCs posted in {posted:.0f} s ", end="")
+    print(f"({len(objects) / posted:.0f}/s); objects the watches received of them: {got:.0f}")
+
+    raw = bench.raw_creates(bench.namespace("raw"), burst)
+    print(f"raw Job create x{burst} in a row: {sum(raw):6.2f} s in all   {ms(raw)}", flush=True)
+    timings = bench.burst(burst)
+    timings.report(f"burst {burst}")
+    p95 = pct(timings.from_sent, 0.95)
+    print(f"burst {burst}: create -> Job p95 {p95:.2f} s = {p95 / sum(raw):.2f} x the raw POSTs")
+
+    first, started = time.monotonic(), time.monotonic()
+    spaces = [bench.namespace(f"scale-{n}") for n in range((models - burst + 999) // 1000)]
+    docs = [bench.model(spaces[(i - burst) // 1000], i) for i in range(burst, models)]
+    bench.post_all(docs)
+    created = time.monotonic() - first
+    jobs = 'spyre_operator_api_requests_total{verb="POST",kind="Job"}'
+    wait(lambda: bench.metrics().get(jobs, 0) >= models, f"{models} compile Jobs")
+    print(
+        f"{len(docs)} more SpyreModels posted in {created:.0f} s, all {models} with their "
+        f"Job {time.monotonic() - started:.0f} s after the first POST"
+    )
+    print(
+        f"operator RSS with {models} SpyreModels: {bench.peak_rss_mb('VmRSS'):.0f} MB "
+        f"(peak {bench.peak_rss_mb():.0f} MB)",
+        flush=True,
+    )
+
+    delta, seconds = bench.resync_pass(min(models, RESYNC_SAMPLE))
+    writes, reads = (
+        delta["spyre_operator_api_writes_total"],
+        delta["spyre_operator_api_reads_total"],
+    )
+    reconciles = delta["spyre_operator_reconciles_total"]
+    per = (reads + writes) / reconciles
+    print(
+        f"idle resync, {reconciles:.0f} reconciles: {writes:.0f} API writes "
+        f"({writes / reconciles:.3f} per reconcile), {reads:.0f} reads: {per:.2f} requests "
+        f"per reconcile, {per * models:.0f} per pass of {models} = "
+        f"{per * models / options.DEFAULT_RESYNC:.1f}/s spread over the default "
+        f"{options.DEFAULT_RESYNC:g} s period; measured {(reads + writes) / seconds:.0f}/s "
+        f"({reconciles / seconds:.0f} reconciles/s)"
+    )
 
 
 def main() -> int:
@@ -374,11 +498,17 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 200])
     parser.add_argument("--rss-models", type=int, default=1000)
     parser.add_argument("--resync", type=float, default=20.0, help="resync seconds")
+    parser.add_argument("--scale", type=int, default=0, help="the scale mode: SpyreModels")
+    parser.add_argument("--unrelated", type=int, default=10000, help="scale mode: Pods+Jobs")
+    parser.add_argument("--burst", type=int, default=1000, help="scale mode: burst size")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="operator-bench-") as tmp:
         bench = Bench(Path(tmp))
         try:
             bench.start_operator(args.resync)
+            if args.scale:
+                scale(bench, args.scale, args.unrelated, args.burst)
+                return 0
             raw_ns = bench.namespace("raw")
             raw = bench.raw_creates(raw_ns, 50)
             print(f"raw Job create, back to back (n=50):        {ms(raw)}")

@@ -7,10 +7,11 @@ periodic resync (the safety net against lost events, a thread started at start-u
 changes of the Jobs, Deployments, Services, NetworkPolicies and Pods the operator
 manages. Only kopf's event and index handlers are used, so kopf itself never writes to a
 SpyreModel: no finalizer, no annotations, nothing in the (strict) status; failed
-reconciles are retried by the queue. The children (and the cache PVCs) are read from
-kopf indexes that the watches keep current, not with GETs. With `--webhook-port`, a
-validating admission webhook (spyre_operator.webhook) refuses invalid SpyreModels and
-SpyreCaches at `kubectl apply`.
+reconciles are retried by the queue. kopf watches only SpyreModels and SpyreCaches: the
+children (and the cache PVCs) are watched by reconcile/watches.py, filtered by label on the
+API server (kopf filters labels itself, after receiving every object), and read from its
+stores, not with GETs. With `--webhook-port`, a validating admission webhook
+(spyre_operator.webhook) refuses invalid SpyreModels and SpyreCaches at `kubectl apply`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import kopf
 from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, KIND, PLURAL, VERSION
 from spyre_operator.reconcile import indexes, options, triggers, wiring
 
-NETWORKING = "networking.k8s.io"
 WEBHOOK = options.webhook()  # None: off (kopf refuses admission handlers without a server)
 
 
@@ -56,15 +56,6 @@ def spyremodels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return indexes.model_entry(body)  # what the resync walks and the compile queue reads
 
 
-@kopf.index("batch", "v1", "jobs", labels=indexes.MANAGED, id="jobs")
-@kopf.index("apps", "v1", "deployments", labels=indexes.MANAGED, id="deployments")
-@kopf.index("", "v1", "services", labels=indexes.MANAGED, id="services")
-@kopf.index(NETWORKING, "v1", "networkpolicies", labels=indexes.MANAGED, id="networkpolicies")
-@kopf.index("", "v1", "persistentvolumeclaims", id="persistentvolumeclaims")
-def children(resource: kopf.Resource, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return indexes.index_entry(resource.plural, body)
-
-
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def spyremodel_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     triggers.model_event(memo.reconcilers[KIND], type, body)
@@ -73,19 +64,6 @@ def spyremodel_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: An
 @kopf.on.event(GROUP, VERSION, CACHE_PLURAL)
 def spyrecache_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     triggers.model_event(memo.reconcilers[CACHE_KIND], type, body)
-
-
-@kopf.on.event("batch", "v1", "jobs", labels=indexes.MANAGED)
-@kopf.on.event("apps", "v1", "deployments", labels=indexes.MANAGED)
-@kopf.on.event("", "v1", "services", labels=indexes.MANAGED)
-@kopf.on.event(NETWORKING, "v1", "networkpolicies", labels=indexes.MANAGED)
-def child_changed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    triggers.child_changed(memo.reconcilers, type, body)
-
-
-@kopf.on.event("", "v1", "pods", labels=indexes.MANAGED)
-def pod_changed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    triggers.pod_changed(memo.reconcilers, type, body)
 
 
 @kopf.on.probe(id="reconciles")

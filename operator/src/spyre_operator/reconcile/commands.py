@@ -194,6 +194,7 @@ def _webhook_flags(run: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     os.environ[options.RESYNC_ENV] = str(args.resync_seconds)
     os.environ[options.METRICS_ENV] = str(args.metrics_port)
+    os.environ[options.NAMESPACES_ENV] = ",".join(args.namespace)
     os.environ[options.WORKERS_ENV] = str(args.workers)
     os.environ[options.PLATFORM_ENV] = args.platform
     os.environ[options.MAX_COMPILES_ENV] = str(args.max_compiles)

@@ -1,11 +1,11 @@
-"""What the operator keeps of the watched objects (kopf indexes): the children the
-reconciler reads instead of GETs, and the compile Job each SpyreModel and SpyreCache wants
-(the compile queue)."""
+"""What the operator keeps of the watched objects: the children the reconciler reads
+instead of GETs (the stores of watches.py), and the compile Job each SpyreModel and
+SpyreCache wants (kopf indexes; the compile queue)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
@@ -14,11 +14,13 @@ from spyre_operator.reconcile.kube import KINDS, Kube
 from spyre_operator.reconcile.observe import job_view
 from spyre_operator.render import meta
 
+if TYPE_CHECKING:
+    from spyre_operator.reconcile.watches import Store
+
 MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
 MODELS = "spyremodels"  # the index of SpyreModels -> the compile Job each wants (handlers.py)
 CACHES = "spyrecaches"  # the same of SpyreCaches
 
-INDEXED = ("jobs", "deployments", "services", "networkpolicies", "persistentvolumeclaims")
 KEPT_METADATA = (
     "name",
     "namespace",
@@ -52,20 +54,20 @@ def index_entry(plural: str, body: Mapping[str, Any]) -> dict[tuple[str, str], d
 
 
 class IndexedKube(Kube):
-    """The operator's client, but GETs of indexed kinds are answered from kopf's indexes
-    (kopf fills them before any handler runs and updates them before handling each
-    watch event). The answers are shared: read them, never change them."""
+    """The operator's client, but GETs of watched kinds are answered from the watches'
+    stores (filled before any reconcile runs, updated before each event is handled), by
+    plural. The answers are shared: read them, never change them."""
 
-    def __init__(self, api: client.ApiClient, indexes: Mapping[str, Any]) -> None:
+    def __init__(self, api: client.ApiClient, stores: Mapping[str, Store]) -> None:
         super().__init__(api)
-        self.indexes = indexes
+        self.stores = stores
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        index = self.indexes.get(KINDS[kind][1])
-        if index is None:
+        store = self.stores.get(KINDS[kind][1])
+        found = None if store is None else store.get((namespace, name))
+        if found is None and (store is None or not store.complete):
             return super().get(kind, namespace, name)
-        found: list[dict[str, Any]] = list(index.get((namespace, name), ()))
-        return found[-1] if found else None
+        return found
 
 
 # ----- the compile queue, from the indexes ----------------------------------------------
@@ -83,12 +85,12 @@ def _values(index: Mapping[Any, Any]) -> list[Any]:
 
 
 def compile_queue(
-    limits: compiles.Limits, jobs: Mapping[Any, Any], wants: Iterable[Mapping[Any, Any]]
+    limits: compiles.Limits, jobs: Store, wants: Iterable[Mapping[Any, Any]]
 ) -> compiles.Queue:
-    """The queue as the cluster shows it: the compile Jobs, and the SpyreModels and
-    SpyreCaches (their indexes: `wants`) whose wanted Job does not exist."""
+    """The queue as the cluster shows it: the compile Jobs (their store), and the
+    SpyreModels and SpyreCaches (their indexes: `wants`) whose wanted Job does not exist."""
     known, running = set(), set()
-    for job in _values(jobs):
+    for job in jobs.values():
         if meta.component(job) != meta.COMPILE:
             continue
         ref = (job["metadata"]["namespace"], job["metadata"]["name"])

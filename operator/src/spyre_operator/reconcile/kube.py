@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import urllib3
 import yaml
 from kubernetes import client, config
+from kubernetes.watch.watch import iter_resp_lines
 
 FIELD_MANAGER = "spyre-operator"
 APPLY = "application/apply-patch+yaml"
@@ -130,6 +132,7 @@ class Kube:
         self._lock = threading.Lock()
         self.writes: Counter[str] = Counter()  # "PATCH Deployment" -> count
         self.dry_runs: Counter[str] = Counter()  # "Deployment" -> count (nothing stored)
+        self.reads = 0  # GETs (the API request rate of a resync: reads + writes)
 
     def request(
         self,
@@ -141,6 +144,9 @@ class Kube:
         query: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         url, headers, data = self._serialize(method, url_path, query, content_type, body)
+        if method == "GET":
+            with self._lock:
+                self.reads += 1
         response = self.api.call_api(
             method, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT
         )
@@ -210,6 +216,24 @@ class Kube:
         if response.status >= 400:
             raise _api_error(response.status, response.reason, raw)
         return raw.decode(errors="replace")
+
+    def watch(self, url_path: str, query: dict[str, str], timeout: float) -> Iterator[Any]:
+        """The events of a watch request (`watch=true` in `query`), parsed, until the API
+        server ends it; ApiError if it refuses to start (410: the resourceVersion is gone)."""
+        url, headers, _ = self._serialize("GET", url_path, query)
+        # (connect, read): the stream may stay open for minutes, silent between events
+        response = self.api.call_api(
+            "GET", url, header_params=headers, _request_timeout=(REQUEST_TIMEOUT, timeout)
+        )
+        try:
+            if response.status >= 400:
+                raw = response.read()
+                raise ApiError(response.status, response.reason or "", json.loads(raw or b"{}"))
+            for line in iter_resp_lines(response.response):  # urllib3's, not preloaded
+                if line:
+                    yield json.loads(line)
+        finally:
+            response.response.release_conn()
 
     # ----- writes ----------------------------------------------------------------
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -105,6 +105,8 @@ def exposition(
     metrics: Metrics,
     writes: dict[str, int],
     dry_runs: dict[str, int],
+    reads: int,
+    received: dict[str, int],
 ) -> str:
     """The text exposition of everything the operator counts."""
     p = PREFIX
@@ -120,6 +122,7 @@ def exposition(
         ),
         ("reconcile_retries_total", "Reconciles run again after a failure.", stats["retries"]),
         ("api_writes_total", "Writes to the API server, of every kind.", sum(writes.values())),
+        ("api_reads_total", "GETs of the reconciles (the watches not counted).", reads),
     ]
     lines: list[str] = []
     for name, help_text, value in counters:
@@ -143,6 +146,12 @@ def exposition(
         "counter",
         "Children dry-run (dryRun=All) before a download or compile starts, by kind.",
         [f'{p}_dry_runs_total{{kind="{k}"}} {n}' for k, n in sorted(dry_runs.items())],
+    )
+    lines += _family(
+        f"{p}_watch_events_total",
+        "counter",
+        "Objects the watches of the children received (listed or in an event), by kind.",
+        [f'{p}_watch_events_total{{kind="{k}"}} {n}' for k, n in sorted(received.items())],
     )
     lines += _family(
         f"{p}_reconcile_duration_seconds", "histogram", "Time of one reconcile.", reconcile

@@ -13,6 +13,7 @@ from spyre_runtime.contract import HEARTBEAT_SECONDS
 
 RESYNC_ENV = "SPYRE_OPERATOR_RESYNC_SECONDS"
 METRICS_ENV = "SPYRE_OPERATOR_METRICS_PORT"
+NAMESPACES_ENV = "SPYRE_OPERATOR_NAMESPACES"
 WORKERS_ENV = "SPYRE_OPERATOR_WORKERS"
 PLATFORM_ENV = "SPYRE_OPERATOR_PLATFORM"
 MAX_COMPILES_ENV = "SPYRE_OPERATOR_MAX_COMPILES"
@@ -51,6 +52,11 @@ def cache_retention() -> int:
 def resync_seconds() -> float:
     """Interval of the level-based safety-net reconcile of every SpyreModel."""
     return float(os.environ.get(RESYNC_ENV, DEFAULT_RESYNC))
+
+
+def namespaces() -> list[str]:
+    """The watched namespaces (`run --namespace`, comma-separated); none: all."""
+    return [ns for ns in os.environ.get(NAMESPACES_ENV, "").split(",") if ns]
 
 
 def workers() -> int:

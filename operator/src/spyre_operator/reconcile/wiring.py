@@ -1,6 +1,6 @@
 """What connects kopf to the reconciler: settings, the work queue and its workers, the
-reconcilers, Events, the resync and metrics (the triggers are in triggers.py, the indexes
-in indexes.py).
+reconcilers, the children's watches, Events, the resync and metrics (the triggers are in
+triggers.py, the indexes in indexes.py, the watches in watches.py).
 
 Configuration comes from the environment (the `run` command sets it from its flags), so
 `kopf run -m spyre_operator.handlers` works the same way.
@@ -16,31 +16,40 @@ from typing import Any
 import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
-from spyre_operator.reconcile import compiles, metrics, options
+from spyre_operator.reconcile import compiles, metrics, options, triggers
 from spyre_operator.reconcile.engine import Reconciler, Starts, complain
 from spyre_operator.reconcile.events import EventPoster
-from spyre_operator.reconcile.indexes import CACHES, INDEXED, MODELS, IndexedKube, compile_queue
-from spyre_operator.reconcile.kube import REQUEST_TIMEOUT, load_api_client
+from spyre_operator.reconcile.indexes import CACHES, MODELS, IndexedKube, compile_queue
+from spyre_operator.reconcile.kube import KINDS, REQUEST_TIMEOUT, Kube, load_api_client
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.triggers import Resync, watched_keys
+from spyre_operator.reconcile.watches import Source, Store, Watches
 from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
+
+CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy")
 
 
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]) -> None:
     """No kopf-posted Events, one client for every reconcile (reading the children from the
-    indexes), the reconciles run by the work queue's `--workers` threads (kopf's handlers
-    only queue them), Events posted from a thread of their own, and the periodic resync."""
+    watches' stores), the reconciles run by the work queue's `--workers` threads (kopf's
+    handlers and the watches only queue them), Events posted from a thread of their own,
+    and the periodic resync. Returns once the stores hold their first listing, and the
+    workers start only then: kopf starts watching SpyreModels after the start-up handlers,
+    so no reconcile sees an empty store and creates a child that exists."""
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # the reconciler posts its Events itself (EventPoster)
     settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
     workers = options.workers()
     settings.execution.max_workers = workers
     api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4)
-    kube = IndexedKube(api, {plural: indexes[plural] for plural in INDEXED})
+    stores = {plural: Store(plural) for plural in ("jobs", "deployments", "services")}
+    stores["networkpolicies"] = Store("networkpolicies")
+    stores["persistentvolumeclaims"] = Store("persistentvolumeclaims", complete=False)
+    kube = IndexedKube(api, stores)
     memo.events = EventPoster(kube)
     limits = compiles.Limits(*options.compile_limits())
     wants = (indexes[MODELS], indexes[CACHES])
-    queue = functools.partial(compile_queue, limits, indexes["jobs"], wants)
+    queue = functools.partial(compile_queue, limits, stores["jobs"], wants)
     unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
     starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
 
@@ -65,20 +74,50 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
         )
         for kind in (KIND, CACHE_KIND)
     }
+    memo.watches = start_watches(memo.reconcilers, stores)
+    port = options.metrics_port()
+    if port:
+        metrics.serve(lambda: metrics_text(memo.reconcilers.values(), memo.queue, memo.watches), port)
+    memo.watches.wait_synced()
     memo.queue.start(workers)
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.resync = Resync(
         functools.partial(watched_keys, watched), memo.queue.add, options.resync_seconds()
     )
     memo.resync.start()
-    port = options.metrics_port()
-    if port:
-        metrics.serve(lambda: metrics_text(memo.reconcilers.values(), memo.queue), port)
+
+
+def start_watches(reconcilers: triggers.Reconcilers, stores: Mapping[str, Store]) -> Watches:
+    """The children's and pods' watches; their events only queue reconciles (the
+    triggers), so a slow reconcile never holds a watch."""
+
+    def handle(trigger: Any) -> Any:
+        return lambda event_type, body: trigger(reconcilers, event_type, body)
+
+    sources = [
+        Source(kind, stores[KINDS[kind][1]], handle(triggers.child_changed)) for kind in CHILDREN
+    ]
+    sources += [
+        Source("PersistentVolumeClaim", stores["persistentvolumeclaims"], None),
+        Source("Pod", None, handle(triggers.pod_changed)),
+    ]
+    namespaces = options.namespaces()
+    # Their own connections: a watch holds one for minutes.
+    size = len(sources) * max(1, len(namespaces))
+    watches = Watches(
+        Kube(load_api_client(os.environ.get("KUBECONFIG"), size)), sources, namespaces
+    )
+    watches.start()
+    return watches
 
 
 def shutdown(memo: kopf.Memo) -> None:
-    memo.resync.stop()
-    memo.queue.shutdown(timeout=REQUEST_TIMEOUT)
+    if "watches" in memo:  # not if the start-up failed before them
+        memo.watches.close()
+    if "resync" in memo:  # not if it stopped while the watches listed
+        memo.resync.stop()
+    if "queue" in memo:
+        memo.queue.shutdown(timeout=REQUEST_TIMEOUT)
     memo.events.close()
 
 
@@ -97,9 +136,11 @@ class NoDiffBase(kopf.DiffBaseStorage):
         """Nothing to remember."""
 
 
-def metrics_text(reconcilers: Iterable[Reconciler], queue: WorkQueue) -> str:
+def metrics_text(reconcilers: Iterable[Reconciler], queue: WorkQueue, watches: Watches) -> str:
     """Both reconcilers' counters added up (their client and Metrics are shared)."""
     reconcilers = list(reconcilers)
     stats = sum((r.stats for r in reconcilers), queue.stats.copy())
     kube = reconcilers[0].kube
-    return metrics.exposition(stats, reconcilers[0].metrics, kube.writes, kube.dry_runs)
+    return metrics.exposition(
+        stats, reconcilers[0].metrics, kube.writes, kube.dry_runs, kube.reads, watches.counts()
+    )

@@ -1,0 +1,156 @@
+"""The children's watches (reconcile/watches.py) against a scripted API server: the store
+and its first listing, paging, events after the store, bookmarks, and the re-list of an
+expired watch with what changed meanwhile delivered."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from spyre_operator.reconcile.kube import ApiError
+from spyre_operator.reconcile.watches import SELECTOR, Source, Store, Watch, Watches
+
+
+def job(name: str, version: str, namespace: str = "ns") -> dict[str, Any]:
+    metadata = {"name": name, "namespace": namespace, "resourceVersion": version}
+    return {"metadata": metadata, "spec": {"template": {"x": 1}}, "status": {"active": 1}}
+
+
+def page(items: list[dict[str, Any]], version: str, token: str = "") -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": version, "continue": token}, "items": items}
+
+
+class Server:
+    """Answers the watch's LISTs and WATCHes from scripts, in order; sets `stop` when the
+    watch scripts run out. Records every request's query."""
+
+    def __init__(self, lists: list[Any], watches: list[Any], stop: threading.Event) -> None:
+        self.lists, self.watches, self.stop = lists, watches, stop
+        self.queries: list[dict[str, str]] = []
+        self.urls: list[str] = []
+
+    def request(self, method: str, url: str, query: dict[str, str]) -> dict[str, Any]:
+        self.queries.append(query)
+        self.urls.append(url)
+        if not self.lists:  # a request the test did not expect: end the watch
+            self.stop.set()
+            raise ApiError(418, "unexpected")
+        answer = self.lists.pop(0)
+        if isinstance(answer, ApiError):
+            raise answer
+        assert isinstance(answer, dict)
+        return answer
+
+    def watch(self, url: str, query: dict[str, str], timeout: float) -> Iterator[Any]:
+        self.queries.append(query)
+        self.urls.append(url)
+        if not self.watches:
+            self.stop.set()
+            return
+        script = self.watches.pop(0)
+        if isinstance(script, ApiError):
+            raise script
+        yield from script
+
+
+def run(lists: list[Any], watches: list[Any], namespace: str | None = None) -> Any:
+    """One Watch of Jobs through the scripts: (store, delivered events, server, received)."""
+    stop, store = threading.Event(), Store("jobs")
+    delivered: list[tuple[str | None, str, dict[str, Any] | None]] = []
+
+    def deliver(event_type: str | None, body: dict[str, Any]) -> None:
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        delivered.append((event_type, body["metadata"]["name"], store.get(key)))
+
+    server = Server(lists, watches, stop)
+    received: Counter[str] = Counter()
+    watch = Watch(
+        server, Source("Job", store, deliver), namespace, received, threading.Lock(), stop
+    )  # type: ignore[arg-type]
+    watch.run()
+    assert watch.synced.is_set() and not server.lists and not server.watches
+    assert {q["labelSelector"] for q in server.queries} == {SELECTOR}
+    where = f"namespaces/{namespace}/" if namespace else ""
+    assert set(server.urls) == {f"/apis/batch/v1/{where}jobs"}
+    return store, delivered, server, received
+
+
+def test_the_first_listing_fills_the_store_page_by_page_and_delivers_nothing() -> None:
+    lists = [page([job("a", "5")], "", token="t"), page([job("b", "6")], "9")]
+    store, delivered, server, received = run(lists, [])
+    assert delivered == []
+    assert sorted(e["metadata"]["name"] for e in store.values()) == ["a", "b"]
+    assert server.queries[1]["continue"] == "t"
+    assert server.queries[2]["resourceVersion"] == "9"  # the watch starts from the list's
+    assert server.queries[2]["allowWatchBookmarks"] == "true"
+    assert received == {"Job": 2}
+    # only what the reconciler reads is kept: no pod template
+    assert store.get(("ns", "a")) == {
+        "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "5"},
+        "spec": {},
+        "status": {"active": 1},
+    }
+
+
+def test_events_update_the_store_before_they_are_delivered_and_bookmarks_move_on() -> None:
+    events = [
+        {"type": "ADDED", "object": job("c", "10")},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
+        {"type": "DELETED", "object": job("a", "13")},
+    ]
+    store, delivered, server, received = run([page([job("a", "5")], "9")], [events])
+    assert [(t, n) for t, n, _ in delivered] == [("ADDED", "c"), ("DELETED", "a")]
+    assert delivered[0][2] is not None and delivered[1][2] is None  # the store, before
+    assert [e["metadata"]["name"] for e in store.values()] == ["c"]
+    assert server.queries[-1]["resourceVersion"] == "13"  # the next watch resumes there
+    assert received == {"Job": 3}  # a bookmark is not an object
+
+
+def test_an_expired_watch_lists_again_and_delivers_what_changed_meanwhile() -> None:
+    first = page([job("a", "5"), job("b", "5"), job("other", "5", namespace="elsewhere")], "9")
+    again = page([job("a", "5"), job("c", "20")], "21")  # b went, c came while away
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+    store, delivered, server, _ = run([first, again], [[gone]], namespace="ns")
+    assert sorted((t, n) for t, n, _ in delivered) == [("ADDED", "c"), ("DELETED", "b")]
+    assert sorted(e["metadata"]["name"] for e in store.values()) == ["a", "c", "other"]
+    assert server.queries[-1]["resourceVersion"] == "21"
+
+
+def test_a_410_at_the_start_of_a_watch_or_of_a_page_lists_again() -> None:
+    expired = ApiError(410, "Gone", {"message": "too old resource version"})
+    lists = [page([job("a", "5")], "9"), expired, page([job("a", "6")], "30")]
+    _, delivered, server, _ = run(lists, [expired])
+    assert [(t, n) for t, n, _ in delivered] == [("MODIFIED", "a")]
+    assert server.queries[-1]["resourceVersion"] == "30"
+
+
+def test_store_replace_reports_differences_in_its_namespace_only() -> None:
+    store = Store("jobs")
+    assert [t for t, _ in store.replace([job("a", "1"), job("x", "1", "other")])] == [
+        "ADDED",
+        "ADDED",
+    ]
+    events = store.replace([job("a", "1"), job("b", "2")], namespace="ns")
+    assert [(t, e["metadata"]["name"]) for t, e in events] == [("ADDED", "b")]
+    assert store.get(("other", "x")) is not None  # another namespace's watch owns it
+    assert store.replace([], namespace="ns") == [
+        ("DELETED", store_entry("a", "1")),
+        ("DELETED", store_entry("b", "2")),
+    ]
+
+
+def store_entry(name: str, version: str) -> dict[str, Any]:
+    metadata = {"name": name, "namespace": "ns", "resourceVersion": version}
+    return {"metadata": metadata, "spec": {}, "status": {"active": 1}}
+
+
+def test_wait_synced_returns_false_once_stopped() -> None:
+    class Never:
+        def request(self, *_: Any, **__: Any) -> dict[str, Any]:
+            raise ApiError(403, "Forbidden")
+
+    watches = Watches(Never(), [Source("Job", Store("jobs"), None)], ["ns"])  # type: ignore[arg-type]
+    watches.close()
+    assert watches.wait_synced() is False
