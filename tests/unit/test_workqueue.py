@@ -217,16 +217,29 @@ def test_a_run_that_asks_to_run_again_is_queued_then_not_before() -> None:
     clock.now += 59
     drain(q)
     assert runs == [1000.0]
-    q.add(A)  # an event meanwhile runs at once; the next heartbeat is counted from it
+    q.add(A)  # an event meanwhile runs at once; the sooner run asked for stays
     drain(q)
-    assert runs == [1000.0, 1059.0] and q.retry_in(A) == 60.0
-    clock.now += 59
-    drain(q)
-    assert runs == [1000.0, 1059.0]
+    assert runs == [1000.0, 1059.0] and q.retry_in(A) == 1.0
     clock.now += 1
     drain(q)
-    assert runs == [1000.0, 1059.0, 1119.0] and q.stats["requeues"] == 1
+    assert runs == [1000.0, 1059.0, 1060.0] and q.stats["requeues"] == 1
     assert q.retry_in(A) is None  # it asked for nothing more
+
+
+def test_a_run_that_asks_for_nothing_keeps_the_run_asked_for_before() -> None:
+    """The echo of a status write (a run that decides nothing) does not cancel the
+    retention's or the progress' run; a success cancels a retry."""
+    clock, answers = Clock(), [3600.0, None]
+
+    def handle(key: Key, copy: Copy) -> float | None:
+        return answers.pop(0)
+
+    q = WorkQueue(handle, Recorder().complain, clock=clock)
+    q.add(A)
+    drain(q)
+    q.add(A)
+    drain(q)
+    assert q.retry_in(A) == 3600.0
 
 
 def test_a_hot_key_does_not_starve_the_others() -> None:

@@ -150,8 +150,10 @@ class WorkQueue:
         with self._cond:
             self._running.discard(key)
             if err is None:
-                self._failures.pop(key, None)
-                self._due.pop(key, None)  # reconciled: the retry is moot
+                if self._failures.pop(key, None) is not None:
+                    self._due.pop(key, None)  # reconciled: the retry is moot
+                # A run asked for (a compile's progress, a retention) stays: a run that
+                # asks for none may be the echo of the one that asked (it decided nothing).
                 if again is not None:
                     self._run_at(key, self.clock() + again)
             else:
