@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from spyre_operator.reconcile import compiles
-from spyre_operator.reconcile.kube import KINDS, Kube
+from spyre_operator.reconcile.kube import KINDS, Kube, path
 from spyre_operator.reconcile.observe import job_view
 from spyre_operator.render import meta
 
@@ -64,9 +64,17 @@ class IndexedKube(Kube):
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         store = self.stores.get(KINDS[kind][1])
-        found = None if store is None else store.get((namespace, name))
-        if found is None and (store is None or not store.complete):
+        if store is None:
             return super().get(kind, namespace, name)
+        found = store.get((namespace, name))
+        if found is None and not store.complete:
+            # Not labelled (a user's claim): a LIST of that one name, which the role
+            # allows (list and watch claims, no get).
+            query = {"fieldSelector": f"metadata.name={name}"}
+            items: list[dict[str, Any]] = (
+                self.request("GET", path(kind, namespace), query=query).get("items") or []
+            )
+            return items[0] if items else None
         return found
 
 

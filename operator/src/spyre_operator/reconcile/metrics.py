@@ -122,7 +122,7 @@ def exposition(
         ),
         ("reconcile_retries_total", "Reconciles run again after a failure.", stats["retries"]),
         ("api_writes_total", "Writes to the API server, of every kind.", sum(writes.values())),
-        ("api_reads_total", "GETs of the reconciles (the watches not counted).", reads),
+        ("api_reads_total", "Reads (GET, LIST) of the reconciles; the watches not counted.", reads),
     ]
     lines: list[str] = []
     for name, help_text, value in counters:

@@ -40,8 +40,9 @@ class Store:
     """The objects of one kind, (namespace, name) -> what the reconciler reads of each
     (indexes.index_entry). `complete`: every object the reconciler may ask for is
     labelled, so a missing key means a missing object; a user's existing cache claim
-    (spec.cache.volume.claimName) is not labelled, so a PVC missing here is read with a
-    GET. Safe from any thread; the entries are shared: read them, never change them."""
+    (spec.cache.volume.claimName) is not labelled, so a PVC missing here is listed by
+    name (indexes.IndexedKube). Safe from any thread; the entries are shared: read them,
+    never change them."""
 
     def __init__(self, plural: str, complete: bool = True) -> None:
         self.plural, self.complete = plural, complete

@@ -77,7 +77,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     memo.watches = start_watches(memo.reconcilers, stores)
     port = options.metrics_port()
     if port:
-        metrics.serve(lambda: metrics_text(memo.reconcilers.values(), memo.queue, memo.watches), port)
+        metrics.serve(
+            lambda: metrics_text(memo.reconcilers.values(), memo.queue, memo.watches), port
+        )
     memo.watches.wait_synced()
     memo.queue.start(workers)
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
