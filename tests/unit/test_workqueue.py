@@ -323,3 +323,28 @@ def test_the_triggers_only_queue_a_model_with_its_copy_or_for_a_fresh_read() -> 
     triggers.model_event(reconcilers[KIND], "DELETED", body)  # still queued: reads afresh
     drain(q)
     assert rec.runs[-1] == (A, None)
+
+
+def test_the_resync_waits_for_what_triggers_queued_and_leaves_queued_keys_alone() -> None:
+    rec = Recorder()
+    q = queue(rec)
+    q.resync(A)
+    q.resync(B)
+    q.add(C)
+    q.resync(C)  # queued already: that run is as good
+    q.add(B, {"v": 1})  # a trigger: B runs with the others, not as a resync
+    drain(q)
+    assert rec.runs == [(C, None), (B, {"v": 1}), (A, None)]
+
+    def handler(key: Key, copy: Copy) -> None:
+        rec(key, copy)
+        q.resync(key)  # while it runs: nothing more
+
+    q.handle = handler
+    q.resync(A)
+    q.resync(A)
+    q.forget(B)
+    q.resync(B)
+    q.forget(B)  # deleted meanwhile: not run
+    drain(q)
+    assert rec.runs[3:] == [(A, None)]
