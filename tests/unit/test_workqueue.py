@@ -173,13 +173,19 @@ def test_a_failing_key_is_retried_with_a_doubling_pause_reset_by_a_success(
     assert q.retry_in(A) == 10 and rec.said[-1][2] is None
 
 
-def test_an_event_runs_a_failing_key_at_once_and_its_success_cancels_the_retry() -> None:
+def failed_once() -> tuple[WorkQueue, Recorder, Clock]:
+    """A queue whose key A failed once (its retry due in 10 s)."""
     clock, rec = Clock(), Recorder()
     q = queue(rec, clock)
     rec.failing[A] = 1
     q.add(A)
     q.process(block=False)
     assert q.retry_in(A) == 10
+    return q, rec, clock
+
+
+def test_an_event_runs_a_failing_key_at_once_and_its_success_cancels_the_retry() -> None:
+    q, rec, clock = failed_once()
     q.add(A, {"v": 2})  # its spec changed: no reason to wait
     assert q.process(block=False)
     assert rec.runs[-1] == (A, {"v": 2}) and q.retry_in(A) is None
@@ -188,11 +194,7 @@ def test_an_event_runs_a_failing_key_at_once_and_its_success_cancels_the_retry()
 
 
 def test_a_deleted_key_loses_its_retry_and_a_queued_run_reads_afresh() -> None:
-    clock, rec = Clock(), Recorder()
-    q = queue(rec, clock)
-    rec.failing[A] = 1
-    q.add(A)
-    q.process(block=False)
+    q, rec, clock = failed_once()
     q.add(A, {"v": 1})
     q.forget(A)  # its DELETED event
     assert (q.retry_in(A), q.failures(A)) == (None, 0)
@@ -363,3 +365,28 @@ def test_the_triggers_only_queue_a_model_with_its_copy_or_for_a_fresh_read() -> 
     triggers.model_event(reconcilers[KIND], "DELETED", body)  # still queued: reads afresh
     drain(q)
     assert rec.runs[-1] == (A, None)
+
+
+def test_the_resync_waits_for_what_triggers_queued_and_leaves_queued_keys_alone() -> None:
+    rec = Recorder()
+    q = queue(rec)
+    q.resync(A)
+    q.resync(B)
+    q.add(C)
+    q.resync(C)  # queued already: that run is as good
+    q.add(B, {"v": 1})  # a trigger: B runs with the others, not as a resync
+    drain(q)
+    assert rec.runs == [(C, None), (B, {"v": 1}), (A, None)]
+
+    def handler(key: Key, copy: Copy) -> None:
+        rec(key, copy)
+        q.resync(key)  # while it runs: nothing more
+
+    q.handle = handler
+    q.resync(A)
+    q.resync(A)
+    q.forget(B)
+    q.resync(B)
+    q.forget(B)  # deleted meanwhile: not run
+    drain(q)
+    assert rec.runs[3:] == [(A, None)]

@@ -24,7 +24,8 @@ class Resync(threading.Thread):
     """Every `period` seconds, each SpyreModel and SpyreCache the operator watches
     (`keys()`, read at the start of each pass) is queued once, spread evenly over the period:
     key i of n at i * period / n, so the reconciles of a pass (and their API reads) come at
-    n / period per second instead of all at once. The first pass starts one period after
+    n / period per second instead of all at once (`add`: WorkQueue.resync, behind what the
+    triggers queued). The first pass starts one period after
     the start (the start-up listing reconciled everything). `clock` and `wait` (returns
     True once stopped) are injectable for tests."""
 

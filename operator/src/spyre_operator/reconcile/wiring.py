@@ -84,7 +84,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     memo.queue.start(workers)
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.resync = Resync(
-        functools.partial(watched_keys, watched), memo.queue.add, options.resync_seconds()
+        functools.partial(watched_keys, watched), memo.queue.resync, options.resync_seconds()
     )
     memo.resync.start()
 

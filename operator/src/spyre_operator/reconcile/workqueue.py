@@ -8,6 +8,8 @@ that fails is retried after a pause that doubles with each failure in a row (10 
 `retry_delay`), reset by a success; an event in between runs the key at once all the same
 (its data changed, so the reconcile may well pass now), and a success cancels the retry.
 
+The resync's keys run only when no key a trigger queued waits.
+
 An event brings the object's latest copy: a run of a key that only events queued
 reconciles from that copy (no GET, and the echo of the reconciler's own status write is
 recognised); any other trigger (a child, the resync, a retry) makes the run read it afresh.
@@ -62,6 +64,8 @@ class WorkQueue:
         self.stats: Counter[str] = Counter()
         self._cond = threading.Condition()
         self._ready: deque[Key] = deque()  # waiting to run, first come first
+        self._resyncs: set[Key] = set()  # the resync's keys: run when none of _ready waits
+        self._later: deque[Key] = deque()  # their order (keys no longer in _resyncs skipped)
         self._copies: dict[Key, Copy] = {}  # of the keys in _ready, or dirty ones
         self._running: set[Key] = set()
         self._dirty: set[Key] = set()  # added while running: runs again after
@@ -78,7 +82,20 @@ class WorkQueue:
         with self._cond:
             self._add(key, copy)
 
+    def resync(self, key: Key) -> None:
+        """Queue `key` for the resync (never blocks), behind every key a trigger queued: a
+        worker takes it only when none of those waits, so the resync never slows what
+        events ask for. A key already queued or running is left as it is (that run
+        reconciles it as well)."""
+        with self._cond:
+            if key in self._copies or key in self._running or key in self._resyncs:
+                return
+            self._resyncs.add(key)
+            self._later.append(key)
+            self._cond.notify()
+
     def _add(self, key: Key, copy: Copy) -> None:
+        self._resyncs.discard(key)  # a trigger's add takes its place among the others
         queued = key in self._copies
         # A later copy replaces an earlier one; once a trigger wants a fresh read, the run
         # reads afresh (a copy could be the echo of a status write and skip the run).
@@ -95,6 +112,7 @@ class WorkQueue:
         with self._cond:
             self._failures.pop(key, None)
             self._due.pop(key, None)
+            self._resyncs.discard(key)
             if key in self._copies:
                 self._copies[key] = None
 
@@ -122,6 +140,12 @@ class WorkQueue:
                     key = self._ready.popleft()
                     self._running.add(key)
                     return key, self._copies.pop(key)
+                while self._later:
+                    key = self._later.popleft()
+                    if key in self._resyncs:  # else: a trigger queued it since
+                        self._resyncs.discard(key)
+                        self._running.add(key)
+                        return key, None
                 if not block:
                     return None
                 wait = self._timers[0][0] - self.clock() if self._timers else None
