@@ -42,9 +42,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     workers = options.workers()
     settings.execution.max_workers = workers
     api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4)
-    stores = {plural: Store(plural) for plural in ("jobs", "deployments", "services")}
-    stores["networkpolicies"] = Store("networkpolicies")
-    stores["persistentvolumeclaims"] = Store("persistentvolumeclaims", complete=False)
+    stores = {  # a user's cache claim is not labelled: not every PVC is in the store
+        plural: Store(plural, complete=plural != "persistentvolumeclaims")
+        for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim"))
+    }
     kube = IndexedKube(api, stores)
     memo.events = EventPoster(kube)
     limits = compiles.Limits(*options.compile_limits())
