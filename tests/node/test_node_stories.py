@@ -528,7 +528,10 @@ def test_an_unused_key_is_removed_from_the_volume_by_a_real_clean_up_job(
             return not found and not (folder / key).exists()
 
         cluster.wait("the clean-up Job removed the key and its entry went", cleaned)
-        assert not cluster.kubectl("get", cleanup, "--ignore-not-found", "-o", "name")
+        cluster.wait(
+            "the garbage collector took the clean-up Job",
+            lambda: not cluster.kubectl("get", cleanup, "--ignore-not-found", "-o", "name"),
+        )
         # the keys still served, the weights and the other key stay (the unused keys of
         # earlier stories may go: their entries clean them up too)
         used = {m["status"].get("activeCacheKey") for m in cluster.get("sm")["items"]}
