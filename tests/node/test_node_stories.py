@@ -347,7 +347,9 @@ def test_two_models_with_the_same_compile_config_share_one_compile(cluster: Clus
     assert twin["activeCacheKey"] == cluster.status()["activeCacheKey"]
     assert cluster.jobs() == jobs
     job = cluster.get(f"job/{twin['cache']['jobName']}")
-    assert {o["name"] for o in job["metadata"]["ownerReferences"]} == {FIRST, "twin"}
+    entry = "spyre-cache-" + job["metadata"]["labels"]["serving.spyre.dev/cache-key"]
+    owners = {(o["kind"], o["name"]) for o in job["metadata"]["ownerReferences"]}
+    assert owners == {("SpyreModel", FIRST), ("SpyreModel", "twin"), ("SpyreCache", entry)}
     assert cluster.answer(*cluster.service("twin"))
 
 
