@@ -413,24 +413,6 @@ class Bench:
 
 MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
 RESYNC_SAMPLE = 2000  # reconciles of a resync pass counted (a whole pass of 10,000 is long)
-CONTAINER = {"name": "c", "image": "registry.invalid/none:1", "command": ["true"]}
-
-
-def unrelated(kind: str, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
-    """A Pod, Job or PVC that is not the operator's (unless `labels` say it is)."""
-    metadata = {"name": name, "namespace": namespace, "labels": labels}
-    pod = {
-        "restartPolicy": "Never",
-        "containers": [CONTAINER],
-        "automountServiceAccountToken": False,
-    }
-    if kind == "Pod":
-        return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "spec": pod}
-    if kind == "Job":
-        spec = {"template": {"spec": pod}}
-        return {"apiVersion": "batch/v1", "kind": kind, "metadata": metadata, "spec": spec}
-    claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "spec": claim}
 
 
 def scale(bench: Bench, models: int, others: int, burst: int) -> None:
@@ -440,12 +422,17 @@ def scale(bench: Bench, models: int, others: int, burst: int) -> None:
     spaces = [bench.namespace(f"other-{i}") for i in range(10)]
     half, claims = others // 2, others // 10
     kinds = ["Pod"] * half + ["Job"] * (others - half) + ["PersistentVolumeClaim"] * claims
-    objects = [unrelated(kind, spaces[i % 10], f"u{i}", {"a": "b"}) for i, kind in enumerate(kinds)]
+    objects = [
+        simulate.unrelated_object(kind, spaces[i % 10], f"u{i}", {"a": "b"})
+        for i, kind in enumerate(kinds)
+    ]
     before, started = bench.received(), time.monotonic()
     bench.post_all(objects)
     posted = time.monotonic() - started
     markers = ("Pod", "Job", "PersistentVolumeClaim")
-    bench.post_all(unrelated(kind, spaces[0], "marker", MANAGED) for kind in markers)
+    bench.post_all(
+        simulate.unrelated_object(kind, spaces[0], "marker", MANAGED) for kind in markers
+    )
     wait(lambda: bench.received() >= before + 3, "the three labelled objects")
     got = bench.received() - before - 3
     print(f"{len(objects)} unrelated Pods/Jobs/PVCs posted in {posted:.0f} s ", end="")

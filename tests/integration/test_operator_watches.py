@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cluster_sim import (  # noqa: F401 (fixtures)
@@ -29,19 +28,6 @@ pytestmark = pytest.mark.integration
 MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
 RECEIVED = "spyre_operator_watch_events_total"
 KINDS = ("Pod", "Job", "PersistentVolumeClaim")
-
-
-def an_object(kind: str, namespace: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
-    metadata = {"name": name, "namespace": namespace, "labels": labels}
-    pod = {"restartPolicy": "Never", "containers": [{"name": "c", "image": "none:1"}]}
-    pod["automountServiceAccountToken"] = False
-    if kind == "Pod":
-        return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "spec": pod}
-    if kind == "Job":
-        spec = {"template": {"spec": pod}}
-        return {"apiVersion": "batch/v1", "kind": kind, "metadata": metadata, "spec": spec}
-    claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "spec": claim}
 
 
 @pytest.fixture
@@ -72,12 +58,12 @@ def test_unlabelled_objects_never_reach_the_operator(
         assert sum(received(operator.metrics()).values()) == 0
         for i, ns in enumerate([watched, also, other] * 10):
             for kind in KINDS:
-                create(kube, an_object(kind, ns, f"u{i}", {"app": "unrelated"}))
+                create(kube, simulate.unrelated_object(kind, ns, f"u{i}", {"app": "unrelated"}))
         # Then one labelled object of each kind in each watched namespace: once the
         # operator has them, it has what the API server sent before them (in order).
         for ns in (watched, also):
             for kind in KINDS:
-                create(kube, an_object(kind, ns, "marker", MANAGED))
+                create(kube, simulate.unrelated_object(kind, ns, "marker", MANAGED))
         expected = {f'{RECEIVED}{{kind="{kind}"}}': 2.0 for kind in KINDS}
         wait_for(lambda: received(operator.metrics()) == expected, "the six labelled objects")
 
@@ -95,7 +81,7 @@ def test_unlabelled_objects_never_reach_the_operator(
 def test_an_existing_unlabelled_claim_is_used_not_created(
     kube: Kube, namespace: str, kubeconfig: Path, tmp_path: Path
 ) -> None:
-    create(kube, an_object("PersistentVolumeClaim", namespace, "mine", {}))
+    create(kube, simulate.unrelated_object("PersistentVolumeClaim", namespace, "mine", {}))
     doc = model(namespace, "m", example())
     doc["spec"]["cache"] = {"volume": {"claimName": "mine", "create": True}}
     with running_operator(kubeconfig, namespace, tmp_path / "operator.log") as operator:

@@ -301,3 +301,21 @@ def crash_serving_pod(kube: Kube, namespace: str, name: str, message: str, exit_
     container |= {"lastState": {"terminated": terminated}, "restartCount": 3}
     status = {"phase": "Running", "containerStatuses": [container]}
     kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": status}, sub="status")
+
+
+def unrelated_object(
+    kind: str, namespace: str, name: str, labels: dict[str, str]
+) -> dict[str, Any]:
+    """A Pod, Job or PVC that is not the operator's (unless `labels` say it is): what a busy
+    cluster has around the SpyreModels (the watches' tests and the scale benchmark)."""
+    metadata = {"name": name, "namespace": namespace, "labels": labels}
+    container = {"name": "c", "image": "registry.invalid/none:1", "command": ["true"]}
+    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    pod["automountServiceAccountToken"] = False  # no token mounted for a pod nothing runs
+    if kind == "Pod":
+        return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "spec": pod}
+    if kind == "Job":
+        spec = {"template": {"spec": pod}}
+        return {"apiVersion": "batch/v1", "kind": kind, "metadata": metadata, "spec": spec}
+    claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "spec": claim}
