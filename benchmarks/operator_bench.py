@@ -478,6 +478,9 @@ def scale(bench: Bench, models: int, others: int, burst: int) -> None:
         f"{options.DEFAULT_RESYNC:g} s period; measured {(reads + writes) / seconds:.0f}/s "
         f"({reconciles / seconds:.0f} reconciles/s)"
     )
+    wrote = {k: v for k, v in delta.items() if k.startswith("spyre_operator_api_requests") and v}
+    if wrote:
+        print(f"  the writes: {wrote}")
 
 
 def main() -> int:
