@@ -323,10 +323,11 @@ def _json_or_none(text: str) -> dict[str, Any] | None:
 
 
 def server(cases: list[tuple[str, str]], wait_seconds: float, directory: Path) -> int:
-    from cluster_sim import install_crd, kube_for
+    from cluster_sim import kube_for
     from urllib3.exceptions import ReadTimeoutError
 
     from spyre_operator.api.validation import InvalidSpec, parse
+    from spyre_operator.local import simulate
     from spyre_operator.local.controlplane import ControlPlane, free_port
     from spyre_operator.local.operator_process import OperatorProcess
     from spyre_operator.reconcile.kube import ApiError, path
@@ -337,7 +338,7 @@ def server(cases: list[tuple[str, str]], wait_seconds: float, directory: Path) -
     operator = None
     try:
         kube = kube_for(plane.kubeconfig)
-        install_crd(kube)
+        simulate.install_crds(kube)
         args = ["run", "--metrics-port", str(free_port())]
         operator = OperatorProcess(args, plane.kubeconfig, directory / "operator.log")
         answers: Counter[str] = Counter()

@@ -52,8 +52,6 @@ import yaml
 from kubernetes import client, watch
 from urllib3.exceptions import ProtocolError
 
-from spyre_operator.api.crd import build_cache_crd, build_crd
-from spyre_operator.api.names import CACHE_CRD_NAME, CRD_NAME
 from spyre_operator.api.validation import parse
 from spyre_operator.local import simulate
 from spyre_operator.local.controlplane import ControlPlane, free_port
@@ -147,7 +145,7 @@ class Bench:
         self.api = load_api_client(str(self.plane.kubeconfig))
         self.kube = Kube(self.api)
         try:
-            self._install_crd()
+            simulate.install_crds(self.kube, TIMEOUT)
         except BaseException:
             self.plane.down()
             raise
@@ -155,26 +153,6 @@ class Bench:
         self.port = free_port()
         self.operator: OperatorProcess | None = None
         self.doc = yaml.safe_load(EXAMPLE.read_text())
-
-    def _install_crd(self) -> None:
-        """Both CRDs: without SpyreCaches' the inventory entries fail to be written."""
-        for name, crd in ((CRD_NAME, build_crd()), (CACHE_CRD_NAME, build_cache_crd())):
-            url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-            self.kube.request(
-                "PATCH",
-                url,
-                crd,
-                content_type="application/apply-patch+yaml",
-                query={"fieldManager": "bench", "force": "true"},
-            )
-
-            def established(url: str = url) -> bool:
-                conditions = self.kube.request("GET", url).get("status", {}).get("conditions")
-                return any(
-                    c["type"] == "Established" and c["status"] == "True" for c in conditions or []
-                )
-
-            wait(established, f"CRD {name}")
 
     def start_operator(self, resync: float) -> None:
         args = ["run", "--metrics-port", str(self.port), "--resync-seconds", str(resync)]

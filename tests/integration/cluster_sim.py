@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from spyre_operator.api.crd import build_cache_crd, build_crd
 from spyre_operator.api.validation import parse
 from spyre_operator.local import simulate
 from spyre_operator.local.controlplane import free_port
@@ -33,25 +32,6 @@ T = TypeVar("T")
 
 def kube_for(kubeconfig: Path) -> Kube:
     return Kube(load_api_client(str(kubeconfig)))
-
-
-def install_crd(kube: Kube) -> None:
-    """Server-side apply of the generated CRDs; waits until they are served."""
-    for crd in (build_crd(), build_cache_crd()):
-        url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
-        kube.request(
-            "PATCH",
-            url,
-            crd,
-            content_type="application/apply-patch+yaml",
-            query={"fieldManager": "tests", "force": "true"},
-        )
-
-        def established(url: str = url) -> bool:
-            conditions = kube.request("GET", url).get("status", {}).get("conditions") or []
-            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-        wait_for(established, f"the CRD {crd['metadata']['name']} is established")
 
 
 def wait_for(probe: Callable[[], T | None], what: str, timeout: float = TIMEOUT) -> T:
@@ -177,7 +157,7 @@ def running_operator(
     """The operator for one test namespace (more `flags` of `spyre-operator run`); its log
     is printed when the test fails."""
     kube = kube_for(kubeconfig)
-    install_crd(kube)
+    simulate.install_crds(kube)
     operator = Operator(kubeconfig, namespace, log, resync, *flags)
     try:
         yield operator

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_sim import install_crd, kube_for, wait_for
+from cluster_sim import kube_for, wait_for
 
 from spyre_operator.api.names import API_VERSION, KIND
+from spyre_operator.local import simulate
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +25,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 @pytest.fixture(scope="module")
 def crd(kubeconfig: Path) -> None:
-    install_crd(kube_for(kubeconfig))
+    simulate.install_crds(kube_for(kubeconfig))
 
 
 def valid(name: str, **spec: Any) -> dict[str, Any]:

@@ -26,11 +26,12 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_sim import ROOT, condition, free_port, install_crd, kube_for, wait_for, wait_phase
+from cluster_sim import ROOT, condition, free_port, kube_for, wait_for, wait_phase
 from cryptography import x509
 
 from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, PLURAL, VERSION
 from spyre_operator.api.validation import review, validate
+from spyre_operator.local import simulate
 from spyre_operator.local.operator_process import OperatorProcess
 from spyre_operator.reconcile.kube import ApiError, Kube, path
 from spyre_operator.webhook import certs
@@ -142,7 +143,7 @@ class Webhooked:
 @pytest.fixture(scope="module")
 def hooked(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhooked]:
     kube = kube_for(kubeconfig)
-    install_crd(kube)
+    simulate.install_crds(kube)
     log = tmp_path_factory.mktemp("webhook") / "operator.log"
     running = Webhooked(kubeconfig, kube, log)
     try:

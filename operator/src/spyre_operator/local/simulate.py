@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from spyre_operator.api.crd import build_cache_crd, build_crd
 from spyre_operator.reconcile.conditions import now_rfc3339
 from spyre_operator.reconcile.kube import ApiError, Kube
 from spyre_operator.render import meta
@@ -319,3 +320,23 @@ def unrelated_object(
         return {"apiVersion": "batch/v1", "kind": kind, "metadata": metadata, "spec": spec}
     claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
     return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "spec": claim}
+
+
+def install_crds(kube: Kube, timeout: float = 90.0) -> None:
+    """Server-side apply of the generated CRDs (SpyreModel and SpyreCache); waits until
+    they are served."""
+    for crd in (build_crd(), build_cache_crd()):
+        url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        kube.request(
+            "PATCH",
+            url,
+            crd,
+            content_type="application/apply-patch+yaml",
+            query={"fieldManager": "spyre-tests", "force": "true"},
+        )
+
+        def established(url: str = url) -> bool:
+            conditions = kube.request("GET", url).get("status", {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+        poll_until(established, f"the CRD {crd['metadata']['name']} is established", timeout)
