@@ -96,6 +96,12 @@ def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> lis
     return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
 
 
+def _by_kind(name: str, help_text: str, counts: dict[str, int]) -> list[str]:
+    """A counter family with one sample per kind."""
+    samples = [f'{name}{{kind="{k}"}} {n}' for k, n in sorted(counts.items())]
+    return _family(name, "counter", help_text, samples)
+
+
 def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -141,17 +147,15 @@ def exposition(
         verb, kind = request.split(" ", 1)
         requests.append(f'{p}_api_requests_total{{verb="{verb}",kind="{kind}"}} {count}')
     lines += _family(f"{p}_api_requests_total", "counter", "Writes by verb and kind.", requests)
-    lines += _family(
+    lines += _by_kind(
         f"{p}_dry_runs_total",
-        "counter",
         "Children dry-run (dryRun=All) before a download or compile starts, by kind.",
-        [f'{p}_dry_runs_total{{kind="{k}"}} {n}' for k, n in sorted(dry_runs.items())],
+        dry_runs,
     )
-    lines += _family(
+    lines += _by_kind(
         f"{p}_watch_events_total",
-        "counter",
         "Objects the watches of the children received (listed or in an event), by kind.",
-        [f'{p}_watch_events_total{{kind="{k}"}} {n}' for k, n in sorted(received.items())],
+        received,
     )
     lines += _family(
         f"{p}_reconcile_duration_seconds", "histogram", "Time of one reconcile.", reconcile
