@@ -25,6 +25,7 @@ from typing import Any
 
 from spyre_operator.reconcile.indexes import index_entry
 from spyre_operator.reconcile.kube import KINDS, ApiError, Kube, path
+from spyre_operator.reconcile.workqueue import retry_delay
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ class Watch(threading.Thread):
                 version = None
             except Exception as err:  # the API server away, a timeout, a refusal (RBAC)
                 failures += 1
-                pause = min(LONGEST_PAUSE, FIRST_PAUSE * 2 ** (failures - 1))
+                pause = retry_delay(FIRST_PAUSE, failures, LONGEST_PAUSE)
                 log.warning("%s: %s (again in %gs)", self.name, err, pause)
                 self.stop.wait(pause)
 

@@ -33,10 +33,10 @@ RETRY_SECONDS = 10.0  # pause before a failed run is retried, doubled per failur
 MAX_RETRY_SECONDS = 300.0
 
 
-def retry_delay(first: float, failures: int) -> float:
-    """`first` after one failure, doubling with each one after it, at most
-    MAX_RETRY_SECONDS (so a write that keeps failing does not load the API server)."""
-    return min(first * 2 ** min(failures - 1, 30), max(first, MAX_RETRY_SECONDS))
+def retry_delay(first: float, failures: int, longest: float = MAX_RETRY_SECONDS) -> float:
+    """`first` after one failure, doubling with each one after it, at most `longest` (so
+    a write, or a watch, that keeps failing does not load the API server)."""
+    return min(first * 2 ** min(failures - 1, 30), max(first, longest))
 
 
 class Complain(Protocol):
