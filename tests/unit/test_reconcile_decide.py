@@ -163,13 +163,13 @@ def test_create_makes_pvc_and_job_and_waits_for_the_cache() -> None:
     obj = body()
     plan = step(obj, pvc_exists=False)
     kinds = [(a.verb, a.obj["kind"]) for a in plan.actions]
-    assert kinds == [
-        ("create", "PersistentVolumeClaim"),
-        ("create", "Job"),
-        ("create", "SpyreCache"),
-    ]
-    pvc, compile_job, entry = (a.obj for a in plan.actions)
+    assert kinds == [("create", "PersistentVolumeClaim"), ("create", "Job")]
+    assert plan.deferred == []  # the inventory entry: once the Job is seen
+    pvc, compile_job = (a.obj for a in plan.actions)
     assert "ownerReferences" not in pvc["metadata"]  # the cache outlives every SpyreModel
+    seen = step(obj, pvc_exists=True, job=job_view(job(obj), []))
+    assert seen.actions == []
+    (entry,) = (a.obj for a in seen.deferred)
     # the key's inventory entry: owned by no one, it outlives the SpyreModel too
     assert "ownerReferences" not in entry["metadata"] and meta.is_inventory(entry)
     (ref,) = compile_job["metadata"]["ownerReferences"]
@@ -347,7 +347,7 @@ def test_new_cache_key_compiles_while_the_old_deployment_keeps_serving() -> None
     new_key = cache_key(parse(changed).spec)
     plan = step(changed, **(kwargs | {"job": None}))
     kinds = [(a.verb, a.obj["kind"]) for a in plan.actions]
-    assert kinds == [("create", "Job"), ("create", "SpyreCache")]
+    assert kinds == [("create", "Job")]
     assert plan.status.to_k8s()["activeCacheKey"] == status["activeCacheKey"] != new_key
     assert plan.status.to_k8s()["targetCacheKey"] == new_key
     assert cond(plan, "Progressing") == ("True", "CompilingNewCache")
@@ -442,7 +442,7 @@ def test_second_spyremodel_with_the_same_key_joins_the_job() -> None:
         }
     ]
     plan = step(obj, pvc_exists=True, job=job_view(job(obj, owners=other), []))
-    action, entry = plan.actions
+    (action,), (entry,) = plan.actions, plan.deferred
     assert action.verb == "add-owner"
     assert action.obj["ref"]["uid"] == UID and action.obj["ref"]["controller"] is False
     assert "resourceVersion" not in action.obj["metadata"]  # compiling: no clean-up near
@@ -450,7 +450,7 @@ def test_second_spyremodel_with_the_same_key_joins_the_job() -> None:
     # once the entry owns the Job, joining it is all
     listed = [*other, {"kind": "SpyreCache", "name": entry.obj["metadata"]["name"], "uid": "c"}]
     plan = step(obj, pvc_exists=True, job=job_view(job(obj, owners=listed), []))
-    assert [a.verb for a in plan.actions] == ["add-owner"]
+    assert [a.verb for a in plan.actions] == ["add-owner"] and plan.deferred == []
 
 
 def test_recorded_cache_survives_a_deleted_job() -> None:
@@ -640,8 +640,9 @@ def test_resolved_weights_compile_the_key_of_the_commit() -> None:
     spec = parse(obj).spec
     key = cache_key(spec, COMMIT)
     assert key != cache_key(spec)  # the commit, not "main", is in the key
-    create, entry = plan.actions
+    (create,) = plan.actions
     assert create.obj["metadata"]["name"] == meta.compile_job_name(key)
+    (entry,) = step(obj, pvc_exists=True, job=job_view(job(obj), [])).deferred
     assert entry.obj["spec"]["model"]["revision"] == COMMIT  # pinned: the same key
     assert plan.status.to_k8s()["weights"] == {
         "jobName": weights_job_name(spec),
@@ -724,7 +725,7 @@ def test_a_moved_revision_is_resolved_again_only_on_request() -> None:
     summary = WEIGHTS_OK | {"commit": moved, "downloaded": True}
     obj = body(GRANITE_MAIN, **again.status.to_k8s())
     plan = step(obj, **kwargs | weights_done(obj, summary) | {"job": None})
-    create, _entry = plan.actions
+    (create,) = plan.actions
     assert create.obj["metadata"]["name"] == meta.compile_job_name(
         cache_key(parse(obj).spec, moved)
     )
@@ -810,8 +811,8 @@ def test_the_inventory_entry_computes_the_key_of_the_model_that_made_it(
     """Its revision pinned to the commit the model compiled: the same key, the same Job,
     and no download of its own."""
     obj = body(spec_patch)
-    plan = step(obj, pvc_exists=True)
-    (made,) = [a.obj for a in plan.actions if a.obj["kind"] == CACHE_KIND]
+    plan = step(obj, pvc_exists=True, job=job_view(job(obj), []))
+    (made,) = [a.obj for a in plan.deferred if a.obj["kind"] == CACHE_KIND]
     key = plan.status.to_k8s()["targetCacheKey"]
     assert made["metadata"]["name"] == meta.inventory_name(key)
     entry = copy.deepcopy(made) | {"metadata": made["metadata"] | {"uid": "uid-e"}}

@@ -19,6 +19,7 @@ from spyre_operator.reconcile.conditions import Event, find
 from spyre_operator.reconcile.engine import Reconciler, complain
 from spyre_operator.reconcile.kube import ApiError, Kube
 from spyre_operator.reconcile.workqueue import WorkQueue
+from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit
 
@@ -282,8 +283,11 @@ def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> No
     assert kube.writes["POST Job"] == 2
     (_, reason, message) = (events[-1].type, events[-1].reason, events[-1].message)
     assert reason == "Compiling" and "in Job spyre-compile-" in message
-    writes, count = kube.total_writes(), len(events)
+    assert kube.writes["POST SpyreCache"] == 0  # its inventory entry: once the Job is seen
     rec.reconcile(NS, "micro-granite-cpu")
+    assert kube.writes["POST SpyreCache"] == 1 and events[-1].reason == "CreatedCacheEntry"
+    writes, count = kube.total_writes(), len(events)
+    rec.reconcile(NS, "micro-granite-cpu")  # the entry has not joined the Job: not made again
     assert (kube.total_writes(), len(events)) == (writes, count)
 
     finish(kube, "compile", {"ok": True, "seconds": 9})
@@ -849,3 +853,55 @@ def test_a_failed_clean_up_is_said_and_the_entry_stays(
     assert (status["phase"], degraded["reason"]) == ("Failed", "CleanupFailed")
     assert "is a symlink" in degraded["message"] and "Delete this SpyreCache" in degraded["message"]
     assert kube.get(CACHE_KIND, NS, entry) is not None
+
+
+def test_the_inventory_entry_waits_while_other_reconciles_wait(kube: FakeKube) -> None:
+    """A burst's compile Jobs go first: the entry is made by a pass in the queue's low lane."""
+    rec, events = reconciler(kube)
+    run(rec)
+    finish_weights(kube)
+    run(rec)  # the compile Job
+    assert rec.queue is not None
+    rec.queue.add(("SpyreModel", NS, "other"))  # a burst: another key waits
+    rec.reconcile(NS, "micro-granite-cpu")  # the Job seen, the entry not made: later
+    assert kube.writes["POST SpyreCache"] == 0
+    assert rec.queue.process(block=False)  # "other" first (it is gone: nothing to do)
+    assert kube.writes["POST SpyreCache"] == 0
+    assert rec.queue.process(block=False)  # then the low lane
+    assert kube.writes["POST SpyreCache"] == 1 and events[-1].reason == "CreatedCacheEntry"
+    assert not rec.queue.process(block=False)
+
+
+def test_a_missing_spyrecache_crd_is_said_once_skipped_and_tried_again_later(
+    kube: FakeKube, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No inventory without the SpyreCache kind: one WARNING, no Degraded, the model goes
+    on; the entry is tried again `UNSERVED_SECONDS` later (the CRD may be installed)."""
+    clock = Clock()
+    rec = Reconciler(kube, Sink(), clock=lambda: "T", unserved=engine.Unserved(clock))
+    kube.refuse, kube.refusal = {CACHE_KIND}, ApiError(404, "NotFound", {"details": {}})
+    finish_compile(kube, rec)
+    with caplog.at_level("INFO", logger="spyre_operator.reconcile.engine"):
+        for _ in range(3):
+            rec.reconcile(NS, "micro-granite-cpu")
+        assert kube.writes["POST SpyreCache"] == 1
+        status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
+        assert status["phase"] == "Starting"
+        assert find(status["conditions"], "Degraded")["status"] == "False"
+        clock.now += engine.UNSERVED_SECONDS
+        rec.reconcile(NS, "micro-granite-cpu")  # tried again: still missing, said once
+        assert kube.writes["POST SpyreCache"] == 2
+        warned = [r for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warned) == 1 and "does not serve SpyreCache" in warned[0].message
+        kube.refuse = set()  # the CRD installed
+        clock.now += engine.UNSERVED_SECONDS
+        rec.reconcile(NS, "micro-granite-cpu")
+    assert kube.get(CACHE_KIND, NS, meta.inventory_name(status["targetCacheKey"])) is not None
+    assert any("serves SpyreCache now" in r.message for r in caplog.records)
+
+
+def test_a_404_names_a_missing_kind_unless_it_names_the_namespace() -> None:
+    gone = {"details": {"name": "ns", "kind": "namespaces"}, "message": 'namespaces "ns" not found'}
+    assert ApiError(404, "NotFound", {"details": {}}).kind_unserved
+    assert not ApiError(404, "NotFound", gone).kind_unserved
+    assert not ApiError(409, "AlreadyExists").kind_unserved

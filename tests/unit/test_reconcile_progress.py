@@ -161,6 +161,7 @@ def test_a_running_compile_is_reconciled_again_for_its_progress_an_idle_model_is
     assert rec.reconcile(NS, MODEL) is None  # the weights Job
     finish_weights(kube)
     assert rec.reconcile(NS, MODEL) is None  # the compile Job is created: no pod yet
+    assert rec.reconcile(NS, MODEL) is None  # the Job seen: its key's inventory entry
     (job,) = [o for (k, _, n), o in kube.objects.items() if k == "Job" and "-compile-" in n]
     job["status"] = {"active": 1}
     name = job["metadata"]["name"]

@@ -16,6 +16,7 @@ from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.kube import Kube
 from spyre_operator.reconcile.triggers import Resync, watched_keys
 from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
+from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit
 
@@ -390,3 +391,75 @@ def test_the_resync_waits_for_what_triggers_queued_and_leaves_queued_keys_alone(
     q.forget(B)  # deleted meanwhile: not run
     drain(q)
     assert rec.runs[3:] == [(A, None)]
+
+
+def test_a_key_put_later_waits_for_the_triggered_ones_and_runs_after_its_own_run() -> None:
+    """The low lane for a key's inventory entry: behind every key a trigger queued; a
+    key put there while it runs runs once more after (that run decided before)."""
+    rec = Recorder()
+    q = queue(rec)
+    q.later(A)
+    q.add(B)
+    assert not q.idle()
+    q.add(C, {"v": 1})
+    q.later(C)  # queued already: that run is as good
+    drain(q)
+    assert rec.runs == [(B, None), (C, {"v": 1}), (A, None)] and q.idle()
+
+    def handler(key: Key, copy: Copy) -> None:
+        rec(key, copy)
+        if len(rec.runs) == 4:  # while A runs: A later, and B by a trigger
+            q.later(A)
+            q.add(B)
+
+    q.handle = handler
+    q.add(A)
+    drain(q)
+    assert rec.runs[3:] == [(A, None), (B, None), (A, None)]  # A again, after B
+
+    def added_meanwhile(key: Key, copy: Copy) -> None:
+        rec(key, copy)
+        if len(rec.runs) == 7:
+            q.later(A)
+            q.add(A, {"v": 2})  # a trigger as well: one run more, not two
+
+    q.handle = added_meanwhile
+    q.add(A)
+    drain(q)
+    assert rec.runs[6:] == [(A, None), (A, {"v": 2})]
+    q.handle = handler
+    q.later(B)
+    q.forget(B)  # deleted meanwhile: not run
+    drain(q)
+    assert len(rec.runs) == 8
+
+
+def test_a_new_compile_job_without_its_entry_has_its_owners_reconciled_later() -> None:
+    rec = Recorder()
+    q = queue(rec)
+    kube = Kube(api=None)  # type: ignore[arg-type]  # never called: nothing runs here
+    reconcilers = {
+        kind: Reconciler(kube, lambda *_: None, kind=kind, queue=q) for kind in (KIND, CACHE_KIND)
+    }
+    owner = {"apiVersion": API_VERSION, "kind": KIND, "name": "a", "uid": "u"}
+    labels = {meta.COMPONENT_LABEL: meta.COMPILE}
+    annotations = {meta.CACHE_KEY_ANNOTATION: "k" * 64}
+    job = {
+        "kind": "Job",
+        "metadata": {
+            "namespace": "ns",
+            "name": "spyre-compile-x",
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner],
+        },
+    }
+    triggers.child_changed(reconcilers, "ADDED", job)
+    q.add(B)  # a trigger's key runs first
+    drain(q)
+    assert rec.runs == [(B, None), (A, None)]
+    entry = owner | {"kind": CACHE_KIND, "name": meta.inventory_name("k" * 64)}
+    job["metadata"]["ownerReferences"] = [owner, entry]
+    triggers.child_changed(reconcilers, "ADDED", job)  # owned by its entry: nothing
+    drain(q)
+    assert rec.runs == [(B, None), (A, None)]

@@ -75,13 +75,15 @@ class Action:
 @dataclass(frozen=True)
 class Plan:
     """Children to write (each with its Event once it succeeded), the status, the
-    Events of status transitions (none when nothing changed), and when to reconcile again
-    without an event (a running compile's progress)."""
+    Events of status transitions (none when nothing changed), when to reconcile again
+    without an event (a running compile's progress), and what may wait until no other
+    reconcile does (`deferred`: the key's inventory entry, written after `actions`)."""
 
     actions: list[Action]
     status: CompileStatus  # a SpyreModel's (SpyreModelStatus) or a SpyreCache's
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None  # reconcile again in this many seconds
+    deferred: list[Action] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -318,6 +320,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     weights_ready = not spec.model.from_hub or commit is not None
     want = desired(model, uid, options.platform(), commit)
     actions: list[Action] = []
+    deferred: list[Action] = []
 
     if want.pvc is not None and obs.pvc_exists is False:
         actions.append(
@@ -379,10 +382,12 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
                 ("SharedCompileJob", f"uses Job {name} of another SpyreModel with the same key"),
             )
             actions += joins
-            if joins and not obs.inventory and inventory.needs_entry(key, job):
+            # Once the Job is seen (its watch event brings this pass: triggers.py), so the
+            # pass that creates it writes nothing more before it.
+            if job is not None and not obs.inventory and inventory.needs_entry(key, job):
                 entry = inventory.entry_manifest(obs.body, model, key, commit)
                 listed = f"SpyreCache {entry['metadata']['name']} lists cache {short_key(key)}"
-                actions.append(Action("create", entry, "CreatedCacheEntry", listed))
+                deferred.append(Action("create", entry, "CreatedCacheEntry", listed))
     requeue = inventory.CLEANUP_POLL_SECONDS if cleaning else None
 
     if not model.serves:
@@ -390,7 +395,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
             model, key, cache, cache_ready, failure, queued, weights, cleaning
         )
         plan = _compile_only(obs, model, actions, key, cache, cache_cond, failure, now)
-        return replace(plan, requeue_after=_sooner(requeue, plan.requeue_after))
+        return replace(plan, requeue_after=_sooner(requeue, plan.requeue_after), deferred=deferred)
     assert want.network_policy is not None and want.service is not None
     deploy = obs.deployment
     if cache_ready or deploy is not None:  # before the Deployment: no pod serves unguarded
@@ -450,7 +455,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
         endpoint=endpoint_url(model) if available else None,
     )
     events = transition_events(status, new_status) + _revision_event(status, weights)
-    return Plan(actions, new_status, events, _sooner(requeue, obs.progress_seconds))
+    return Plan(actions, new_status, events, _sooner(requeue, obs.progress_seconds), deferred)
 
 
 def _sooner(*delays: float | None) -> float | None:

@@ -33,7 +33,13 @@ from spyre_operator.reconcile.conditions import (
     status_patch,
     transition_events,
 )
-from spyre_operator.reconcile.decide import Plan, decide, decide_invalid, with_apply_failure
+from spyre_operator.reconcile.decide import (
+    Action,
+    Plan,
+    decide,
+    decide_invalid,
+    with_apply_failure,
+)
 from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.kube import ApiError, Kube, one_line
 from spyre_operator.reconcile.metrics import Metrics
@@ -53,6 +59,9 @@ MAX_ATTEMPTS = 4  # re-reads after a stale status write (409) before giving up t
 # A compile Job this operator created counts as running until the watch brings it (the
 # index has it then); this long at most, should its events be lost (created and deleted).
 STARTED_SECONDS = 60.0
+# A kind the API server does not serve (the SpyreCache CRD not installed) is tried again
+# after this long: its CRD may be installed meanwhile.
+UNSERVED_SECONDS = 300.0
 
 
 class WriteFailed(ApiError):
@@ -103,6 +112,45 @@ class Starts:
             return frozenset(self._started)
 
 
+def _where(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["metadata"]["namespace"], obj["metadata"]["name"]
+
+
+class Unserved:
+    """Kinds the API server answered a create of with 404 (their CRD is not installed),
+    shared by the reconcilers: what needs them (the inventory entries) is skipped,
+    said once, and tried again `UNSERVED_SECONDS` later. Thread-safe."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._since: dict[str, float] = {}  # kind -> when found unserved
+        self._guard = threading.Lock()
+
+    def skip(self, kind: str) -> bool:
+        with self._guard:
+            since = self._since.get(kind)
+        return since is not None and self.clock() < since + UNSERVED_SECONDS
+
+    def found(self, kind: str, err: ApiError) -> None:
+        with self._guard:
+            first = kind not in self._since
+            self._since[kind] = self.clock()
+        if first:
+            log.warning(
+                "the API server does not serve %s (%s): no inventory of caches, no clean-up; "
+                "install its CRD (tried again every %gs)",
+                kind,
+                one_line(err),
+                UNSERVED_SECONDS,
+            )
+
+    def served(self, kind: str) -> None:
+        with self._guard:
+            was = self._since.pop(kind, None)
+        if was is not None:
+            log.info("the API server serves %s now: the inventory of caches resumes", kind)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -115,16 +163,18 @@ class Reconciler:
         queue: workqueue.WorkQueue | None = None,
         metrics: Metrics | None = None,
         progress: ProgressReader | None = None,
+        unserved: Unserved | None = None,
     ):
         """`compile_queue` reads the compile queue from the cluster (None: no limits);
-        `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both;
-        `queue` runs the reconciles the triggers ask for (`enqueue`); `metrics` may be
-        shared too, and so may `progress`, which reads a running compile's progress (None:
-        not read)."""
+        `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both, and
+        so is `unserved`; `queue` runs the reconciles the triggers ask for (`enqueue`);
+        `metrics` may be shared too, and so may `progress`, which reads a running
+        compile's progress (None: not read)."""
         self.kube, self.emit, self.clock = kube, emit, clock
         self.kind = kind
         self._compile_queue = compile_queue
         self.starts = starts or Starts()
+        self.unserved = unserved or Unserved()
         self.queue = queue
         self.progress = progress
         self.stats: Counter[str] = Counter()
@@ -138,6 +188,12 @@ class Reconciler:
         copy its own event brought (None: read it afresh)."""
         assert self.queue is not None, "a Reconciler without a queue only reconciles"
         self.queue.add((self.kind, namespace, name), body)
+
+    def enqueue_later(self, namespace: str, name: str) -> None:
+        """Have the object reconciled once no reconcile a trigger asked for waits (its
+        inventory entry: workqueue.later)."""
+        assert self.queue is not None, "a Reconciler without a queue only reconciles"
+        self.queue.later((self.kind, namespace, name))
 
     def forget(self, namespace: str, name: str) -> None:
         """The object is gone: drop what is kept about it."""
@@ -234,17 +290,34 @@ class Reconciler:
         log.info("%s/%s: %s: %s", meta["namespace"], meta["name"], event.reason, event.message)
         self.emit(body, event, name)
 
+    def _deferred(self, body: dict[str, Any], plan: Plan) -> list[Action]:
+        """What of `plan.deferred` (the key's inventory entry) this pass writes: nothing
+        while a reconcile a trigger asked for waits (this one runs again behind them, so a
+        burst's compile Jobs go first), nothing of a kind found unserved lately."""
+        wanted = [a for a in plan.deferred if not self.unserved.skip(a.obj["kind"])]
+        if wanted and self.queue is not None and not self.queue.idle():
+            meta = body["metadata"]
+            self.enqueue_later(meta["namespace"], meta["name"])
+            return []
+        # One made already that has not joined the Job yet (its own reconcile does): a
+        # GET, not a POST answered 409 at every pass until then.
+        return [a for a in wanted if self.kube.get(a.obj["kind"], *_where(a.obj)) is None]
+
     def _carry_out(self, body: dict[str, Any], plan: Plan, now: str) -> None:
         old = body.get("status") or {}
         status, events = plan.status, plan.events
         done: list[Event] = []
         failed: WriteFailed | None = None
-        for action in plan.actions:
+        deferred = self._deferred(body, plan)
+        for action in plan.actions + deferred:
             try:
                 execute(self.kube, action)
             except ApiError as err:
                 if err.conflict:
                     raise  # decided from a stale view: read again
+                if action in deferred and err.kind_unserved:  # no inventory, all else works
+                    self.unserved.found(action.obj["kind"], err)
+                    continue
                 if err.namespace_terminating:  # the SpyreModel goes with its namespace
                     log.info("%s: namespace is being deleted", body["metadata"]["namespace"])
                     return
@@ -257,6 +330,8 @@ class Reconciler:
             if is_compile_start(action.verb, action.obj):
                 job = action.obj["metadata"]
                 self.starts.add((job["namespace"], job["name"]))
+            if action in deferred:
+                self.unserved.served(action.obj["kind"])
             done.append(Event("Normal", action.reason, action.message))
             if action.verb == "delete":  # an inventory entry went: no status to write
                 for event in done:

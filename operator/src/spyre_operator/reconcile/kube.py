@@ -37,6 +37,12 @@ class ApiError(Exception):
         return self.status == 404
 
     @property
+    def kind_unserved(self) -> bool:
+        """404 for a create: the API server serves no such kind (its CRD is not installed).
+        A namespace that is gone says so in the details (kind `namespaces`)."""
+        return self.status == 404 and not (self.body.get("details") or {}).get("kind")
+
+    @property
     def namespace_terminating(self) -> bool:
         """403 for a create in a namespace that is being deleted (with what is in it)."""
         causes = (self.body.get("details") or {}).get("causes") or []

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spyre_operator.api.names import API_VERSION, KIND
-from spyre_operator.reconcile import compiles
+from spyre_operator.reconcile import compiles, inventory
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.indexes import plain
 from spyre_operator.reconcile.observe import job_view
@@ -100,17 +100,31 @@ def child_changed(
 ) -> None:
     """A Job/Deployment/Service/NetworkPolicy changed or was deleted: reconcile its
     owners. ADDED and the initial listing are skipped: the reconciler made the object (the
-    start-up listing of the SpyreModels covers restarts). A compile Job that started,
-    finished or went away moves the compile queue: then the SpyreModels and SpyreCaches
-    waiting in it, first in line first (the first ones may start now, the others learn
-    their new place)."""
+    start-up listing of the SpyreModels covers restarts); but a new compile Job without
+    its key's inventory entry has its owners reconciled `later` (behind every other
+    reconcile), to make the entry. A compile Job that started, finished or went away moves
+    the compile queue: then the SpyreModels and SpyreCaches waiting in it, first in line
+    first (the first ones may start now, the others learn their new place)."""
     if event_type in ("MODIFIED", "DELETED"):
         reconcile_owners(reconcilers, body)
+    elif event_type == "ADDED" and lacks_entry(body):
+        namespace = body["metadata"]["namespace"]
+        for kind, reconciler in reconcilers.items():
+            for name in owners(body, kind):
+                reconciler.enqueue_later(namespace, name)
     if moves_compile_queue(event_type, body):
         queue = reconcilers[KIND].compile_queue()
         wanting = queue.wanting if queue is not None else ()
         for want in sorted(wanting, key=compiles.fair):
             reconcilers[want.kind].enqueue(want.namespace, want.name)
+
+
+def lacks_entry(body: Mapping[str, Any]) -> bool:
+    """A compile Job its key's inventory entry does not own."""
+    if meta.component(body) != meta.COMPILE:
+        return False
+    view = job_view(plain(body), [])
+    return view.cache_key is not None and inventory.needs_entry(view.cache_key, view)
 
 
 def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool:

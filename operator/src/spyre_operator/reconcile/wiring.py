@@ -17,7 +17,7 @@ import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
 from spyre_operator.reconcile import compiles, metrics, options, triggers
-from spyre_operator.reconcile.engine import Reconciler, Starts, complain
+from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
 from spyre_operator.reconcile.events import EventPoster
 from spyre_operator.reconcile.indexes import CACHES, MODELS, IndexedKube, compile_queue
 from spyre_operator.reconcile.kube import KINDS, REQUEST_TIMEOUT, Kube, load_api_client
@@ -53,6 +53,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     queue = functools.partial(compile_queue, limits, stores["jobs"], wants)
     unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
     starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
+    unserved = Unserved()  # both make inventory entries: one WARNING if SpyreCaches are not
 
     interval = options.progress_seconds()
     progress = ProgressReader(kube, interval) if interval else None  # shared like starts
@@ -72,6 +73,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
             queue=memo.queue,
             metrics=shared,
             progress=progress,
+            unserved=unserved,
         )
         for kind in (KIND, CACHE_KIND)
     }

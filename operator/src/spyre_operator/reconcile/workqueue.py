@@ -8,7 +8,8 @@ that fails is retried after a pause that doubles with each failure in a row (10 
 `retry_delay`), reset by a success; an event in between runs the key at once all the same
 (its data changed, so the reconcile may well pass now), and a success cancels the retry.
 
-The resync's keys run only when no key a trigger queued waits.
+The resync's keys, and the ones a run puts `later` (its key's inventory entry), wait in a
+low lane: they run only when no key a trigger queued waits.
 
 An event brings the object's latest copy: a run of a key that only events queued
 reconciles from that copy (no GET, and the echo of the reconciler's own status write is
@@ -64,8 +65,9 @@ class WorkQueue:
         self.stats: Counter[str] = Counter()
         self._cond = threading.Condition()
         self._ready: deque[Key] = deque()  # waiting to run, first come first
-        self._resyncs: set[Key] = set()  # the resync's keys: run when none of _ready waits
+        self._resyncs: set[Key] = set()  # the low lane: run when none of _ready waits
         self._later: deque[Key] = deque()  # their order (keys no longer in _resyncs skipped)
+        self._rerun: set[Key] = set()  # put `later` while running: the low lane after the run
         self._copies: dict[Key, Copy] = {}  # of the keys in _ready, or dirty ones
         self._running: set[Key] = set()
         self._dirty: set[Key] = set()  # added while running: runs again after
@@ -90,9 +92,28 @@ class WorkQueue:
         with self._cond:
             if key in self._copies or key in self._running or key in self._resyncs:
                 return
-            self._resyncs.add(key)
-            self._later.append(key)
-            self._cond.notify()
+            self._lane_low(key)
+
+    def later(self, key: Key) -> None:
+        """Queue `key` in the resync's lane (never blocks), for work that can wait until
+        every key a trigger queued ran (a compile Job's inventory entry, so a burst's Jobs
+        go first). Unlike the resync, a key being reconciled runs once more after that run
+        (which may have decided before what asks for this), in that lane."""
+        with self._cond:
+            if key in self._running:
+                self._rerun.add(key)
+            elif key not in self._copies and key not in self._resyncs:
+                self._lane_low(key)
+
+    def idle(self) -> bool:
+        """No key a trigger queued waits for a worker."""
+        with self._cond:
+            return not self._ready
+
+    def _lane_low(self, key: Key) -> None:
+        self._resyncs.add(key)
+        self._later.append(key)
+        self._cond.notify()
 
     def _add(self, key: Key, copy: Copy) -> None:
         self._resyncs.discard(key)  # a trigger's add takes its place among the others
@@ -113,6 +134,7 @@ class WorkQueue:
             self._failures.pop(key, None)
             self._due.pop(key, None)
             self._resyncs.discard(key)
+            self._rerun.discard(key)
             if key in self._copies:
                 self._copies[key] = None
 
@@ -183,10 +205,14 @@ class WorkQueue:
             else:
                 self._failures[key] = (failures, said)
                 self._run_at(key, self.clock() + delay)
-            if key in self._dirty:
+            rerun = key in self._rerun
+            self._rerun.discard(key)
+            if key in self._dirty:  # runs again anyway (and sooner)
                 self._dirty.discard(key)
                 self._ready.append(key)  # behind the keys that waited meanwhile
                 self._cond.notify()
+            elif rerun and key not in self._resyncs:
+                self._lane_low(key)
 
     def _run_at(self, key: Key, when: float) -> None:
         """Queue `key` again at `when` (clock), unless it is due sooner (lock held)."""
