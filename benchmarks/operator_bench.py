@@ -265,8 +265,10 @@ class Bench:
         docs = [self.model(ns, i) for i in range(size)]
         jobs = {d["metadata"]["name"]: compile_job_name(cache_key(parse(d).spec)) for d in docs}
         job_seen, deploy_seen = self.watching(ns)
+        before = self.metrics()
         created = {doc["metadata"]["name"]: self.create(doc) for doc in docs}
         wait(lambda: len(job_seen.times) >= size, f"{size} Jobs")
+        self.requests_per_model(before, size)
         completed: dict[str, float] = {}
         for name, job in jobs.items():
             simulate.complete_job(self.kube, ns, job)
@@ -279,6 +281,20 @@ class Bench:
         job_seen.stop()
         deploy_seen.stop()
         return timings
+
+    def requests_per_model(self, before: dict[str, float], size: int) -> None:
+        """What the operator did until the burst's last Job appeared, per SpyreModel: its
+        reconciles, reads, writes and dry runs by kind (what competes with the Jobs)."""
+        after = self.metrics()
+        counted = ("reconciles_total", "api_reads_total", "api_requests_total", "dry_runs_total")
+        parts = []
+        for sample, value in sorted(after.items()):
+            name = sample.removeprefix("spyre_operator_")
+            if name.startswith(counted) and value > before.get(sample, 0.0):
+                labels = ",".join(re.findall(r'="([^"]*)"', name))
+                what = name.split("{")[0].removesuffix("_total") + (f" {labels}" if labels else "")
+                parts.append(f"{what} {(value - before.get(sample, 0.0)) / size:.2f}")
+        print(f"burst {size}, until its last Job, per SpyreModel: " + "; ".join(parts), flush=True)
 
     def api_reads(self) -> dict[str, float]:
         """GETs and LISTs the API server has answered, by "VERB resource", of the kinds the

@@ -16,6 +16,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     Operator,
     create,
     download,
+    events_for,
     example,
     job_name,
     job_owners,
@@ -28,10 +29,11 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 )
 from test_operator_caches import precompile
 
+from spyre_operator.api.crd import build_cache_crd
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse
 from spyre_operator.local import simulate
-from spyre_operator.reconcile.kube import Kube
+from spyre_operator.reconcile.kube import ApiError, Kube
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 
@@ -126,3 +128,56 @@ def test_an_unused_key_is_cleaned_after_the_retention_a_used_or_asked_for_one_ne
         assert kube.get("Job", namespace, job_name(doc)) is not None
     assert kube.get(CACHE_KIND, namespace, "mine") is not None
     wait_phase(kube, namespace, "kept", "Ready")
+
+
+@pytest.fixture
+def without_the_cache_crd(kube: Kube) -> Iterator[None]:
+    """The SpyreModel CRD only (an upgrade that skipped the SpyreCache CRD); both again
+    after the test, for the others sharing the control plane."""
+    simulate.install_crds(kube)
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    kube.request("DELETE", f"{crds}/{build_cache_crd()['metadata']['name']}")
+
+    def unserved() -> bool:
+        try:
+            kube.request("GET", "/apis/serving.spyre.dev/v1alpha1/spyrecaches")
+        except ApiError as err:
+            return err.not_found
+        return False
+
+    wait_for(unserved, "SpyreCaches are no longer served")
+    try:
+        yield
+    finally:
+        simulate.install_crds(kube)
+
+
+def test_without_the_spyrecache_crd_a_model_serves_said_once_never_degraded(
+    kube: Kube, kubeconfig: Path, namespace: str, tmp_path: Path, without_the_cache_crd: None
+) -> None:
+    log = tmp_path / "operator.log"
+    op = Operator(kubeconfig, namespace, log, 300.0)
+    try:
+        first, second = (
+            model(namespace, "first"),
+            model(namespace, "second", other_key(example(), 2)),
+        )
+        to_ready(kube, first)
+        to_ready(kube, second)  # the kind is known missing: not tried again
+        for name in ("first", "second"):
+            assert ("Warning", "ApplyFailed") not in events_for(kube, namespace, name)
+            status = (kube.get("SpyreModel", namespace, name) or {})["status"]
+            assert (
+                next(c for c in status["conditions"] if c["type"] == "Degraded")["status"]
+                == "False"
+            )
+            assert job_owners(kube, namespace, job_name(first if name == "first" else second)) == {
+                name
+            }
+        said = [line for line in op.output().splitlines() if "does not serve SpyreCache" in line]
+        assert len(said) == 1 and "WARNING" in said[0]
+    except BaseException:
+        print(f"--- operator log ({log}) ---\n{op.output(80)}")
+        raise
+    finally:
+        op.stop()
