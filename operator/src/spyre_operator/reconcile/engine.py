@@ -3,8 +3,9 @@
 Everything is derived from the cluster on each pass (the SpyreModel, its children and its
 stored status). Between passes the reconciler keeps only the resourceVersion of its own
 last status write (to skip the watch echo of that write), the specs whose dry runs passed,
-the next progress reading of a running compile (progress.py), and the compile Jobs it
-created a moment ago that the watch has not brought yet, so a restarted operator continues
+the next progress reading of a running compile (progress.py), the compile Jobs it
+created a moment ago that the watch has not brought yet, and a kind found not served (the
+SpyreCache CRD missing: no inventory entries for a while), so a restarted operator continues
 where the last one stopped. When a reconcile runs is the work queue's business
 (workqueue.py): never two of one object at once, a failed one again after a pause, a
 compiling one again after the progress interval.

@@ -2,7 +2,8 @@
 key, and its clean-up once no one has for the retention period.
 
 A SpyreModel whose compile Job has no SpyreCache owner makes the key's inventory entry
-(`spyre-cache-<short key>`, label serving.spyre.dev/inventory=true): a SpyreCache with the
+(`spyre-cache-<short key>`, label serving.spyre.dev/inventory=true), once the Job is seen
+and no triggered reconcile waits (engine.py, `Plan.deferred`): a SpyreCache with the
 model's spec, its hub revision pinned to the commit the model compiled, so it computes the
 same key and joins the Job as an owner; the Job (and its summary) then outlives the
 models. The compile Job's owners say who uses the key: its SpyreModels (usedBy) and any
