@@ -905,3 +905,20 @@ def test_a_404_names_a_missing_kind_unless_it_names_the_namespace() -> None:
     assert ApiError(404, "NotFound", {"details": {}}).kind_unserved
     assert not ApiError(404, "NotFound", gone).kind_unserved
     assert not ApiError(409, "AlreadyExists").kind_unserved
+
+
+def test_children_that_exist_are_not_dry_run(kube: FakeKube) -> None:
+    """A second SpyreModel on the same cache volume: the volume was admitted (a dry run of
+    its create would only answer 409), so a new spec's dry runs skip it."""
+    rec, _ = reconciler(kube)
+    run(rec)
+    finish_weights(kube)  # the second joins the download and starts its compile at once
+    second = example("micro-granite-cpu")
+    second["spec"]["batching"]["continuous"]["maxNumSeqs"] = 2
+    second["metadata"] |= {"name": "second", "uid": "uid-2", "generation": 1, "namespace": NS}
+    kube._store(second)
+    run(rec, "second")
+    assert [k for k, _, _ in kube.objects].count("PersistentVolumeClaim") == 1
+    assert kube.dry_runs["PersistentVolumeClaim"] == 0
+    assert kube.writes["POST Job"] == 2  # the first's download, the second's compile
+    assert kube.dry_runs["Deployment"] == 2  # the second's spec was dry-run

@@ -6,7 +6,9 @@ reconcile starts a Job (a download or a compile), each child the spec leads to t
 reconcile does not write itself, the serving Deployment included, is sent with dryRun=All
 (validated and admitted, never stored), so a spec the cluster refuses is Invalid at once
 instead of after hours of download and compile. What the reconcile writes is checked by
-the write itself (a refusal: Degraded ApplyFailed, before the Job).
+the write itself (a refusal: Degraded ApplyFailed, before the Job); a child that exists
+(the cache volume another SpyreModel made, a shared Job) is not sent: it was admitted,
+and a create's dry run of it would only answer 409.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class DryRuns:
     ) -> str | None:
         """Why the API server would refuse one of the children, in its words; None when it
         takes them all. `written`: (kind, name) of what this reconcile writes itself, which
-        that write checks. The rest go at once, in parallel (one round trip of latency).
+        that write checks, and of what exists. The rest go at once, in parallel (one round
+        trip of latency).
         A timeout or a 5xx raises (the reconcile is tried again)."""
         commit = STAND_IN_COMMIT if model.spec.model.from_hub else None
         objects = desired(model, uid, options.platform(), commit).objects()

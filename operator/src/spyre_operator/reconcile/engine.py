@@ -266,7 +266,9 @@ class Reconciler:
         starts = [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Job"]
         if starts:  # a download or a compile: first, would the rest of the spec be taken?
             written = {(a.obj["kind"], a.obj["metadata"]["name"]) for a in plan.actions}
-            refusal = self.dry_runs.refusal(model, observed.uid, written)
+            refusal = self.dry_runs.refusal(
+                model, observed.uid, written | observed.children(model.spec.cache.volume.claim_name)
+            )
             if refusal is not None:
                 return decide_invalid(body, [Problem("", refusal)], now, reason="Refused")
         return plan

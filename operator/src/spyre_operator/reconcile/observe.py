@@ -133,6 +133,21 @@ class Observed:
         uid: str = self.body["metadata"]["uid"]
         return uid
 
+    def children(self, claim: str) -> set[tuple[str, str]]:
+        """(kind, name) of the children that exist (a dry run of them would answer 409);
+        `claim`: the cache volume's name."""
+        found = {("Job", job.name) for job in (self.weights_job, self.job) if job is not None}
+        if self.pvc_exists:
+            found.add(("PersistentVolumeClaim", claim))
+        for kind, child in (
+            ("Deployment", self.deployment.live if self.deployment else None),
+            ("Service", self.service),
+            ("NetworkPolicy", self.network_policy),
+        ):
+            if child is not None:
+                found.add((kind, child["metadata"]["name"]))
+        return found
+
     @property
     def generation(self) -> int:
         return int(self.body["metadata"].get("generation", 1))
