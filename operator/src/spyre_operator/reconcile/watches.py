@@ -4,8 +4,8 @@ kopf has no label selector for a watch: it receives every object of a kind in th
 namespaces and filters labels itself, so in cluster-wide mode every Pod and PVC of the
 cluster reached the operator's memory and CPU. These watches ask the API server for the
 objects labelled `app.kubernetes.io/managed-by=spyre-operator` only: Jobs, Deployments,
-Services, NetworkPolicies and PVCs into stores the reconciler reads instead of GETs
-(indexes.IndexedKube), and Pods for their events alone. Per kind (and per namespace when
+Services, NetworkPolicies, PVCs and Pods into stores the reconciler reads instead of GETs
+and LISTs (indexes.IndexedKube). Per kind (and per namespace when
 the operator is namespace-scoped): a paged LIST, then a WATCH from the list's
 resourceVersion (with bookmarks); a watch the API server ends is resumed from the last
 resourceVersion it brought, an expired one (410 Gone) is listed again and the differences
@@ -58,6 +58,16 @@ class Store:
         with self._lock:
             return list(self._items.values())
 
+    def select(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The entries of `namespace` that carry every label of `labels`."""
+        wanted = labels.items()
+        with self._lock:
+            return [
+                entry
+                for (ns, _), entry in self._items.items()
+                if ns == namespace and wanted <= (entry["metadata"].get("labels") or {}).items()
+            ]
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
@@ -101,11 +111,11 @@ def _version(entry: Mapping[str, Any]) -> str | None:
 
 @dataclass(frozen=True)
 class Source:
-    """One watched kind: its kind name (kube.KINDS), the store (None: events only), and
-    what its events trigger (None: nothing)."""
+    """One watched kind: its kind name (kube.KINDS), its store, and what its events
+    trigger (None: nothing)."""
 
     kind: str
-    store: Store | None
+    store: Store
     deliver: Deliver | None
 
 
@@ -157,12 +167,11 @@ class Watch(threading.Thread):
             self.received[self.source.kind] += n
 
     def list(self) -> str:
-        """The managed objects (the store) and the resourceVersion to watch from. A kind
-        without a store lists one object: the watch needs only the collection's version."""
+        """The managed objects (the store) and the resourceVersion to watch from."""
         store, token = self.source.store, ""
         items: list[dict[str, Any]] = []
         while True:
-            query = {"labelSelector": SELECTOR, "limit": str(PAGE if store is not None else 1)}
+            query = {"labelSelector": SELECTOR, "limit": str(PAGE)}
             if token:
                 query["continue"] = token
             try:
@@ -174,13 +183,12 @@ class Watch(threading.Thread):
             self._count(len(page.get("items") or []))
             items += page.get("items") or []
             token = page["metadata"].get("continue") or ""
-            if store is None or not token:
+            if not token:
                 break
-        if store is not None:
-            first = not self.synced.is_set()  # the first listing is what kopf called resume:
-            events = store.replace(items, self.namespace)  # no events, the models' is that
-            for event_type, entry in [] if first else events:
-                self._deliver(event_type, entry)
+        first = not self.synced.is_set()  # the first listing is what kopf called resume:
+        events = store.replace(items, self.namespace)  # no events, the models' is that
+        for event_type, entry in [] if first else events:
+            self._deliver(event_type, entry)
         version: str = page["metadata"]["resourceVersion"]
         return version
 
@@ -205,8 +213,7 @@ class Watch(threading.Thread):
                 if event_type == "BOOKMARK":
                     continue
                 self._count(1)
-                if self.source.store is not None:
-                    self.source.store.event(event_type, body)
+                self.source.store.event(event_type, body)
                 self._deliver(event_type, body)
                 if self.stop.is_set():
                     break

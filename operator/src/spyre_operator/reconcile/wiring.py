@@ -22,7 +22,7 @@ from spyre_operator.reconcile.events import EventPoster
 from spyre_operator.reconcile.indexes import CACHES, MODELS, IndexedKube, compile_queue
 from spyre_operator.reconcile.kube import KINDS, REQUEST_TIMEOUT, Kube, load_api_client
 from spyre_operator.reconcile.progress import ProgressReader
-from spyre_operator.reconcile.triggers import Resync, watched_keys
+from spyre_operator.reconcile.triggers import Resync, watched_count
 from spyre_operator.reconcile.watches import Source, Store, Watches
 from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
 
@@ -44,7 +44,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4)
     stores = {  # a user's cache claim is not labelled: not every PVC is in the store
         plural: Store(plural, complete=plural != "persistentvolumeclaims")
-        for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim"))
+        for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim", "Pod"))
     }
     kube = IndexedKube(api, stores)
     memo.events = EventPoster(kube)
@@ -85,7 +85,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     memo.queue.start(workers)
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.resync = Resync(
-        functools.partial(watched_keys, watched), memo.queue.resync, options.resync_seconds()
+        kube,
+        memo.queue,
+        functools.partial(watched_count, watched),
+        options.resync_seconds(),
+        namespaces=options.namespaces(),
     )
     memo.resync.start()
 
@@ -102,7 +106,7 @@ def start_watches(reconcilers: triggers.Reconcilers, stores: Mapping[str, Store]
     ]
     sources += [
         Source("PersistentVolumeClaim", stores["persistentvolumeclaims"], None),
-        Source("Pod", None, handle(triggers.pod_changed)),
+        Source("Pod", stores["pods"], handle(triggers.pod_changed)),
     ]
     namespaces = options.namespaces()
     # Their own connections: a watch holds one for minutes.
