@@ -29,8 +29,11 @@ own (the API server filters them out: 0); create -> Job for a burst of --burst
 SpyreModels created back to back, beside the time of as many raw Job POSTs in a row; then
 SpyreModels up to --scale (created 16 at a time, each with its own compile Job), the
 operator's RSS with them; and the first 2,000 reconciles of a resync pass once the
-operator is idle: writes per reconcile and API requests (reads and writes) per reconcile,
-as the rate of a whole pass spread over the default resync period, and as measured.
+operator is idle, with its SpyreModels not Ready (the compile Jobs of the burst's are
+completed, their Deployments never become available; the others' never finish): writes
+per reconcile and API requests (reads and writes) per reconcile, as the rate of a whole
+pass (SpyreModels and SpyreCaches) spread over the default resync period, and as
+measured, with the reads the API server counted meanwhile, by verb and resource.
 """
 
 from __future__ import annotations
@@ -444,7 +447,13 @@ def scale(bench: Bench, models: int, others: int, burst: int) -> None:
         flush=True,
     )
 
-    delta, seconds = bench.resync_pass(min(models, RESYNC_SAMPLE))
+    # A pass reconciles every SpyreModel and SpyreCache (each model's inventory entry).
+    caches = len(bench.kube.request("GET", f"/{'/'.join(KINDS['SpyreCache'])}")["items"])
+    keys = models + caches
+    print(f"{not_ready(bench)} of {models} SpyreModels not Ready; {caches} SpyreCaches")
+    reads_before = bench.api_reads()
+    delta, seconds = bench.resync_pass(min(keys, RESYNC_SAMPLE))
+    server_reads = {k: v - reads_before.get(k, 0.0) for k, v in bench.api_reads().items()}
     writes, reads = (
         delta["spyre_operator_api_writes_total"],
         delta["spyre_operator_api_reads_total"],
@@ -453,15 +462,28 @@ def scale(bench: Bench, models: int, others: int, burst: int) -> None:
     per = (reads + writes) / reconciles
     print(
         f"idle resync, {reconciles:.0f} reconciles: {writes:.0f} API writes "
-        f"({writes / reconciles:.3f} per reconcile), {reads:.0f} reads: {per:.2f} requests "
-        f"per reconcile, {per * models:.0f} per pass of {models} = "
-        f"{per * models / options.DEFAULT_RESYNC:.1f}/s spread over the default "
+        f"({writes / reconciles:.3f} per reconcile), {reads:.0f} reads: {per:.3f} requests "
+        f"per reconcile, {per * keys:.0f} per pass of {keys} = "
+        f"{per * keys / options.DEFAULT_RESYNC:.1f}/s spread over the default "
         f"{options.DEFAULT_RESYNC:g} s period; measured {(reads + writes) / seconds:.0f}/s "
         f"({reconciles / seconds:.0f} reconciles/s)"
     )
+    print(f"  the API server's reads meanwhile (all clients): {server_reads}")
     wrote = {k: v for k, v in delta.items() if k.startswith("spyre_operator_api_requests") and v}
     if wrote:
         print(f"  the writes: {wrote}")
+
+
+def not_ready(bench: Bench) -> int:
+    """SpyreModels whose Ready condition is not True (here: every one, as no pod runs)."""
+    listed = bench.kube.request("GET", f"/{'/'.join(KINDS['SpyreModel'])}")["items"]
+    return sum(
+        not any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (m.get("status") or {}).get("conditions") or []
+        )
+        for m in listed
+    )
 
 
 def main() -> int:

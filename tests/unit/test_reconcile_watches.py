@@ -210,16 +210,30 @@ def test_a_pod_is_kept_with_only_what_observe_reads() -> None:
     assert pod_issues([entry]) == pod_issues([serving_pod("p", "ns", "m")])
 
 
-def test_the_pod_list_of_the_reconciler_is_answered_from_the_store_without_a_request() -> None:
-    pods = Store("pods")
+@pytest.mark.parametrize("by", [(meta.MODEL_LABEL, meta.JOB_NAME_LABEL), ()])
+def test_the_pod_list_of_the_reconciler_is_answered_from_the_store_without_a_request(
+    by: tuple[str, ...],
+) -> None:
+    pods = Store("pods", by=by)  # indexed by the model's label, or not: the same answers
     for name, ns, model in [("p1", "ns", "m"), ("p2", "ns", "other"), ("p3", "ns2", "m")]:
         pods.event("ADDED", serving_pod(name, ns, model))
     kube = IndexedKube(api=None, stores={"pods": pods})  # type: ignore[arg-type]  # no request
-    found = kube.list("Pod", "ns", meta.selector_string("m"))
-    assert [p["metadata"]["name"] for p in found] == ["p1"]
-    assert kube.list("Pod", "ns", "job-name=j") == [] and kube.reads == 0
+
+    def names(selector: str) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in kube.list("Pod", "ns", selector))
+
+    assert names(meta.selector_string("m")) == ["p1"]
+    assert names(f"{meta.COMPONENT_LABEL}={meta.SERVER}") == ["p1", "p2"]
+    assert names(f"{meta.JOB_NAME_LABEL}=j") == [] and kube.reads == 0
+    pods.event("MODIFIED", serving_pod("p2", "ns", "m"))  # relabelled: found by its new label
+    assert names(meta.selector_string("m")) == ["p1", "p2"] and names("x=y") == []
+    assert names(meta.selector_string("other")) == []
     pods.event("DELETED", serving_pod("p1", "ns", "m"))
-    assert kube.list("Pod", "ns", meta.selector_string("m")) == []
+    pods.replace([serving_pod("p3", "ns2", "m")], "ns2")  # a re-list of another namespace
+    assert names(meta.selector_string("m")) == ["p2"]
+    pods.replace([], "ns")
+    assert names(meta.selector_string("m")) == []
+    assert all(ns == "ns2" for ns, _, _ in pods._index)  # nothing left of the gone pods
     with pytest.raises(ValueError, match="only k=v label selectors"):
         kube.list("Pod", "ns", "a!=b")
 

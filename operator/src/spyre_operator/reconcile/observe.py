@@ -1,8 +1,9 @@
 """Read the cluster state of one SpyreModel into plain, immutable views.
 
-`observe` makes the API calls (a handful of GETs, a pod list only when a Job finished
-without a recorded summary or serving pods are not all ready, and, while the compile runs,
-the end of its pod's log once per progress interval: progress.py); the `*_view` functions
+`observe` reads the children (a handful of GETs and pod lists, which the operator's
+client answers from its stores: indexes.IndexedKube; a pod list only when a Job finished
+without a recorded summary or serving pods are not all ready) and, while the compile runs,
+the end of its pod's log once per progress interval (progress.py); the `*_view` functions
 turn raw objects into the facts `decide` works from and are pure.
 """
 
@@ -284,7 +285,7 @@ def _job(
     raw = kube.get("Job", ns, name)
     if raw is None:
         return None
-    pods = kube.list("Pod", ns, f"job-name={name}") if needs_pods(raw) else []
+    pods = kube.list("Pod", ns, f"{meta.JOB_NAME_LABEL}={name}") if needs_pods(raw) else []
     return job_view(raw, pods, container)
 
 

@@ -206,6 +206,6 @@ def pod_changed(reconcilers: Reconcilers, event_type: str | None, body: Mapping[
     models = reconcilers[KIND]
     if component == meta.SERVER and meta.MODEL_LABEL in labels:
         reconcile_each(models, [(namespace, labels[meta.MODEL_LABEL])])
-    elif component in (meta.COMPILE, meta.WEIGHTS) and "job-name" in labels:
-        job = models.kube.get("Job", namespace, labels["job-name"])
+    elif component in (meta.COMPILE, meta.WEIGHTS) and meta.JOB_NAME_LABEL in labels:
+        job = models.kube.get("Job", namespace, labels[meta.JOB_NAME_LABEL])
         reconcile_owners(reconcilers, job or {"metadata": {"namespace": namespace}})

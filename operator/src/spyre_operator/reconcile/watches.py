@@ -42,12 +42,15 @@ class Store:
     (indexes.index_entry). `complete`: every object the reconciler may ask for is
     labelled, so a missing key means a missing object; a user's existing cache claim
     (spec.cache.volume.claimName) is not labelled, so a PVC missing here is listed by
-    name (indexes.IndexedKube). Safe from any thread; the entries are shared: read them,
+    name (indexes.IndexedKube). `by`: labels whose values are indexed, so a selection by
+    one of them reads only the entries that carry it (of the pods: the model's, the
+    Job's), not every entry. Safe from any thread; the entries are shared: read them,
     never change them."""
 
-    def __init__(self, plural: str, complete: bool = True) -> None:
-        self.plural, self.complete = plural, complete
+    def __init__(self, plural: str, complete: bool = True, by: tuple[str, ...] = ()) -> None:
+        self.plural, self.complete, self.by = plural, complete, by
         self._items: dict[Key, dict[str, Any]] = {}
+        self._index: dict[tuple[str, str, str], set[Key]] = {}  # (namespace, label, value)
         self._lock = threading.Lock()
 
     def get(self, key: Key) -> dict[str, Any] | None:
@@ -61,12 +64,32 @@ class Store:
     def select(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
         """The entries of `namespace` that carry every label of `labels`."""
         wanted = labels.items()
+        indexed = [(namespace, k, v) for k, v in wanted if k in self.by]
         with self._lock:
-            return [
-                entry
-                for (ns, _), entry in self._items.items()
-                if ns == namespace and wanted <= (entry["metadata"].get("labels") or {}).items()
-            ]
+            keys = self._index.get(indexed[0], set()) if indexed else self._items.keys()
+            found = [self._items[key] for key in keys if key[0] == namespace]
+        return [e for e in found if wanted <= (e["metadata"].get("labels") or {}).items()]
+
+    def _put(self, key: Key, entry: dict[str, Any]) -> None:
+        """Keep `entry` under `key` and in the index (lock held)."""
+        self._drop(key)
+        self._items[key] = entry
+        for label in self._indexed(key, entry):
+            self._index.setdefault(label, set()).add(key)
+
+    def _drop(self, key: Key) -> dict[str, Any] | None:
+        """Forget `key`, and its place in the index; its entry (lock held)."""
+        entry = self._items.pop(key, None)
+        for label in self._indexed(key, entry) if entry is not None else ():
+            keys = self._index[label]
+            keys.discard(key)
+            if not keys:
+                del self._index[label]
+        return entry
+
+    def _indexed(self, key: Key, entry: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+        labels = entry["metadata"].get("labels") or {}
+        return [(key[0], k, labels[k]) for k in self.by if k in labels]
 
     def __len__(self) -> int:
         with self._lock:
@@ -76,9 +99,9 @@ class Store:
         (key, entry), *_ = index_entry(self.plural, body).items()
         with self._lock:
             if event_type == "DELETED":
-                self._items.pop(key, None)
+                self._drop(key)
             else:
-                self._items[key] = entry
+                self._put(key, entry)
 
     def replace(
         self, bodies: Iterable[Mapping[str, Any]], namespace: str | None = None
@@ -97,10 +120,11 @@ class Store:
                     events.append(("ADDED", entry))
                 elif _version(old) != _version(entry):
                     events.append(("MODIFIED", entry))
-                self._items[key] = entry
+                self._put(key, entry)
             for key in [k for k in self._items if namespace in (None, k[0])]:
                 if key not in listed:
-                    events.append(("DELETED", self._items.pop(key)))
+                    events.append(("DELETED", self._items[key]))
+                    self._drop(key)
         return events
 
 

@@ -25,6 +25,7 @@ from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.triggers import Resync, watched_count
 from spyre_operator.reconcile.watches import Source, Store, Watches
 from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
+from spyre_operator.render import meta
 
 CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy")
 
@@ -44,8 +45,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4)
     stores = {  # a user's cache claim is not labelled: not every PVC is in the store
         plural: Store(plural, complete=plural != "persistentvolumeclaims")
-        for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim", "Pod"))
+        for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim"))
     }
+    # The pods are selected by their model (serving) or their Job (compile, weights).
+    stores["pods"] = Store("pods", by=(meta.MODEL_LABEL, meta.JOB_NAME_LABEL))
     kube = IndexedKube(api, stores)
     memo.events = EventPoster(kube)
     limits = compiles.Limits(*options.compile_limits())
