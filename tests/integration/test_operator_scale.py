@@ -55,6 +55,15 @@ def _versions(kube: Kube, namespace: str) -> dict[str, str]:
     return out
 
 
+def _reads_over_passes(operator: Any) -> tuple[float, float]:
+    """(API reads, reconciles) of the operator over two resync passes or more."""
+    before = operator.metrics()
+    count, reads = "spyre_operator_reconciles_total", "spyre_operator_api_reads_total"
+    wait_for(lambda: operator.metrics()[count] >= before[count] + 2 * MODELS, "two passes")
+    after = operator.metrics()
+    return after[reads] - before[reads], after[count] - before[count]
+
+
 def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
     kube: Kube, namespace: str, kubeconfig: Path, tmp_path: Path
 ) -> None:
@@ -83,6 +92,9 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
             "all Compiling",
             timeout=180,
         )
+        # Not Ready: the resync's copies come from its LISTs, not a GET per object.
+        reads, reconciles = _reads_over_passes(operator)
+        assert reads < reconciles / 5, (reads, reconciles)
         for job in jobs:
             owners = job_owners(kube, namespace, job)  # the key's models and its entry
             assert len(owners - {f"spyre-cache-{job[-12:]}"}) == MODELS // KEYS, owners
@@ -115,3 +127,5 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
             return after[writes] == metrics[writes] and _versions(kube, namespace) == versions
 
         wait_for(idle_pass, "an idle resync pass that writes nothing", timeout=180)
+        reads, reconciles = _reads_over_passes(operator)
+        assert reads < reconciles / 5, (reads, reconciles)

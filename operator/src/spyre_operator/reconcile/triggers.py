@@ -38,8 +38,8 @@ class Resync(threading.Thread):
     queued, and not while the queue holds a page's worth of the resync's keys not taken
     yet (the workers lag): one page or two of bodies in memory, never all of them. An
     expired continue token (410) is followed by the one its answer brings (the rest of
-    the list, from a newer state); without one, the kind's walk stops until the next
-    pass. The first pass starts one period after the start (the start-up listing
+    the list, from a newer state); without one (or on any other error), the pass ends
+    there and the next one lists again. The first pass starts one period after the start (the start-up listing
     reconciled everything). `clock` and `wait` (returns True once stopped) are
     injectable for tests."""
 
