@@ -39,9 +39,10 @@ class Resync(threading.Thread):
     yet (the workers lag): one page or two of bodies in memory, never all of them. An
     expired continue token (410) is followed by the one its answer brings (the rest of
     the list, from a newer state); without one (or on any other error), the pass ends
-    there and the next one lists again. The first pass starts one period after the start (the start-up listing
-    reconciled everything). `clock` and `wait` (returns True once stopped) are
-    injectable for tests."""
+    there and the next one lists again. The first pass starts one period after the start
+    (the start-up listing reconciled everything), each next one a period after the last
+    one started, or when it ended if it took longer. `clock` and `wait` (returns True
+    once stopped) are injectable for tests."""
 
     def __init__(
         self,
@@ -64,11 +65,10 @@ class Resync(threading.Thread):
         self._stop.set()
 
     def run(self) -> None:
-        start = self.clock()
-        while True:
-            start += self.period
-            if self._wait_until(start):
-                return
+        due = self.clock() + self.period
+        while not self._wait_until(due):
+            start = self.clock()
+            due = start + self.period  # a pass that took longer: the next one at its end
             try:
                 if self.one_pass(start):
                     return
@@ -78,11 +78,15 @@ class Resync(threading.Thread):
                 self.queue.listing(sent=False)
 
     def one_pass(self, start: float) -> bool:
-        """Queue every object, spread from `start` on; True once stopped."""
-        n = max(1, self.count())
+        """Queue every object, spread from `start` on; True once stopped. An object queued
+        late (a slow LIST, a full queue) moves the rest back as much: a pass behind its
+        schedule never catches up in a burst."""
+        n, late = max(1, self.count()), 0.0
         for i, (key, body) in enumerate(self.listed()):
-            if self._wait_until(start + self.period * i / n) or self._wait_for_room():
+            due = start + late + self.period * i / n
+            if self._wait_until(due) or self._wait_for_room():
                 return True
+            late += max(0.0, self.clock() - due)
             self.queue.resync(key, body)
         return False
 
