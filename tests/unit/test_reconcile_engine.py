@@ -63,7 +63,9 @@ class FakeKube(Kube):
         found = self.objects.get((kind, namespace, name))
         return copy.deepcopy(found) if found else None
 
-    def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+    def list(
+        self, kind: str, namespace: str, selector: str, consistent: bool = False
+    ) -> list[dict[str, Any]]:
         wanted = dict(part.split("=") for part in selector.split(","))
         return [
             copy.deepcopy(o)

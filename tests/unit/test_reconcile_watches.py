@@ -246,6 +246,12 @@ def test_a_kind_without_a_complete_store_is_listed_by_the_api_server() -> None:
             asked.append((url, kw.get("query")))
             return {"items": []}
 
-    kube = Counting(api=None, stores={"persistentvolumeclaims": Store("pvcs", complete=False)})  # type: ignore[arg-type]
+    stores = {"persistentvolumeclaims": Store("pvcs", complete=False), "pods": Store("pods")}
+    kube = Counting(api=None, stores=stores)  # type: ignore[arg-type]
     assert kube.list("PersistentVolumeClaim", "ns", "a=b") == []
-    assert asked == [("/api/v1/namespaces/ns/persistentvolumeclaims", {"labelSelector": "a=b"})]
+    assert kube.list("Pod", "ns", "job-name=j") == [] and asked == [  # from the store
+        ("/api/v1/namespaces/ns/persistentvolumeclaims", {"labelSelector": "a=b"})
+    ]
+    # what a finished Job left in its pods: as the API server has it, whatever the store
+    assert kube.list("Pod", "ns", "job-name=j", consistent=True) == []
+    assert asked[1] == ("/api/v1/namespaces/ns/pods", {"labelSelector": "job-name=j"})

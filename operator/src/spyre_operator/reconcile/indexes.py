@@ -98,10 +98,14 @@ class IndexedKube(Kube):
             return items[0] if items else None
         return found
 
-    def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
-        """`selector`: k=v pairs, comma-separated (what the reconciler asks for)."""
+    def list(
+        self, kind: str, namespace: str, selector: str, consistent: bool = False
+    ) -> list[dict[str, Any]]:
+        """`selector`: k=v pairs, comma-separated (what the reconciler asks for). A store
+        is filled by its own watch, so it may lag behind another kind's (a Job's end seen
+        before its pod's): `consistent` asks the API server."""
         store = self.stores.get(KINDS[kind][1])
-        if store is None or not store.complete:
+        if consistent or store is None or not store.complete:
             return super().list(kind, namespace, selector)
         return store.select(namespace, equalities(selector))
 
