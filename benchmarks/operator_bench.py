@@ -28,9 +28,13 @@ beside its yardstick from the same run: the objects the operator's watches recei
 own (the API server filters them out: 0); create -> Job for a burst of --burst
 SpyreModels created back to back, beside the time of as many raw Job POSTs in a row; then
 SpyreModels up to --scale (created 16 at a time, each with its own compile Job), the
-operator's RSS with them; and the first 2,000 reconciles of a resync pass once the
-operator is idle: writes per reconcile and API requests (reads and writes) per reconcile,
-as the rate of a whole pass spread over the default resync period, and as measured.
+operator's RSS with them; and the reconciles of one --resync period of resync passes
+once the operator is idle (a period after it made its last write), with its SpyreModels
+not Ready (the compile Jobs of the burst's are
+completed, their Deployments never become available; the others' never finish): writes
+per reconcile and API requests (reads and writes) per reconcile, as the rate of a whole
+pass (SpyreModels and SpyreCaches) spread over the default resync period, and as
+measured, with the reads the API server counted meanwhile, by verb and resource.
 """
 
 from __future__ import annotations
@@ -382,17 +386,19 @@ class Bench:
         )
         return self.peak_rss_mb()
 
-    def resync_pass(self, reconciles: int) -> tuple[dict[str, float], float]:
-        """(counter deltas, seconds) over the first `reconciles` reconciles of a resync
-        pass of an idle operator (from QUIET seconds without a write on)."""
+    def resync_window(self, seconds: float) -> tuple[dict[str, float], dict[str, float]]:
+        """The operator's counter deltas and the API server's reads (api_reads) over
+        `seconds` of resync passes of an idle operator: from QUIET seconds without a
+        write on, and once as long again has passed (what the last changes queued, each
+        with its GET, is done by then)."""
         self.wait_quiet()
-        before = self.metrics()
-        count = "spyre_operator_reconciles_total"
-        wait(lambda: self.metrics()[count] > before[count], "a resync pass starts")
-        started = time.monotonic()
-        wait(lambda: self.metrics()[count] >= before[count] + reconciles, "the reconciles")
-        seconds, after = time.monotonic() - started, self.metrics()
-        return {k: after[k] - before.get(k, 0.0) for k in after}, seconds
+        time.sleep(seconds)
+        before, reads_before = self.metrics(), self.api_reads()
+        time.sleep(seconds)
+        after, reads = self.metrics(), self.api_reads()
+        delta = {k: after[k] - before.get(k, 0.0) for k in after}
+        read = {k: v - reads_before.get(k, 0.0) for k, v in reads.items()}
+        return delta, {k: v for k, v in read.items() if v}
 
     def wait_quiet(self) -> None:
         """Until the operator has made no write for QUIET seconds."""
@@ -409,10 +415,9 @@ class Bench:
 
 
 MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
-RESYNC_SAMPLE = 2000  # reconciles of a resync pass counted (a whole pass of 10,000 is long)
 
 
-def scale(bench: Bench, models: int, others: int, burst: int) -> None:
+def scale(bench: Bench, models: int, others: int, burst: int, resync: float) -> None:
     """The scale mode (the module's docstring)."""
     # Unrelated objects, then one labelled Pod, Job and PVC: once those three arrived,
     # anything the API server sent of the others (in order, per kind) arrived too.
@@ -460,7 +465,12 @@ def scale(bench: Bench, models: int, others: int, burst: int) -> None:
         flush=True,
     )
 
-    delta, seconds = bench.resync_pass(min(models, RESYNC_SAMPLE))
+    # A pass reconciles every SpyreModel and SpyreCache (each model's inventory entry).
+    caches = len(bench.kube.request("GET", f"/{'/'.join(KINDS['SpyreCache'])}")["items"])
+    keys = models + caches
+    print(f"{not_ready(bench)} of {models} SpyreModels not Ready; {caches} SpyreCaches")
+    seconds = resync
+    delta, server_reads = bench.resync_window(seconds)
     writes, reads = (
         delta["spyre_operator_api_writes_total"],
         delta["spyre_operator_api_reads_total"],
@@ -469,15 +479,28 @@ def scale(bench: Bench, models: int, others: int, burst: int) -> None:
     per = (reads + writes) / reconciles
     print(
         f"idle resync, {reconciles:.0f} reconciles: {writes:.0f} API writes "
-        f"({writes / reconciles:.3f} per reconcile), {reads:.0f} reads: {per:.2f} requests "
-        f"per reconcile, {per * models:.0f} per pass of {models} = "
-        f"{per * models / options.DEFAULT_RESYNC:.1f}/s spread over the default "
+        f"({writes / reconciles:.3f} per reconcile), {reads:.0f} reads: {per:.3f} requests "
+        f"per reconcile, {per * keys:.0f} per pass of {keys} = "
+        f"{per * keys / options.DEFAULT_RESYNC:.1f}/s spread over the default "
         f"{options.DEFAULT_RESYNC:g} s period; measured {(reads + writes) / seconds:.0f}/s "
         f"({reconciles / seconds:.0f} reconciles/s)"
     )
+    print(f"  the API server's reads meanwhile (all clients): {server_reads}")
     wrote = {k: v for k, v in delta.items() if k.startswith("spyre_operator_api_requests") and v}
     if wrote:
         print(f"  the writes: {wrote}")
+
+
+def not_ready(bench: Bench) -> int:
+    """SpyreModels whose Ready condition is not True (here: every one, as no pod runs)."""
+    listed = bench.kube.request("GET", f"/{'/'.join(KINDS['SpyreModel'])}")["items"]
+    return sum(
+        not any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (m.get("status") or {}).get("conditions") or []
+        )
+        for m in listed
+    )
 
 
 def main() -> int:
@@ -495,7 +518,7 @@ def main() -> int:
         try:
             bench.start_operator(args.resync)
             if args.scale:
-                scale(bench, args.scale, args.unrelated, args.burst)
+                scale(bench, args.scale, args.unrelated, args.burst, args.resync)
                 return 0
             raw_ns = bench.namespace("raw")
             raw = bench.raw_creates(raw_ns, 50)

@@ -54,7 +54,9 @@ class PodLogs(Kube):
         self.fail: Exception | None = None
         self.asked: list[tuple[str, str, str, int, int, float]] = []
 
-    def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+    def list(
+        self, kind: str, namespace: str, selector: str, consistent: bool = False
+    ) -> list[dict[str, Any]]:
         assert kind == "Pod" and selector.startswith("job-name=spyre-compile-")
         return self.pods
 

@@ -9,8 +9,13 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from spyre_operator.reconcile.indexes import IndexedKube, index_entry
 from spyre_operator.reconcile.kube import ApiError
+from spyre_operator.reconcile.observe import pod_issues
 from spyre_operator.reconcile.watches import SELECTOR, Source, Store, Watch, Watches
+from spyre_operator.render import meta
 
 
 def job(name: str, version: str, namespace: str = "ns") -> dict[str, Any]:
@@ -154,3 +159,99 @@ def test_wait_synced_returns_false_once_stopped() -> None:
     watches = Watches(Never(), [Source("Job", Store("jobs"), None)], ["ns"])  # type: ignore[arg-type]
     watches.close()
     assert watches.wait_synced() is False
+
+
+def serving_pod(name: str, namespace: str, model: str) -> dict[str, Any]:
+    waiting = {"reason": "CrashLoopBackOff", "message": "back-off"}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "resourceVersion": "3",
+            "creationTimestamp": "2026-11-25T00:00:00Z",
+            "labels": meta.server_selector(model) | {"pod-template-hash": "x"},
+            "annotations": {"big": "x" * 1000},
+            "managedFields": [{"manager": "kubelet"}],
+        },
+        "spec": {"containers": [{"name": "serve", "image": "i"}]},
+        "status": {
+            "phase": "Running",
+            "podIP": "10.0.0.1",
+            "conditions": [{"type": "Ready", "status": "False"}],
+            "containerStatuses": [
+                {"name": "serve", "image": "i", "state": {"waiting": waiting}, "lastState": {}}
+            ],
+        },
+    }
+
+
+def test_a_pod_is_kept_with_only_what_observe_reads() -> None:
+    (entry,) = index_entry("pods", serving_pod("p", "ns", "m")).values()
+    assert entry == {
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "resourceVersion": "3",
+            "creationTimestamp": "2026-11-25T00:00:00Z",
+            "labels": meta.server_selector("m") | {"pod-template-hash": "x"},
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "serve",
+                    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}},
+                    "lastState": {},
+                }
+            ],
+        },
+    }
+    # what observe makes of it is what it makes of the whole pod
+    assert pod_issues([entry]) == pod_issues([serving_pod("p", "ns", "m")])
+
+
+@pytest.mark.parametrize("by", [(meta.MODEL_LABEL, meta.JOB_NAME_LABEL), ()])
+def test_the_pod_list_of_the_reconciler_is_answered_from_the_store_without_a_request(
+    by: tuple[str, ...],
+) -> None:
+    pods = Store("pods", by=by)  # indexed by the model's label, or not: the same answers
+    for name, ns, model in [("p1", "ns", "m"), ("p2", "ns", "other"), ("p3", "ns2", "m")]:
+        pods.event("ADDED", serving_pod(name, ns, model))
+    kube = IndexedKube(api=None, stores={"pods": pods})  # type: ignore[arg-type]  # no request
+
+    def names(selector: str) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in kube.list("Pod", "ns", selector))
+
+    assert names(meta.selector_string("m")) == ["p1"]
+    assert names(f"{meta.COMPONENT_LABEL}={meta.SERVER}") == ["p1", "p2"]
+    assert names(f"{meta.JOB_NAME_LABEL}=j") == [] and kube.reads == 0
+    pods.event("MODIFIED", serving_pod("p2", "ns", "m"))  # relabelled: found by its new label
+    assert names(meta.selector_string("m")) == ["p1", "p2"] and names("x=y") == []
+    assert names(meta.selector_string("other")) == []
+    pods.event("DELETED", serving_pod("p1", "ns", "m"))
+    pods.replace([serving_pod("p3", "ns2", "m")], "ns2")  # a re-list of another namespace
+    assert names(meta.selector_string("m")) == ["p2"]
+    pods.replace([], "ns")
+    assert names(meta.selector_string("m")) == []
+    assert all(ns == "ns2" for ns, _, _ in pods._index)  # nothing left of the gone pods
+    with pytest.raises(ValueError, match="only k=v label selectors"):
+        kube.list("Pod", "ns", "a!=b")
+
+
+def test_a_kind_without_a_complete_store_is_listed_by_the_api_server() -> None:
+    asked: list[tuple[str, dict[str, str] | None]] = []
+
+    class Counting(IndexedKube):
+        def request(self, method: str, url: str, body: Any = None, **kw: Any) -> dict[str, Any]:
+            asked.append((url, kw.get("query")))
+            return {"items": []}
+
+    stores = {"persistentvolumeclaims": Store("pvcs", complete=False), "pods": Store("pods")}
+    kube = Counting(api=None, stores=stores)  # type: ignore[arg-type]
+    assert kube.list("PersistentVolumeClaim", "ns", "a=b") == []
+    assert kube.list("Pod", "ns", "job-name=j") == [] and asked == [  # from the store
+        ("/api/v1/namespaces/ns/persistentvolumeclaims", {"labelSelector": "a=b"})
+    ]
+    # what a finished Job left in its pods: as the API server has it, whatever the store
+    assert kube.list("Pod", "ns", "job-name=j", consistent=True) == []
+    assert asked[1] == ("/api/v1/namespaces/ns/pods", {"labelSelector": "job-name=j"})

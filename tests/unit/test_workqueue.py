@@ -13,9 +13,9 @@ import pytest
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.reconcile import triggers, workqueue
 from spyre_operator.reconcile.engine import Reconciler
-from spyre_operator.reconcile.kube import Kube
-from spyre_operator.reconcile.triggers import Resync, watched_keys
-from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
+from spyre_operator.reconcile.kube import ApiError, Kube
+from spyre_operator.reconcile.triggers import Resync, watched_count
+from spyre_operator.reconcile.workqueue import Copy, Key, Listed, WorkQueue
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit
@@ -292,48 +292,204 @@ def test_shutdown_lets_the_run_in_progress_finish_and_stops_the_workers() -> Non
     assert not q.process(block=False) and done == [A]
 
 
-def test_the_resync_spreads_each_pass_over_its_period() -> None:
-    clock = Clock()
+def listed_body(kind: str, namespace: str, name: str) -> dict[str, Any]:
+    metadata = {"namespace": namespace, "name": name, "resourceVersion": "7"}
+    return {"kind": kind, "metadata": metadata | {"managedFields": [{"manager": "x"}]}}
+
+
+class Lister:
+    """An API server for the resync's LISTs: `objects` by URL, `page` at a time at most
+    (the resync's limit, unless smaller), continue tokens "<url>@<offset>"; `expire`: the
+    tokens answered with 410 (and the token of an inconsistent continuation, or none)."""
+
+    def __init__(self, objects: dict[str, list[dict[str, Any]]], page: int = 10**9) -> None:
+        self.objects, self.page = objects, page
+        self.queries: list[tuple[str, dict[str, str]]] = []
+        self.expire: dict[str, str | None] = {}
+        self.on_list: Any = None  # called before each answer
+
+    def request(self, method: str, url: str, query: dict[str, str]) -> dict[str, Any]:
+        assert method == "GET"
+        self.queries.append((url, query))
+        if self.on_list is not None:
+            self.on_list()
+        token = query.get("continue", "")
+        if token in self.expire:
+            new = self.expire.pop(token)
+            raise ApiError(410, "Gone", {"metadata": {"continue": new} if new else {}})
+        offset = int(token.rsplit("@", 1)[1]) if token else 0
+        size = min(int(query["limit"]), self.page)
+        items = self.objects[url][offset : offset + size]
+        more = offset + size < len(self.objects[url])
+        return {"metadata": {"continue": f"{url}@{offset + size}" if more else ""}, "items": items}
+
+
+class Lane:
+    """The queue's resync side, recorded: (seconds since the start, key, copy) per key."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock, self.start = clock, clock.now
+        self.added: list[tuple[float, Key, Any]] = []
+        self.listings: list[bool] = []
+        self.waiting = 0
+
+    def listing(self, sent: bool = True) -> None:
+        self.listings.append(sent)
+
+    def resync(self, key: Key, copy: Any = None) -> None:
+        self.added.append((self.clock.now - self.start, key, copy))
+
+    def resyncs_waiting(self) -> int:
+        return self.waiting
+
+
+MODELS_URL, CACHES_URL = (
+    "/apis/serving.spyre.dev/v1alpha1/spyremodels",
+    ("/apis/serving.spyre.dev/v1alpha1/spyrecaches"),
+)
+
+
+def run_resync(
+    lister: Lister, lane: Any, clock: Clock, period: float, passes: int, count: int = 4, **kw: Any
+) -> Resync:
     start = clock.now
-    added: list[tuple[float, Any]] = []
-    keys = [("SpyreModel", "ns", f"m{i}") for i in range(4)]
 
-    def wait(seconds: float) -> bool:  # stopped after two passes
+    def wait(seconds: float) -> bool:  # stopped after `passes` passes
         clock.now += seconds
-        return clock.now >= start + 300
+        return clock.now >= start + (passes + 1) * period
 
-    resync = Resync(lambda: keys, lambda k: added.append((clock.now - start, k)), 100, clock, wait)
+    kube: Any = lister
+    resync = Resync(kube, lane, lambda: count, period, clock=clock, wait=wait, **kw)
     resync.run()
-    assert added == [(100 + 25 * i, k) for i, k in enumerate(keys)] + [
-        (200 + 25 * i, k) for i, k in enumerate(keys)
-    ]
+    return resync
 
 
-def test_ten_thousand_models_resync_at_under_fifty_per_second_by_default() -> None:
+def test_the_resync_lists_in_pages_and_spreads_each_pass_over_its_period() -> None:
     clock = Clock()
-    start = clock.now
-    period = 300.0  # options.DEFAULT_RESYNC
-    per_second: collections.Counter[int] = collections.Counter()
-    keys = [("SpyreModel", f"ns{i % 7}", f"m{i}") for i in range(10_000)]
-
-    def wait(seconds: float) -> bool:
-        clock.now += seconds
-        return clock.now >= start + 2 * period
-
-    Resync(
-        lambda: keys, lambda _: per_second.update([int(clock.now - start)]), period, clock, wait
-    ).run()
-    assert sum(per_second.values()) == 10_000
-    assert max(per_second.values()) <= 34  # 10,000 / 300 s = 33.3 per second
-
-
-def test_the_resync_walks_both_kinds_in_a_stable_order() -> None:
-    watched = {"SpyreModel": {("b", "x"): [], ("a", "y"): []}, "SpyreCache": {("a", "z"): []}}
-    assert watched_keys(watched) == [
-        ("SpyreCache", "a", "z"),
-        ("SpyreModel", "a", "y"),
-        ("SpyreModel", "b", "x"),
+    models = [listed_body(KIND, "ns", f"m{i}") for i in range(3)]
+    lister = Lister({MODELS_URL: models, CACHES_URL: [listed_body(CACHE_KIND, "ns", "c")]}, 2)
+    lane = Lane(clock)
+    run_resync(lister, lane, clock, 100, passes=2)
+    keys = [(KIND, "ns", f"m{i}") for i in range(3)] + [(CACHE_KIND, "ns", "c")]
+    assert [(when, key) for when, key, _ in lane.added] == [
+        (p * 100 + 25 * i, k) for p in (1, 2) for i, k in enumerate(keys)
     ]
+    # Each with its listed copy (no GET), marked as listed, without its managedFields.
+    _, _, copy = lane.added[0]
+    assert isinstance(copy, Listed) and copy["metadata"] == {
+        "namespace": "ns",
+        "name": "m0",
+        "resourceVersion": "7",
+    }
+    assert lister.queries[:3] == [
+        (MODELS_URL, {"limit": str(triggers.PAGE)}),
+        (MODELS_URL, {"limit": str(triggers.PAGE), "continue": f"{MODELS_URL}@2"}),
+        (CACHES_URL, {"limit": str(triggers.PAGE)}),
+    ]
+    # The queue learns of each LIST before it is sent, and when the pass is over.
+    assert lane.listings == [True, True, True, False] * 2
+
+
+def test_the_next_page_is_listed_only_when_the_last_one_is_queued() -> None:
+    clock = Clock()
+    lister = Lister({MODELS_URL: [listed_body(KIND, "ns", f"m{i}") for i in range(4)]}, 2)
+    lane = Lane(clock)
+    seen: list[int] = []
+    lister.on_list = lambda: seen.append(len(lane.added))
+    run_resync(lister, lane, clock, 100, passes=1, kinds=[KIND])
+    assert seen == [0, 2]  # the second page when the first two objects were queued
+
+
+def test_the_resync_waits_while_the_queue_holds_a_page_of_its_keys() -> None:
+    clock = Clock()
+    lister = Lister({MODELS_URL: [listed_body(KIND, "ns", f"m{i}") for i in range(2)]})
+    lane = Lane(clock)
+    looks: list[float] = []
+
+    def waiting() -> int:  # the workers take the lane's keys 10 s into the pass
+        looks.append(clock.now - lane.start)
+        return triggers.PAGE if clock.now - lane.start < 110 else 0
+
+    lane.resyncs_waiting = waiting  # type: ignore[method-assign]
+    run_resync(lister, lane, clock, 100, passes=1, kinds=[KIND], count=2)
+    # the second object as far after the first as the spread says: no catching up
+    assert [when for when, _, _ in lane.added] == [110, 160]
+    assert looks[0] == 100 and looks[-1] == 160
+
+
+def test_a_slow_list_moves_the_rest_of_the_pass_back_and_an_overrun_the_next_pass() -> None:
+    clock = Clock()
+    lister = Lister({MODELS_URL: [listed_body(KIND, "ns", f"m{i}") for i in range(2)]})
+
+    def slow() -> None:  # each LIST answers after 30 s, the second pass's after 150 s
+        clock.now += 150 if len(lister.queries) == 2 else 30
+
+    lister.on_list = slow
+    lane = Lane(clock)
+    run_resync(lister, lane, clock, 100, passes=4, kinds=[KIND], count=2)
+    # 2nd pass: from 200 to 400, so the 3rd starts at 400, not at 300 (no pass at once)
+    assert [when for when, _, _ in lane.added] == [130, 180, 350, 400, 430, 480]
+
+
+def test_an_expired_continue_token_is_followed_by_the_one_its_410_brings() -> None:
+    clock = Clock()
+    lister = Lister({MODELS_URL: [listed_body(KIND, "ns", f"m{i}") for i in range(3)]}, 1)
+    lister.expire[f"{MODELS_URL}@1"] = f"{MODELS_URL}@2"  # m1 changed meanwhile: skipped
+    lane = Lane(clock)
+    run_resync(lister, lane, clock, 100, passes=1, kinds=[KIND], count=3)
+    assert [key[2] for _, key, _ in lane.added] == ["m0", "m2"]
+    assert [q.get("continue") for _, q in lister.queries] == [
+        None,
+        f"{MODELS_URL}@1",
+        f"{MODELS_URL}@2",
+    ]
+
+
+def test_a_410_without_a_token_or_an_error_ends_the_pass_and_the_next_pass_lists_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    lister = Lister({MODELS_URL: [listed_body(KIND, "ns", f"m{i}") for i in range(2)]}, 1)
+    lister.expire[f"{MODELS_URL}@1"] = None
+    lane = Lane(clock)
+    with caplog.at_level(logging.WARNING):
+        run_resync(lister, lane, clock, 100, passes=2, kinds=[KIND], count=2)
+    assert [(when, key[2]) for when, key, _ in lane.added] == [
+        (100, "m0"),
+        (200, "m0"),
+        (250, "m1"),
+    ]
+    assert "resync pass stopped: 410 Gone" in caplog.text
+    assert lane.listings[-1] is False
+
+
+def test_a_namespaced_operator_lists_each_watched_namespace() -> None:
+    clock = Clock()
+    urls = [f"/apis/serving.spyre.dev/v1alpha1/namespaces/{ns}/spyremodels" for ns in "ab"]
+    lister = Lister({url: [listed_body(KIND, url.split("/")[5], "m")] for url in urls})
+    lane = Lane(clock)
+    run_resync(lister, lane, clock, 100, passes=1, kinds=[KIND], namespaces=["a", "b"], count=2)
+    assert [key for _, key, _ in lane.added] == [(KIND, "a", "m"), (KIND, "b", "m")]
+
+
+def test_ten_thousand_models_resync_at_under_fifty_requests_per_second_by_default() -> None:
+    clock = Clock()
+    period = 300.0  # options.DEFAULT_RESYNC
+    n = 10_000
+    models = [listed_body(KIND, f"ns{i % 7}", f"m{i}") for i in range(n)]
+    caches = [listed_body(CACHE_KIND, f"ns{i % 7}", f"m{i}") for i in range(n)]
+    lister = Lister({MODELS_URL: models, CACHES_URL: caches})
+    lane = Lane(clock)
+    run_resync(lister, lane, clock, period, passes=1, count=2 * n)
+    per_second = collections.Counter(int(when) for when, _, _ in lane.added)
+    assert sum(per_second.values()) == 2 * n and len(lister.queries) == 2 * n // triggers.PAGE
+    # reconciles (no GET each) plus the LISTs: 20,000 / 300 s = 66.7 reconciles a second
+    assert max(per_second.values()) <= 67 and len(lister.queries) / period < 0.2
+
+
+def test_the_count_of_a_pass_is_the_size_of_the_indexes() -> None:
+    watched = {"SpyreModel": {("b", "x"): [], ("a", "y"): []}, "SpyreCache": {("a", "z"): []}}
+    assert watched_count(watched) == 3
 
 
 def test_the_pause_doubles_up_to_five_minutes() -> None:
@@ -463,3 +619,35 @@ def test_a_new_compile_job_without_its_entry_has_its_owners_reconciled_later() -
     triggers.child_changed(reconcilers, "ADDED", job)  # owned by its entry: nothing
     drain(q)
     assert rec.runs == [(B, None), (A, None)]
+
+
+def test_a_resync_key_runs_with_its_listed_copy_unless_a_trigger_queued_it_since() -> None:
+    rec = Recorder()
+    q = queue(rec)
+    a, b, c = (Listed({"v": n}) for n in "abc")
+    q.resync(A, a)  # not after a LIST: no copy to trust
+    drain(q)
+    q.listing()
+    q.add(B, {"v": "event"})
+    drain(q)  # B ran from its event's copy after the LIST was sent: the listed one is older
+    q.resync(A, a)
+    q.resync(B, b)
+    q.resync(C, c)
+    q.add(C, {"v": "newer"})  # a trigger takes the resync's place, with its own copy
+    assert q.resyncs_waiting() == 2
+    drain(q)
+    assert rec.runs == [(A, None), (B, {"v": "event"}), (C, {"v": "newer"}), (A, a), (B, None)]
+    q.listing(sent=False)  # the pass is over: triggers are no longer tracked
+    q.add(A)
+    assert q._since_listing is None
+
+
+def test_the_listed_copy_of_a_deleted_key_is_dropped() -> None:
+    rec = Recorder()
+    q = queue(rec)
+    q.listing()
+    q.resync(A, Listed({"v": 1}))
+    q.forget(A)
+    assert q.resyncs_waiting() == 0
+    drain(q)
+    assert rec.runs == []

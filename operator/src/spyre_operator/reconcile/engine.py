@@ -209,10 +209,16 @@ class Reconciler:
         self, namespace: str, name: str, body: dict[str, Any] | None = None
     ) -> float | None:
         """Reconcile one SpyreModel; `body` is a recent copy if the caller has one. Not
-        twice at once for one object (the queue runs each key once at a time). Returns
+        twice at once for one object (the queue runs each key once at a time); a copy
+        from an event that is the echo of our own status write is skipped, one the resync
+        listed is not (`Listed`: the resync is the safety net for lost events). Returns
         when to reconcile again without an event (seconds), if at all."""
         started = time.perf_counter()
-        if body is not None and self._is_echo(namespace, name, body):
+        if (
+            body is not None
+            and not isinstance(body, workqueue.Listed)
+            and self._is_echo(namespace, name, body)
+        ):
             self.stats["echoes"] += 1
             return None
         try:

@@ -33,13 +33,34 @@ KEPT_METADATA = (
     "creationTimestamp",
     "deletionTimestamp",
 )
+POD_METADATA = ("name", "namespace", "resourceVersion", "labels", "creationTimestamp")
+CONTAINER_STATUS = ("name", "state", "lastState")
+
+
+def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod as observe and progress read it: its labels (selected by them), age, phase and
+    its containers' states (waiting reasons, terminations with their messages)."""
+    metadata, status = body["metadata"], body.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    return {
+        "metadata": {k: plain(metadata[k]) for k in POD_METADATA if k in metadata},
+        "status": {
+            "phase": status.get("phase"),
+            "containerStatuses": [
+                {k: plain(c[k]) for k in CONTAINER_STATUS if k in c} for c in statuses
+            ],
+        },
+    }
 
 
 def index_entry(plural: str, body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """A child as the reconciler reads it, keyed by (namespace, name): only what observe
     and decide look at (no managedFields; of a Job not the pod template; of a PVC that it
-    exists), so the indexes stay small."""
+    exists; of a pod its labels and its containers' states), so the indexes stay small."""
     metadata = body["metadata"]
+    key = (metadata["namespace"], metadata["name"])
+    if plural == "pods":
+        return {key: pod_entry(body)}
     entry: dict[str, Any] = {
         "metadata": {k: plain(metadata[k]) for k in KEPT_METADATA if k in metadata}
     }
@@ -50,13 +71,13 @@ def index_entry(plural: str, body: Mapping[str, Any]) -> dict[tuple[str, str], d
     elif plural != "persistentvolumeclaims":
         entry["spec"] = plain(body.get("spec") or {})
         entry["status"] = plain(body.get("status") or {})
-    return {(metadata["namespace"], metadata["name"]): entry}
+    return {key: entry}
 
 
 class IndexedKube(Kube):
-    """The operator's client, but GETs of watched kinds are answered from the watches'
-    stores (filled before any reconcile runs, updated before each event is handled), by
-    plural. The answers are shared: read them, never change them."""
+    """The operator's client, but GETs and LISTs of watched kinds are answered from the
+    watches' stores (filled before any reconcile runs, updated before each event is
+    handled), by plural. The answers are shared: read them, never change them."""
 
     def __init__(self, api: client.ApiClient, stores: Mapping[str, Store]) -> None:
         super().__init__(api)
@@ -76,6 +97,29 @@ class IndexedKube(Kube):
             )
             return items[0] if items else None
         return found
+
+    def list(
+        self, kind: str, namespace: str, selector: str, consistent: bool = False
+    ) -> list[dict[str, Any]]:
+        """`selector`: k=v pairs, comma-separated (what the reconciler asks for). A store
+        is filled by its own watch, so it may lag behind another kind's (a Job's end seen
+        before its pod's): `consistent` asks the API server."""
+        store = self.stores.get(KINDS[kind][1])
+        if consistent or store is None or not store.complete:
+            return super().list(kind, namespace, selector)
+        return store.select(namespace, equalities(selector))
+
+
+def equalities(selector: str) -> dict[str, str]:
+    """A label selector of k=v pairs as a dict; ValueError for any other kind of selector
+    (the reconciler asks for none)."""
+    out = {}
+    for term in selector.split(","):
+        name, sep, value = term.partition("=")
+        if not sep or not name or value.startswith("=") or name.endswith("!"):
+            raise ValueError(f"only k=v label selectors are answered from a store: {selector!r}")
+        out[name.strip()] = value.strip()
+    return out
 
 
 # ----- the compile queue, from the indexes ----------------------------------------------

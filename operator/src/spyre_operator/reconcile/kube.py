@@ -194,7 +194,11 @@ class Kube:
                 return None
             raise
 
-    def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+    def list(
+        self, kind: str, namespace: str, selector: str, consistent: bool = False
+    ) -> list[dict[str, Any]]:
+        """`consistent`: what the API server holds now, even where a store could answer
+        (indexes.IndexedKube)."""
         found = self.request("GET", path(kind, namespace), query={"labelSelector": selector})
         items: list[dict[str, Any]] = found.get("items", [])
         return items

@@ -1,8 +1,10 @@
 """Read the cluster state of one SpyreModel into plain, immutable views.
 
-`observe` makes the API calls (a handful of GETs, a pod list only when a Job finished
-without a recorded summary or serving pods are not all ready, and, while the compile runs,
-the end of its pod's log once per progress interval: progress.py); the `*_view` functions
+`observe` reads the children (a handful of GETs and a list of the serving pods while they
+are not all ready, which the operator's client answers from its stores:
+indexes.IndexedKube; a LIST of a Job's pods once it finished without a recorded summary)
+and, while the compile runs,
+the end of its pod's log once per progress interval (progress.py); the `*_view` functions
 turn raw objects into the facts `decide` works from and are pure.
 """
 
@@ -299,7 +301,10 @@ def _job(
     raw = kube.get("Job", ns, name)
     if raw is None:
         return None
-    pods = kube.list("Pod", ns, f"job-name={name}") if needs_pods(raw) else []
+    # A finished Job's pods, once: from the API server, which has the pod's end before
+    # the Job's (the pods' watch may bring it after the Job's does).
+    selector = f"{meta.JOB_NAME_LABEL}={name}"
+    pods = kube.list("Pod", ns, selector, consistent=True) if needs_pods(raw) else []
     return job_view(raw, pods, container)
 
 

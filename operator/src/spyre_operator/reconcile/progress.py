@@ -20,6 +20,7 @@ import urllib3
 
 from spyre_operator.reconcile.compiles import JobRef
 from spyre_operator.reconcile.kube import ApiError, Kube, one_line
+from spyre_operator.render import meta
 from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_runtime.contract import Step, last_step
 
@@ -81,7 +82,7 @@ class ProgressReader:
         with self._guard:
             self.reads += 1
         try:
-            pods = self.kube.list("Pod", namespace, f"job-name={job}")
+            pods = self.kube.list("Pod", namespace, f"{meta.JOB_NAME_LABEL}={job}")
             running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
             if not running:
                 return None

@@ -4,41 +4,60 @@ object (workqueue.py): a kopf handler never waits for a reconcile."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from spyre_operator.api.names import API_VERSION, KIND
+from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.reconcile import compiles, inventory
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.indexes import plain
+from spyre_operator.reconcile.kube import KINDS, ApiError, Kube, one_line, path
 from spyre_operator.reconcile.observe import job_view
-from spyre_operator.reconcile.workqueue import Key
+from spyre_operator.reconcile.workqueue import Key, Listed, WorkQueue
 from spyre_operator.render import meta
+
+log = logging.getLogger(__name__)
 
 Reconcilers = Mapping[str, Reconciler]  # by kind: SpyreModel, SpyreCache
 
 
+PAGE = 500  # objects per page of the resync's LIST: only one page's bodies held at once
+BACKLOG_PAUSE = 0.5  # seconds between looks at a resync lane too full to add to
+
+
 class Resync(threading.Thread):
-    """Every `period` seconds, each SpyreModel and SpyreCache the operator watches
-    (`keys()`, read at the start of each pass) is queued once, spread evenly over the period:
-    key i of n at i * period / n, so the reconciles of a pass (and their API reads) come at
-    n / period per second instead of all at once (`add`: WorkQueue.resync, behind what the
-    triggers queued). The first pass starts one period after
-    the start (the start-up listing reconciled everything). `clock` and `wait` (returns
-    True once stopped) are injectable for tests."""
+    """Every `period` seconds, each SpyreModel and SpyreCache (`kinds`, in the watched
+    `namespaces`; none: all) is queued once with the copy a paged LIST brought (no GET per
+    object), spread evenly over the period: object i of about n (`count()`, read at the
+    start of each pass) at i * period / n, so the reconciles of a pass (and their API
+    requests) come at n / period per second instead of all at once (WorkQueue.resync,
+    behind what the triggers queued). The next page is listed when the last one is
+    queued, and not while the queue holds a page's worth of the resync's keys not taken
+    yet (the workers lag): one page or two of bodies in memory, never all of them. An
+    expired continue token (410) is followed by the one its answer brings (the rest of
+    the list, from a newer state); without one (or on any other error), the pass ends
+    there and the next one lists again. The first pass starts one period after the start
+    (the start-up listing reconciled everything), each next one a period after the last
+    one started, or when it ended if it took longer. `clock` and `wait` (returns True
+    once stopped) are injectable for tests."""
 
     def __init__(
         self,
-        keys: Callable[[], list[Key]],
-        add: Callable[[Key], None],
+        kube: Kube,
+        queue: WorkQueue,
+        count: Callable[[], int],
         period: float,
+        kinds: Iterable[str] = (KIND, CACHE_KIND),
+        namespaces: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[float], bool] | None = None,
     ) -> None:
         super().__init__(name="resync", daemon=True)
-        self.keys, self.add, self.period, self.clock = keys, add, period, clock
+        self.kube, self.queue, self.count, self.period = kube, queue, count, period
+        self.kinds, self.namespaces, self.clock = tuple(kinds), tuple(namespaces), clock
         self._stop = threading.Event()
         self.wait = wait or self._stop.wait
 
@@ -46,25 +65,85 @@ class Resync(threading.Thread):
         self._stop.set()
 
     def run(self) -> None:
-        start = self.clock()
-        while True:
-            start += self.period
-            if self._wait_until(start):
-                return
-            keys = self.keys()
-            for i, key in enumerate(keys):
-                if self._wait_until(start + self.period * i / len(keys)):
+        due = self.clock() + self.period
+        while not self._wait_until(due):
+            start = self.clock()
+            due = start + self.period  # a pass that took longer: the next one at its end
+            try:
+                if self.one_pass(start):
                     return
-                self.add(key)
+            except Exception as err:  # the API server away, a timeout: the next pass
+                log.warning("resync pass stopped: %s (again in %gs)", one_line(err), self.period)
+            finally:
+                self.queue.listing(sent=False)
+
+    def one_pass(self, start: float) -> bool:
+        """Queue every object, spread from `start` on; True once stopped. An object queued
+        late (a slow LIST, a full queue) moves the rest back as much: a pass behind its
+        schedule never catches up in a burst."""
+        n, late = max(1, self.count()), 0.0
+        for i, (key, body) in enumerate(self.listed()):
+            due = start + late + self.period * i / n
+            if self._wait_until(due) or self._wait_for_room():
+                return True
+            late += max(0.0, self.clock() - due)
+            self.queue.resync(key, body)
+        return False
+
+    def _wait_for_room(self) -> bool:
+        while self.queue.resyncs_waiting() >= PAGE:
+            if self.wait(BACKLOG_PAUSE):
+                return True
+        return False
+
+    def listed(self) -> Iterator[tuple[Key, Listed]]:
+        """Every object of each kind, page by page (the queue told before each LIST)."""
+        for kind in self.kinds:
+            for url in self._urls(kind):
+                token = ""
+                while True:
+                    query = {"limit": str(PAGE)} | ({"continue": token} if token else {})
+                    self.queue.listing()
+                    try:
+                        page = self.kube.request("GET", url, query=query)
+                    except ApiError as err:
+                        token = expired_continue(err)
+                        if not token:
+                            raise
+                        log.info("resync: the %s list expired: continued from a newer state", kind)
+                        continue
+                    for body in page.get("items") or []:
+                        metadata = body["metadata"]
+                        metadata.pop("managedFields", None)  # never read; the largest part
+                        key = (kind, metadata["namespace"], metadata["name"])
+                        yield key, Listed(body)
+                    token = (page.get("metadata") or {}).get("continue") or ""
+                    if not token:
+                        break
+
+    def _urls(self, kind: str) -> list[str]:
+        if self.namespaces:
+            return [path(kind, namespace) for namespace in self.namespaces]
+        prefix, plural = KINDS[kind]
+        return [f"/{prefix}/{plural}"]
 
     def _wait_until(self, when: float) -> bool:
         return self.wait(max(0.0, when - self.clock()))
 
 
-def watched_keys(watched: Mapping[str, Any]) -> list[Key]:
-    """(kind, namespace, name) of every object in the indexes of SpyreModels and
-    SpyreCaches (`watched`, by kind), in a stable order."""
-    return sorted((kind, ns, name) for kind, index in watched.items() for ns, name in list(index))
+def expired_continue(err: ApiError) -> str:
+    """The token of an inconsistent continuation that a 410 (an expired continue token)
+    brings in its Status ("": another error, or none brought)."""
+    if err.status != 410:
+        return ""
+    token: str = (err.body.get("metadata") or {}).get("continue") or ""
+    return token
+
+
+def watched_count(watched: Mapping[str, Any]) -> int:
+    """How many SpyreModels and SpyreCaches the operator watches (their indexes:
+    `watched`, by kind): the resync's estimate of a pass's length."""
+    return sum(len(list(index)) for index in watched.values())
 
 
 def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -145,6 +224,6 @@ def pod_changed(reconcilers: Reconcilers, event_type: str | None, body: Mapping[
     models = reconcilers[KIND]
     if component == meta.SERVER and meta.MODEL_LABEL in labels:
         reconcile_each(models, [(namespace, labels[meta.MODEL_LABEL])])
-    elif component in (meta.COMPILE, meta.WEIGHTS) and "job-name" in labels:
-        job = models.kube.get("Job", namespace, labels["job-name"])
+    elif component in (meta.COMPILE, meta.WEIGHTS) and meta.JOB_NAME_LABEL in labels:
+        job = models.kube.get("Job", namespace, labels[meta.JOB_NAME_LABEL])
         reconcile_owners(reconcilers, job or {"metadata": {"namespace": namespace}})

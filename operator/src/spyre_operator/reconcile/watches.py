@@ -4,8 +4,8 @@ kopf has no label selector for a watch: it receives every object of a kind in th
 namespaces and filters labels itself, so in cluster-wide mode every Pod and PVC of the
 cluster reached the operator's memory and CPU. These watches ask the API server for the
 objects labelled `app.kubernetes.io/managed-by=spyre-operator` only: Jobs, Deployments,
-Services, NetworkPolicies and PVCs into stores the reconciler reads instead of GETs
-(indexes.IndexedKube), and Pods for their events alone. Per kind (and per namespace when
+Services, NetworkPolicies, PVCs and Pods into stores the reconciler reads instead of GETs
+and LISTs (indexes.IndexedKube). Per kind (and per namespace when
 the operator is namespace-scoped): a paged LIST, then a WATCH from the list's
 resourceVersion (with bookmarks); a watch the API server ends is resumed from the last
 resourceVersion it brought, an expired one (410 Gone) is listed again and the differences
@@ -42,12 +42,15 @@ class Store:
     (indexes.index_entry). `complete`: every object the reconciler may ask for is
     labelled, so a missing key means a missing object; a user's existing cache claim
     (spec.cache.volume.claimName) is not labelled, so a PVC missing here is listed by
-    name (indexes.IndexedKube). Safe from any thread; the entries are shared: read them,
+    name (indexes.IndexedKube). `by`: labels whose values are indexed, so a selection by
+    one of them reads only the entries that carry it (of the pods: the model's, the
+    Job's), not every entry. Safe from any thread; the entries are shared: read them,
     never change them."""
 
-    def __init__(self, plural: str, complete: bool = True) -> None:
-        self.plural, self.complete = plural, complete
+    def __init__(self, plural: str, complete: bool = True, by: tuple[str, ...] = ()) -> None:
+        self.plural, self.complete, self.by = plural, complete, by
         self._items: dict[Key, dict[str, Any]] = {}
+        self._index: dict[tuple[str, str, str], set[Key]] = {}  # (namespace, label, value)
         self._lock = threading.Lock()
 
     def get(self, key: Key) -> dict[str, Any] | None:
@@ -58,6 +61,36 @@ class Store:
         with self._lock:
             return list(self._items.values())
 
+    def select(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The entries of `namespace` that carry every label of `labels`."""
+        wanted = labels.items()
+        indexed = [(namespace, k, v) for k, v in wanted if k in self.by]
+        with self._lock:
+            keys = self._index.get(indexed[0], set()) if indexed else self._items.keys()
+            found = [self._items[key] for key in keys if key[0] == namespace]
+        return [e for e in found if wanted <= (e["metadata"].get("labels") or {}).items()]
+
+    def _put(self, key: Key, entry: dict[str, Any]) -> None:
+        """Keep `entry` under `key` and in the index (lock held)."""
+        self._drop(key)
+        self._items[key] = entry
+        for label in self._indexed(key, entry):
+            self._index.setdefault(label, set()).add(key)
+
+    def _drop(self, key: Key) -> dict[str, Any] | None:
+        """Forget `key`, and its place in the index; its entry (lock held)."""
+        entry = self._items.pop(key, None)
+        for label in self._indexed(key, entry) if entry is not None else ():
+            keys = self._index[label]
+            keys.discard(key)
+            if not keys:
+                del self._index[label]
+        return entry
+
+    def _indexed(self, key: Key, entry: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+        labels = entry["metadata"].get("labels") or {}
+        return [(key[0], k, labels[k]) for k in self.by if k in labels]
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
@@ -66,9 +99,9 @@ class Store:
         (key, entry), *_ = index_entry(self.plural, body).items()
         with self._lock:
             if event_type == "DELETED":
-                self._items.pop(key, None)
+                self._drop(key)
             else:
-                self._items[key] = entry
+                self._put(key, entry)
 
     def replace(
         self, bodies: Iterable[Mapping[str, Any]], namespace: str | None = None
@@ -87,10 +120,11 @@ class Store:
                     events.append(("ADDED", entry))
                 elif _version(old) != _version(entry):
                     events.append(("MODIFIED", entry))
-                self._items[key] = entry
+                self._put(key, entry)
             for key in [k for k in self._items if namespace in (None, k[0])]:
                 if key not in listed:
-                    events.append(("DELETED", self._items.pop(key)))
+                    events.append(("DELETED", self._items[key]))
+                    self._drop(key)
         return events
 
 
@@ -101,11 +135,11 @@ def _version(entry: Mapping[str, Any]) -> str | None:
 
 @dataclass(frozen=True)
 class Source:
-    """One watched kind: its kind name (kube.KINDS), the store (None: events only), and
-    what its events trigger (None: nothing)."""
+    """One watched kind: its kind name (kube.KINDS), its store, and what its events
+    trigger (None: nothing)."""
 
     kind: str
-    store: Store | None
+    store: Store
     deliver: Deliver | None
 
 
@@ -157,12 +191,11 @@ class Watch(threading.Thread):
             self.received[self.source.kind] += n
 
     def list(self) -> str:
-        """The managed objects (the store) and the resourceVersion to watch from. A kind
-        without a store lists one object: the watch needs only the collection's version."""
+        """The managed objects (the store) and the resourceVersion to watch from."""
         store, token = self.source.store, ""
         items: list[dict[str, Any]] = []
         while True:
-            query = {"labelSelector": SELECTOR, "limit": str(PAGE if store is not None else 1)}
+            query = {"labelSelector": SELECTOR, "limit": str(PAGE)}
             if token:
                 query["continue"] = token
             try:
@@ -174,13 +207,12 @@ class Watch(threading.Thread):
             self._count(len(page.get("items") or []))
             items += page.get("items") or []
             token = page["metadata"].get("continue") or ""
-            if store is None or not token:
+            if not token:
                 break
-        if store is not None:
-            first = not self.synced.is_set()  # the first listing is what kopf called resume:
-            events = store.replace(items, self.namespace)  # no events, the models' is that
-            for event_type, entry in [] if first else events:
-                self._deliver(event_type, entry)
+        first = not self.synced.is_set()  # the first listing is what kopf called resume:
+        events = store.replace(items, self.namespace)  # no events, the models' is that
+        for event_type, entry in [] if first else events:
+            self._deliver(event_type, entry)
         version: str = page["metadata"]["resourceVersion"]
         return version
 
@@ -205,8 +237,7 @@ class Watch(threading.Thread):
                 if event_type == "BOOKMARK":
                     continue
                 self._count(1)
-                if self.source.store is not None:
-                    self.source.store.event(event_type, body)
+                self.source.store.event(event_type, body)
                 self._deliver(event_type, body)
                 if self.stop.is_set():
                     break

@@ -22,9 +22,10 @@ from spyre_operator.reconcile.events import EventPoster
 from spyre_operator.reconcile.indexes import CACHES, MODELS, IndexedKube, compile_queue
 from spyre_operator.reconcile.kube import KINDS, REQUEST_TIMEOUT, Kube, load_api_client
 from spyre_operator.reconcile.progress import ProgressReader
-from spyre_operator.reconcile.triggers import Resync, watched_keys
+from spyre_operator.reconcile.triggers import Resync, watched_count
 from spyre_operator.reconcile.watches import Source, Store, Watches
 from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
+from spyre_operator.render import meta
 
 CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy")
 
@@ -46,6 +47,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
         plural: Store(plural, complete=plural != "persistentvolumeclaims")
         for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim"))
     }
+    # The pods are selected by their model (serving) or their Job (compile, weights).
+    stores["pods"] = Store("pods", by=(meta.MODEL_LABEL, meta.JOB_NAME_LABEL))
     kube = IndexedKube(api, stores)
     memo.events = EventPoster(kube)
     limits = compiles.Limits(*options.compile_limits())
@@ -87,7 +90,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     memo.queue.start(workers)
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.resync = Resync(
-        functools.partial(watched_keys, watched), memo.queue.resync, options.resync_seconds()
+        kube,
+        memo.queue,
+        functools.partial(watched_count, watched),
+        options.resync_seconds(),
+        namespaces=options.namespaces(),
     )
     memo.resync.start()
 
@@ -104,7 +111,7 @@ def start_watches(reconcilers: triggers.Reconcilers, stores: Mapping[str, Store]
     ]
     sources += [
         Source("PersistentVolumeClaim", stores["persistentvolumeclaims"], None),
-        Source("Pod", None, handle(triggers.pod_changed)),
+        Source("Pod", stores["pods"], handle(triggers.pod_changed)),
     ]
     namespaces = options.namespaces()
     # Their own connections: a watch holds one for minutes.

@@ -13,7 +13,10 @@ low lane: they run only when no key a trigger queued waits.
 
 An event brings the object's latest copy: a run of a key that only events queued
 reconciles from that copy (no GET, and the echo of the reconciler's own status write is
-recognised); any other trigger (a child, the resync, a retry) makes the run read it afresh.
+recognised); any other trigger (a child, a retry) makes the run read it afresh. The
+resync's keys come with the copy its LIST brought (`Listed`: never taken for an echo),
+unless a trigger queued the key after that LIST was sent (the copy may be older than what
+that trigger's run saw: the run reads afresh).
 """
 
 from __future__ import annotations
@@ -30,6 +33,13 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 Copy = dict[str, Any] | None  # the object as an event brought it; None: read it afresh
+
+
+class Listed(dict[str, Any]):
+    """An object's copy from the resync's LIST, not from an event: never the echo of the
+    reconciler's own status write (the resync reconciles it all the same)."""
+
+
 RETRY_SECONDS = 10.0  # pause before a failed run is retried, doubled per failure in a row
 MAX_RETRY_SECONDS = 300.0
 
@@ -65,7 +75,10 @@ class WorkQueue:
         self.stats: Counter[str] = Counter()
         self._cond = threading.Condition()
         self._ready: deque[Key] = deque()  # waiting to run, first come first
-        self._resyncs: set[Key] = set()  # the low lane: run when none of _ready waits
+        # the low lane (the resync's keys -> their listed copy, and the keys put `later`):
+        # run when none of _ready waits
+        self._resyncs: dict[Key, Copy] = {}
+        self._since_listing: set[Key] | None = None  # keys triggers queued since the LIST
         self._later: deque[Key] = deque()  # their order (keys no longer in _resyncs skipped)
         self._rerun: set[Key] = set()  # put `later` while running: the low lane after the run
         self._copies: dict[Key, Copy] = {}  # of the keys in _ready, or dirty ones
@@ -84,15 +97,23 @@ class WorkQueue:
         with self._cond:
             self._add(key, copy)
 
-    def resync(self, key: Key) -> None:
+    def listing(self, sent: bool = True) -> None:
+        """The resync is about to send a LIST: the copies it brings are older than what
+        triggers queue from now on (`sent` False: its pass is over, nothing to track)."""
+        with self._cond:
+            self._since_listing = set() if sent else None
+
+    def resync(self, key: Key, copy: Listed | None = None) -> None:
         """Queue `key` for the resync (never blocks), behind every key a trigger queued: a
         worker takes it only when none of those waits, so the resync never slows what
         events ask for. A key already queued or running is left as it is (that run
-        reconciles it as well)."""
+        reconciles it as well). `copy`: the object as the LIST since `listing` brought it;
+        dropped if a trigger queued the key since (read afresh)."""
         with self._cond:
             if key in self._copies or key in self._running or key in self._resyncs:
                 return
-            self._lane_low(key)
+            stale = self._since_listing is None or key in self._since_listing
+            self._lane_low(key, None if stale else copy)
 
     def later(self, key: Key) -> None:
         """Queue `key` in the resync's lane (never blocks), for work that can wait until
@@ -110,13 +131,20 @@ class WorkQueue:
         with self._cond:
             return not self._ready
 
-    def _lane_low(self, key: Key) -> None:
-        self._resyncs.add(key)
+    def _lane_low(self, key: Key, copy: Copy = None) -> None:
+        self._resyncs[key] = copy
         self._later.append(key)
         self._cond.notify()
 
+    def resyncs_waiting(self) -> int:
+        """The resync's keys not taken yet (each may hold its copy)."""
+        with self._cond:
+            return len(self._resyncs)
+
     def _add(self, key: Key, copy: Copy) -> None:
-        self._resyncs.discard(key)  # a trigger's add takes its place among the others
+        self._resyncs.pop(key, None)  # a trigger's add takes its place among the others
+        if self._since_listing is not None:
+            self._since_listing.add(key)
         queued = key in self._copies
         # A later copy replaces an earlier one; once a trigger wants a fresh read, the run
         # reads afresh (a copy could be the echo of a status write and skip the run).
@@ -133,7 +161,7 @@ class WorkQueue:
         with self._cond:
             self._failures.pop(key, None)
             self._due.pop(key, None)
-            self._resyncs.discard(key)
+            self._resyncs.pop(key, None)
             self._rerun.discard(key)
             if key in self._copies:
                 self._copies[key] = None
@@ -165,9 +193,8 @@ class WorkQueue:
                 while self._later:
                     key = self._later.popleft()
                     if key in self._resyncs:  # else: a trigger queued it since
-                        self._resyncs.discard(key)
                         self._running.add(key)
-                        return key, None
+                        return key, self._resyncs.pop(key)
                 if not block:
                     return None
                 wait = self._timers[0][0] - self.clock() if self._timers else None

@@ -23,6 +23,7 @@ WEIGHTS = "weights"
 CLEANUP = "cleanup"
 GRAPH_CACHE = "graph-cache"
 COMPONENT_LABEL = "app.kubernetes.io/component"
+JOB_NAME_LABEL = "job-name"  # what the Job controller labels its pods with
 
 
 LABEL_VALUE_LIMIT = 63
