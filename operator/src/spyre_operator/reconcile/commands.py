@@ -220,6 +220,9 @@ def _run(args: argparse.Namespace) -> int:
     if problem:  # one line and out (in a cluster: the pod restarts, with back-off)
         print(f"spyre-operator run: {problem}", file=sys.stderr)
         return 1
+    from spyre_operator.reconcile.allocator import limit_arenas
+
+    limit_arenas()  # before any thread starts
     import kopf
     from kopf._core.engines.peering import Identity  # the type kopf.run's identity wants
 
