@@ -20,7 +20,7 @@ from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit
 
-A, B, C = (("SpyreModel", "ns", n) for n in "abc")
+A, B, C, D = (("SpyreModel", "ns", n) for n in "abcd")
 WAIT = 30.0  # seconds a test waits for the state it expects (a loaded machine)
 
 
@@ -651,3 +651,23 @@ def test_the_listed_copy_of_a_deleted_key_is_dropped() -> None:
     assert q.resyncs_waiting() == 0
     drain(q)
     assert rec.runs == []
+
+
+def test_a_backlog_keeps_at_most_max_copies_beyond_them_runs_read_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(workqueue, "MAX_COPIES", 2)
+    rec = Recorder()
+    q = queue(rec)
+    q.add(A, {"v": 1})
+    q.add(A, {"v": 2})  # replaces its own copy: still one kept
+    q.add(B, {"v": 3})
+    q.add(C, {"v": 4})  # the third: not kept
+    q.forget(B)  # its copy dropped: room for one
+    q.add(D, {"v": 5})
+    drain(q)
+    assert rec.runs == [(A, {"v": 2}), (B, None), (C, None), (D, {"v": 5})]
+    q.add(A, {"v": 6})  # every copy was handed to its run: room again
+    q.add(B, {"v": 7})
+    drain(q)
+    assert rec.runs[4:] == [(A, {"v": 6}), (B, {"v": 7})]

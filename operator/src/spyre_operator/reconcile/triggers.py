@@ -113,8 +113,7 @@ class Resync(threading.Thread):
                         log.info("resync: the %s list expired: continued from a newer state", kind)
                         continue
                     for body in page.get("items") or []:
-                        metadata = body["metadata"]
-                        metadata.pop("managedFields", None)  # never read; the largest part
+                        metadata = trimmed(body)["metadata"]
                         key = (kind, metadata["namespace"], metadata["name"])
                         yield key, Listed(body)
                     token = (page.get("metadata") or {}).get("continue") or ""
@@ -153,7 +152,14 @@ def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[st
     if event_type == "DELETED":
         reconciler.forget(metadata["namespace"], metadata["name"])
     else:
-        reconciler.enqueue(metadata["namespace"], metadata["name"], plain(body))
+        reconciler.enqueue(metadata["namespace"], metadata["name"], trimmed(plain(body)))
+
+
+def trimmed(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` without its managedFields (never read; the largest part of a SpyreModel):
+    the copy a queued key keeps."""
+    body["metadata"].pop("managedFields", None)
+    return body
 
 
 def owners(obj: Mapping[str, Any], kind: str = KIND) -> list[str]:

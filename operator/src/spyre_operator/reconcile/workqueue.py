@@ -13,7 +13,8 @@ low lane: they run only when no key a trigger queued waits.
 
 An event brings the object's latest copy: a run of a key that only events queued
 reconciles from that copy (no GET, and the echo of the reconciler's own status write is
-recognised); any other trigger (a child, a retry) makes the run read it afresh. The
+recognised); any other trigger (a child, a retry) makes the run read it afresh, and so
+does a backlog (at most MAX_COPIES copies are kept at once). The
 resync's keys come with the copy its LIST brought (`Listed`: never taken for an echo),
 unless a trigger queued the key after that LIST was sent (the copy may be older than what
 that trigger's run saw: the run reads afresh).
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 Copy = dict[str, Any] | None  # the object as an event brought it; None: read it afresh
+# Event copies kept at once: beyond, a queued key's run reads its object afresh, so a burst
+# of thousands of creates waiting for the workers costs keys, not bodies.
+MAX_COPIES = 500
 
 
 class Listed(dict[str, Any]):
@@ -82,6 +86,7 @@ class WorkQueue:
         self._later: deque[Key] = deque()  # their order (keys no longer in _resyncs skipped)
         self._rerun: set[Key] = set()  # put `later` while running: the low lane after the run
         self._copies: dict[Key, Copy] = {}  # of the keys in _ready, or dirty ones
+        self._held = 0  # how many of them are not None (at most MAX_COPIES)
         self._running: set[Key] = set()
         self._dirty: set[Key] = set()  # added while running: runs again after
         # failed runs in a row, and what the log said of the last one
@@ -148,7 +153,8 @@ class WorkQueue:
         queued = key in self._copies
         # A later copy replaces an earlier one; once a trigger wants a fresh read, the run
         # reads afresh (a copy could be the echo of a status write and skip the run).
-        self._copies[key] = copy if not queued or self._copies[key] is not None else None
+        keep = copy if not queued or self._copies[key] is not None else None
+        self._set_copy(key, keep)
         if key in self._running:
             self._dirty.add(key)
         elif not queued:
@@ -164,7 +170,16 @@ class WorkQueue:
             self._resyncs.pop(key, None)
             self._rerun.discard(key)
             if key in self._copies:
-                self._copies[key] = None
+                self._set_copy(key, None)
+
+    def _set_copy(self, key: Key, copy: Copy) -> None:
+        """Keep `copy` for the key's run, unless MAX_COPIES are kept already (a backlog:
+        the run reads afresh, one GET, instead of the queue holding every body)."""
+        held = self._copies.get(key) is not None
+        if copy is not None and not held and self._held >= MAX_COPIES:
+            copy = None
+        self._held += (copy is not None) - held
+        self._copies[key] = copy
 
     # ----- running -----------------------------------------------------------------
     def process(self, block: bool = True) -> bool:
@@ -189,7 +204,9 @@ class WorkQueue:
                 if self._ready:
                     key = self._ready.popleft()
                     self._running.add(key)
-                    return key, self._copies.pop(key)
+                    copy = self._copies.pop(key)
+                    self._held -= copy is not None
+                    return key, copy
                 while self._later:
                     key = self._later.popleft()
                     if key in self._resyncs:  # else: a trigger queued it since
