@@ -671,3 +671,26 @@ def test_a_backlog_keeps_at_most_max_copies_beyond_them_runs_read_afresh(
     q.add(B, {"v": 7})
     drain(q)
     assert rec.runs[4:] == [(A, {"v": 6}), (B, {"v": 7})]
+
+
+def test_idle_while_fewer_triggered_keys_wait_than_there_are_workers() -> None:
+    """A trickle of triggered keys does not hold off the low lane's entries for ever."""
+    release, taken = threading.Event(), threading.Semaphore(0)
+
+    def blocked(key: Key, copy: Copy) -> None:
+        taken.release()
+        release.wait(30)
+
+    q = WorkQueue(blocked, lambda *a: None)
+    q.start(2)
+    try:
+        q.add(A)
+        q.add(B)
+        assert taken.acquire(timeout=30) and taken.acquire(timeout=30)  # both workers busy
+        q.add(C)
+        assert q.idle()  # one waits, two workers: no backlog
+        q.add(D)
+        assert not q.idle()
+    finally:
+        release.set()
+        q.shutdown(timeout=30)

@@ -132,9 +132,11 @@ class WorkQueue:
                 self._lane_low(key)
 
     def idle(self) -> bool:
-        """No key a trigger queued waits for a worker."""
+        """Fewer keys a trigger queued wait than there are workers (none, without worker
+        threads): no backlog a run could delay. Not "none waits": a steady trickle of
+        triggered keys would put off what waits for idleness for ever."""
         with self._cond:
-            return not self._ready
+            return len(self._ready) < max(1, len(self._workers))
 
     def _lane_low(self, key: Key, copy: Copy = None) -> None:
         self._resyncs[key] = copy
