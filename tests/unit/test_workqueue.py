@@ -498,13 +498,18 @@ def test_the_pause_doubles_up_to_five_minutes() -> None:
     assert (delay(0.01, 1), delay(600, 3)) == (0.01, 600)  # a first pause above the cap stays
 
 
+def queued_reconcilers(q: WorkQueue) -> dict[str, Reconciler]:
+    """Both kinds' reconcilers, queuing into `q` (their client is never called here)."""
+    kube = Kube(api=None)  # type: ignore[arg-type]
+    return {
+        kind: Reconciler(kube, lambda *_: None, kind=kind, queue=q) for kind in (KIND, CACHE_KIND)
+    }
+
+
 def test_the_triggers_only_queue_a_model_with_its_copy_or_for_a_fresh_read() -> None:
     rec = Recorder()
     q = queue(rec)
-    kube = Kube(api=None)  # type: ignore[arg-type]  # never called: nothing runs here
-    reconcilers = {
-        kind: Reconciler(kube, lambda *_: None, kind=kind, queue=q) for kind in (KIND, CACHE_KIND)
-    }
+    reconcilers = queued_reconcilers(q)
     body = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "7"}}
     triggers.model_event(reconcilers[KIND], "MODIFIED", body)
     triggers.model_event(reconcilers[CACHE_KIND], "ADDED", body | {"kind": CACHE_KIND})
@@ -593,10 +598,7 @@ def test_a_key_put_later_waits_for_the_triggered_ones_and_runs_after_its_own_run
 def test_a_new_compile_job_without_its_entry_has_its_owners_reconciled_later() -> None:
     rec = Recorder()
     q = queue(rec)
-    kube = Kube(api=None)  # type: ignore[arg-type]  # never called: nothing runs here
-    reconcilers = {
-        kind: Reconciler(kube, lambda *_: None, kind=kind, queue=q) for kind in (KIND, CACHE_KIND)
-    }
+    reconcilers = queued_reconcilers(q)
     owner = {"apiVersion": API_VERSION, "kind": KIND, "name": "a", "uid": "u"}
     labels = {meta.COMPONENT_LABEL: meta.COMPILE}
     annotations = {meta.CACHE_KEY_ANNOTATION: "k" * 64}
