@@ -28,7 +28,8 @@ beside its yardstick from the same run: the objects the operator's watches recei
 own (the API server filters them out: 0); create -> Job for a burst of --burst
 SpyreModels created back to back, beside the time of as many raw Job POSTs in a row; then
 SpyreModels up to --scale (created 16 at a time, each with its own compile Job), the
-operator's RSS with them; and the reconciles of one --resync period of resync passes
+operator's RSS with them, and again once each has its inventory entry (made by the work
+queue's low lane after the burst); and the reconciles of one --resync period of resync passes
 once the operator is idle (a period after it made its last write), with its SpyreModels
 not Ready (the compile Jobs of the burst's are
 completed, their Deployments never become available; the others' never finish): writes
@@ -465,10 +466,18 @@ def scale(bench: Bench, models: int, others: int, burst: int, resync: float) -> 
         flush=True,
     )
 
-    # A pass reconciles every SpyreModel and SpyreCache (each model's inventory entry).
-    caches = len(bench.kube.request("GET", f"/{'/'.join(KINDS['SpyreCache'])}")["items"])
-    keys = models + caches
-    print(f"{not_ready(bench)} of {models} SpyreModels not Ready; {caches} SpyreCaches")
+    # Each model's inventory entry, made by the work queue's low lane once the burst is
+    # over: an idle operator has them all.
+    wait(lambda: caches(bench) >= models, f"{models} inventory entries", long)
+    print(
+        f"all {models} inventory entries {time.monotonic() - started:.0f} s after the first "
+        f"POST; operator RSS with them: {bench.peak_rss_mb('VmRSS'):.0f} MB "
+        f"(peak {bench.peak_rss_mb():.0f} MB)",
+        flush=True,
+    )
+    # A pass reconciles every SpyreModel and SpyreCache.
+    keys = models + caches(bench)
+    print(f"{not_ready(bench)} of {models} SpyreModels not Ready; {keys - models} SpyreCaches")
     seconds = resync
     delta, server_reads = bench.resync_window(seconds)
     writes, reads = (
@@ -489,6 +498,10 @@ def scale(bench: Bench, models: int, others: int, burst: int, resync: float) -> 
     wrote = {k: v for k, v in delta.items() if k.startswith("spyre_operator_api_requests") and v}
     if wrote:
         print(f"  the writes: {wrote}")
+
+
+def caches(bench: Bench) -> int:
+    return len(bench.kube.request("GET", f"/{'/'.join(KINDS['SpyreCache'])}")["items"])
 
 
 def not_ready(bench: Bench) -> int:
