@@ -696,3 +696,19 @@ def test_idle_while_fewer_triggered_keys_wait_than_there_are_workers() -> None:
     finally:
         release.set()
         q.shutdown(timeout=30)
+
+
+def test_a_pod_added_queues_its_model_the_start_up_listing_does_not() -> None:
+    """A pod may reach the pods' store already ended, after its owner's reconcile of the
+    change it caused ran without it: its ADDED event queues the owner again."""
+    rec = Recorder()
+    q = queue(rec)
+    reconcilers = queued_reconcilers(q)
+    labels = {meta.COMPONENT_LABEL: meta.SERVER, meta.MODEL_LABEL: "a"}
+    pod = {"kind": "Pod", "metadata": {"namespace": "ns", "name": "a-1", "labels": labels}}
+    triggers.pod_changed(reconcilers, None, pod)
+    drain(q)
+    assert rec.runs == []
+    triggers.pod_changed(reconcilers, "ADDED", pod)
+    drain(q)
+    assert rec.runs == [(A, None)]

@@ -221,8 +221,10 @@ def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool
 
 def pod_changed(reconcilers: Reconcilers, event_type: str | None, body: Mapping[str, Any]) -> None:
     """A compile or weights pod finished (its Job's owners read its summary) or a serving
-    pod got stuck (its SpyreModel reports why)."""
-    if event_type not in ("MODIFIED", "DELETED"):
+    pod got stuck (its SpyreModel reports why). ADDED too: the reconcile reads pods from
+    the pods' store, and a pod may reach it (already ended) after its Job's own change was
+    reconciled without it. Not the start-up listing."""
+    if event_type is None:
         return
     namespace = body["metadata"]["namespace"]
     labels = body["metadata"].get("labels") or {}
