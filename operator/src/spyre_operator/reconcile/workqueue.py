@@ -124,11 +124,15 @@ class WorkQueue:
         """Queue `key` in the resync's lane (never blocks), for work that can wait until
         every key a trigger queued ran (a compile Job's inventory entry, so a burst's Jobs
         go first). Unlike the resync, a key being reconciled runs once more after that run
-        (which may have decided before what asks for this), in that lane."""
+        (which may have decided before what asks for this), in that lane. A run already
+        queued is as good, but reads afresh: its copy may be the echo of a status write,
+        which skips the run (and would lose what asked for this one)."""
         with self._cond:
             if key in self._running:
                 self._rerun.add(key)
-            elif key not in self._copies and key not in self._resyncs:
+            elif key in self._copies:
+                self._set_copy(key, None)
+            elif key not in self._resyncs:
                 self._lane_low(key)
 
     def idle(self) -> bool:
@@ -255,6 +259,8 @@ class WorkQueue:
             self._rerun.discard(key)
             if key in self._dirty:  # runs again anyway (and sooner)
                 self._dirty.discard(key)
+                if rerun:  # afresh (see `later`)
+                    self._set_copy(key, None)
                 self._ready.append(key)  # behind the keys that waited meanwhile
                 self._cond.notify()
             elif rerun and key not in self._resyncs:
