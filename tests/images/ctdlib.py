@@ -10,11 +10,11 @@ import contextlib
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from spyre_operator.local.images.recipes import PAUSE
+from spyre_operator.local.simulate import poll_until
 
 CONFIG = """version = 2
 root = "{dir}/root"
@@ -60,12 +60,13 @@ def private_containerd(folder: Path, eager_gc: bool = False) -> Iterator[str]:
         proc = subprocess.Popen(
             ["containerd", "--config", str(folder / "config.toml")], stdout=log, stderr=log
         )
+
+    def answers() -> bool:
+        assert proc.poll() is None, (folder / "containerd.log").read_text()[-2000:]
+        return not subprocess.run(["ctr", "-a", socket, "version"], capture_output=True).returncode
+
     try:
-        deadline = time.monotonic() + 30
-        while subprocess.run(["ctr", "-a", socket, "version"], capture_output=True).returncode:
-            assert proc.poll() is None, (folder / "containerd.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "containerd did not answer within 30 s"
-            time.sleep(0.2)
+        poll_until(answers, "containerd answers", 30)
         yield socket
     finally:
         proc.terminate()

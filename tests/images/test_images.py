@@ -14,7 +14,6 @@ import io
 import os
 import subprocess
 import tarfile
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from spyre_operator.local.images import build, recipes, rootfs
 from spyre_operator.local.images.containerd import GC_ROOT, Ctr, import_image
 from spyre_operator.local.images.oci import chain_ids, write_layer
 from spyre_operator.local.images.store import Image
+from spyre_operator.local.simulate import poll_until
 
 pytestmark = pytest.mark.images
 
@@ -169,10 +169,12 @@ def test_a_new_version_replaces_the_old_one_and_frees_its_layers(
     first = replace(first, name="localhost/spyre-serving/versions:test")
     import_image(first, containerd)
     # the CRI plugin records the image under its config digest too (asynchronously)
-    deadline = time.monotonic() + 30
-    while list(ctr.images().values()).count(first.manifest.digest) < 2:
-        assert time.monotonic() < deadline, "the CRI plugin never recorded the image"
-        time.sleep(0.1)
+    poll_until(
+        lambda: list(ctr.images().values()).count(first.manifest.digest) >= 2,
+        "the CRI plugin recorded the image under both names",
+        30,
+        interval=0.1,
+    )
     second = derived(built["operator"], tmp_path, "localhost/spyre-serving/versions:v2", "touch /b")
     second = replace(second, name=first.name)
     import_image(second, containerd)

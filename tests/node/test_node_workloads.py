@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -14,6 +13,7 @@ from nodelib import Kubectl
 
 from spyre_operator.local.node import Node
 from spyre_operator.local.node_config import NODE_NAME, STORAGE_CLASS
+from spyre_operator.local.simulate import poll_until
 
 pytestmark = pytest.mark.node
 
@@ -116,13 +116,13 @@ def test_a_cluster_ip_service_answers_through_kube_proxy(
     kubectl.wait("pod/web", "condition=Ready")
     ip = kubectl("get", "svc/web", "-o", "jsonpath={.spec.clusterIP}")
     # kube-proxy programs the rules a moment after the endpoint turns ready
-    deadline = time.monotonic() + 60
-    while True:
+
+    def answer() -> bytes | None:
         try:
             with urllib.request.urlopen(f"http://{ip}:80/", timeout=5) as resp:
-                assert resp.read() == b"answered"
-                return
+                body: bytes = resp.read()
+                return body
         except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+            return None
+
+    assert poll_until(answer, f"the Service's cluster IP {ip} answers", 60, 0.5) == b"answered"

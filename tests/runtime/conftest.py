@@ -10,11 +10,12 @@ from rtlib import (
     ENGINE_TIMEOUT,
     Runtime,
     Workload,
-    free_port,
     installed_venv,
     stop,
     wait_for_server,
 )
+
+from spyre_operator.local.controlplane import free_port
 
 
 @pytest.fixture(scope="session", params=["vllm-spyre", "sendnn-inference"])

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -19,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from spyre_operator.local.controlplane import free_port
+from spyre_operator.local.simulate import Timeout, poll_until
 from spyre_runtime.contract import CATALOG_NAME, READY_NAME
 
 ENGINE_TIMEOUT = 900  # one engine start-up on a loaded 2-core machine, generously
@@ -90,13 +91,6 @@ POOLING_ENV = {
     "vllm-spyre": {"VLLM_SPYRE_USE_CB": "0"},
     "sendnn-inference": {},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -217,17 +211,19 @@ def wait_for_server(
     proc: subprocess.Popen[str], port: int, log: Path, timeout: float, interval: float = 1.0
 ) -> None:
     """Poll /v1/models until it answers; fail with the log's tail if the server dies."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"server exited with {proc.returncode}:\n{_tail(log)}")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200:
-                return
+            return httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(interval)
-    raise AssertionError(f"server not up after {timeout}s:\n{_tail(log)}")
+            return False
+
+    try:
+        poll_until(answers, "the server answers /v1/models", timeout, interval)
+    except Timeout as err:
+        raise AssertionError(f"{err}:\n{_tail(log)}") from None
 
 
 def _tail(log: Path) -> str:

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from rtlib import (
     termination,
 )
 
+from spyre_operator.local.simulate import poll_until
 from spyre_runtime.contract import CATALOG_NAME, READY_NAME
 
 pytestmark = pytest.mark.runtime
@@ -141,11 +141,12 @@ def test_a_killed_precompile_leaves_no_ready(runtime: Runtime, tmp_path: Path) -
     name = "killed"
     proc = runtime.start(name, ["precompile", *workload.args], workload.env(runtime, tmp_path))
     try:
-        deadline = time.monotonic() + ENGINE_TIMEOUT
-        while "[WARMUP]" not in runtime.log(name):
+
+        def warming_up() -> bool:
             assert proc.poll() is None, runtime.log(name)[-4000:]
-            assert time.monotonic() < deadline, "warmup never started"
-            time.sleep(0.05)
+            return "[WARMUP]" in runtime.log(name)
+
+        poll_until(warming_up, "the warmup started", ENGINE_TIMEOUT, interval=0.05)
         os.killpg(proc.pid, signal.SIGKILL)  # the whole pod, mid-warmup
         proc.wait(timeout=60)
     finally:

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import pytest
 from rtlib import Result, Runtime, Workload, stop, termination
 
 from spyre_operator.local.hub import LocalHub
+from spyre_operator.local.simulate import poll_until
 from spyre_runtime.weightstore import MANIFEST_NAME
 
 pytestmark = pytest.mark.runtime
@@ -188,9 +188,12 @@ def test_two_runs_for_one_commit_download_it_once(
     try:
         assert pause.reached.wait(TIMEOUT), runtime.log("weights-first")
         second = runtime.start("weights-second", ["weights"], second_env)
-        while "step=lock" not in runtime.log("weights-second"):  # resolved, not ready: waits
-            assert second.poll() is None, runtime.log("weights-second")
-            time.sleep(0.05)
+
+        def waits_for_the_lock() -> bool:  # resolved, not ready: waits
+            assert second is not None and second.poll() is None, runtime.log("weights-second")
+            return "step=lock" in runtime.log("weights-second")
+
+        poll_until(waits_for_the_lock, "the second Job waits for the lock", TIMEOUT, 0.05)
         pause.release()
         assert (first.wait(TIMEOUT), second.wait(TIMEOUT)) == (0, 0)
     finally:
