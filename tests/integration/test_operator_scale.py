@@ -129,3 +129,10 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
 
         wait_for(idle_pass, "an idle resync pass that writes nothing", timeout=180)
         wait_for(lambda: _few_reads(operator), "two idle passes without a GET each", 180)
+        # Each pass queued every SpyreModel and every key's inventory entry, spread over
+        # the period (a sweep would take a fraction of a second).
+        got = operator.metrics()
+        assert got["spyre_operator_resync_passes_total"] >= 2
+        assert got["spyre_operator_resync_pass_objects"] == MODELS + KEYS
+        objects = MODELS + KEYS
+        assert got["spyre_operator_resync_pass_seconds"] >= resync * (objects - 1) / objects

@@ -412,23 +412,34 @@ def test_the_resync_waits_while_the_queue_holds_a_page_of_its_keys() -> None:
 
     lane.resyncs_waiting = waiting  # type: ignore[method-assign]
     run_resync(lister, lane, clock, 100, passes=1, kinds=[KIND], count=2)
-    # the second object as far after the first as the spread says: no catching up
-    assert [when for when, _, _ in lane.added] == [110, 160]
-    assert looks[0] == 100 and looks[-1] == 160
+    # the second object as far after the first as the spread says, less the CATCH_UP
+    assert [when for when, _, _ in lane.added] == [110, 160 - triggers.CATCH_UP]
+    assert looks[0] == 100 and looks[-1] == 160 - triggers.CATCH_UP
 
 
-def test_a_slow_list_moves_the_rest_of_the_pass_back_and_an_overrun_the_next_pass() -> None:
+def test_a_slow_list_moves_the_rest_of_the_pass_back_and_an_overrun_the_next_pass(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A LIST within CATCH_UP (5 s) is caught up; a slower one moves the rest back by
+    the excess, and a pass longer than its period delays the next one (said once)."""
     clock = Clock()
     lister = Lister({MODELS_URL: [listed_body(KIND, "ns", f"m{i}") for i in range(2)]})
 
-    def slow() -> None:  # each LIST answers after 30 s, the second pass's after 150 s
-        clock.now += 150 if len(lister.queries) == 2 else 30
+    def slow() -> None:  # the LISTs answer after 3 s, then 150 s, then 30 s
+        clock.now += {1: 3, 2: 150}.get(len(lister.queries), 30)
 
     lister.on_list = slow
     lane = Lane(clock)
-    run_resync(lister, lane, clock, 100, passes=4, kinds=[KIND], count=2)
-    # 2nd pass: from 200 to 400, so the 3rd starts at 400, not at 300 (no pass at once)
-    assert [when for when, _, _ in lane.added] == [130, 180, 350, 400, 430, 480]
+    with caplog.at_level(logging.WARNING):
+        resync = run_resync(lister, lane, clock, 100, passes=4, kinds=[KIND], count=2)
+    # 2nd pass: from 200 to 395, so the 3rd starts at 395, not at 300 (no pass at once)
+    assert [when for when, _, _ in lane.added] == [103, 150, 350, 395, 425, 470]
+    assert (resync.passes, resync.last_pass) == (3, (2, 75.0))
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "resync: a pass of 2 objects took 195 s, longer than its period of 100 s (the "
+        "workers or the API server lag); the next one starts now"
+    ]
 
 
 def test_an_expired_continue_token_is_followed_by_the_one_its_410_brings() -> None:

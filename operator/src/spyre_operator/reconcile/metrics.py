@@ -113,6 +113,7 @@ def exposition(
     dry_runs: dict[str, int],
     reads: int,
     received: dict[str, int],
+    last_pass: tuple[int, float] | None = None,
 ) -> str:
     """The text exposition of everything the operator counts."""
     p = PREFIX
@@ -129,6 +130,7 @@ def exposition(
         ("reconcile_retries_total", "Reconciles run again after a failure.", stats["retries"]),
         ("api_writes_total", "Writes to the API server, of every kind.", sum(writes.values())),
         ("api_reads_total", "Reads (GET, LIST) of the reconciles; the watches not counted.", reads),
+        ("resync_passes_total", "Resync passes completed.", stats["resync_passes"]),
     ]
     lines: list[str] = []
     for name, help_text, value in counters:
@@ -182,6 +184,20 @@ def exposition(
             for (ns, name), phase in sorted(phases.items())
         ],
     )
+    if last_pass is not None:  # a pass longer than --resync-seconds delays the next one
+        objects, seconds = last_pass
+        lines += _family(
+            f"{p}_resync_pass_seconds",
+            "gauge",
+            "The last resync pass, from its start to its last object queued.",
+            [f"{p}_resync_pass_seconds {seconds:.3f}"],
+        )
+        lines += _family(
+            f"{p}_resync_pass_objects",
+            "gauge",
+            "SpyreModels and SpyreCaches the last resync pass queued.",
+            [f"{p}_resync_pass_objects {objects}"],
+        )
     lines += _family(
         f"{p}_build_info",
         "gauge",

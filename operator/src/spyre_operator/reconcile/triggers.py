@@ -26,6 +26,10 @@ Reconcilers = Mapping[str, Reconciler]  # by kind: SpyreModel, SpyreCache
 
 PAGE = 500  # objects per page of the resync's LIST: only one page's bodies held at once
 BACKLOG_PAUSE = 0.5  # seconds between looks at a resync lane too full to add to
+# Seconds a pass may fall behind its schedule and catch up (a page's LIST takes about
+# one on a loaded API server: 40 of them would stretch a pass of 20,000 objects by a
+# seventh); beyond, the rest moves back (an outage never ends in a burst).
+CATCH_UP = 5.0
 
 
 class Resync(threading.Thread):
@@ -41,8 +45,10 @@ class Resync(threading.Thread):
     the list, from a newer state); without one (or on any other error), the pass ends
     there and the next one lists again. The first pass starts one period after the start
     (the start-up listing reconciled everything), each next one a period after the last
-    one started, or when it ended if it took longer. `clock` and `wait` (returns True
-    once stopped) are injectable for tests."""
+    one started, or when it ended if it took longer. `passes` and `last_pass` (objects,
+    seconds from its start to its last object queued) tell the metrics how passes keep
+    up with their period. `clock` and `wait` (returns True once stopped) are injectable
+    for tests."""
 
     def __init__(
         self,
@@ -60,6 +66,8 @@ class Resync(threading.Thread):
         self.kinds, self.namespaces, self.clock = tuple(kinds), tuple(namespaces), clock
         self._stop = threading.Event()
         self.wait = wait or self._stop.wait
+        self.passes = 0
+        self.last_pass: tuple[int, float] | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -78,16 +86,28 @@ class Resync(threading.Thread):
                 self.queue.listing(sent=False)
 
     def one_pass(self, start: float) -> bool:
-        """Queue every object, spread from `start` on; True once stopped. An object queued
-        late (a slow LIST, a full queue) moves the rest back as much: a pass behind its
-        schedule never catches up in a burst."""
-        n, late = max(1, self.count()), 0.0
+        """Queue every object, spread from `start` on; True once stopped. A pass up to
+        CATCH_UP seconds behind its schedule (a page's LIST) catches up; an object queued
+        later than that (a very slow LIST, a full queue) moves the rest back by the
+        excess: a pass far behind never catches up in a burst."""
+        n, late, queued = max(1, self.count()), 0.0, 0
         for i, (key, body) in enumerate(self.listed()):
             due = start + late + self.period * i / n
             if self._wait_until(due) or self._wait_for_room():
                 return True
-            late += max(0.0, self.clock() - due)
+            late += max(0.0, self.clock() - due - CATCH_UP)
             self.queue.resync(key, body)
+            queued += 1
+        seconds = self.clock() - start
+        self.passes, self.last_pass = self.passes + 1, (queued, seconds)
+        if seconds > self.period + CATCH_UP:
+            log.warning(
+                "resync: a pass of %d objects took %.0f s, longer than its period of %g s "
+                "(the workers or the API server lag); the next one starts now",
+                queued,
+                seconds,
+                self.period,
+            )
         return False
 
     def _wait_for_room(self) -> bool:

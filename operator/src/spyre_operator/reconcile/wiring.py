@@ -81,13 +81,6 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
         for kind in (KIND, CACHE_KIND)
     }
     memo.watches = start_watches(memo.reconcilers, stores)
-    port = options.metrics_port()
-    if port:
-        metrics.serve(
-            lambda: metrics_text(memo.reconcilers.values(), memo.queue, memo.watches), port
-        )
-    memo.watches.wait_synced()
-    memo.queue.start(workers)
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.resync = Resync(
         kube,
@@ -96,6 +89,14 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
         options.resync_seconds(),
         namespaces=options.namespaces(),
     )
+    port = options.metrics_port()
+    if port:
+        metrics.serve(
+            lambda: metrics_text(memo.reconcilers.values(), memo.queue, memo.watches, memo.resync),
+            port,
+        )
+    memo.watches.wait_synced()
+    memo.queue.start(workers)
     memo.resync.start()
 
 
@@ -148,11 +149,20 @@ class NoDiffBase(kopf.DiffBaseStorage):
         """Nothing to remember."""
 
 
-def metrics_text(reconcilers: Iterable[Reconciler], queue: WorkQueue, watches: Watches) -> str:
+def metrics_text(
+    reconcilers: Iterable[Reconciler], queue: WorkQueue, watches: Watches, resync: Resync
+) -> str:
     """Both reconcilers' counters added up (their client and Metrics are shared)."""
     reconcilers = list(reconcilers)
     stats = sum((r.stats for r in reconcilers), queue.stats.copy())
+    stats["resync_passes"] = resync.passes
     kube = reconcilers[0].kube
     return metrics.exposition(
-        stats, reconcilers[0].metrics, kube.writes, kube.dry_runs, kube.reads, watches.counts()
+        stats,
+        reconcilers[0].metrics,
+        kube.writes,
+        kube.dry_runs,
+        kube.reads,
+        watches.counts(),
+        resync.last_pass,
     )
