@@ -27,6 +27,7 @@ from spyre_operator.render.children import desired, manifest_hash
 # same shape with any commit, so one stands in, before and after the download.
 STAND_IN_COMMIT = "0" * 40
 MESSAGE_LIMIT = 1000
+PARALLEL = 4  # dry runs of one reconcile at once (3 for a new SpyreModel, 4 at most)
 
 
 class DryRuns:
@@ -56,7 +57,7 @@ class DryRuns:
             if self._admitted.get(key) == digest:
                 return None
         later = [o for o in objects if (o["kind"], o["metadata"]["name"]) not in written]
-        with ThreadPoolExecutor(max_workers=max(len(later), 1)) as pool:
+        with ThreadPoolExecutor(max_workers=max(min(len(later), PARALLEL), 1)) as pool:
             answers = list(pool.map(self._try, later))
         for obj, err in zip(later, answers, strict=True):
             if err is None or err.conflict:  # taken, or exists already (a shared Job)

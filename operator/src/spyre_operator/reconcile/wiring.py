@@ -17,6 +17,7 @@ import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
 from spyre_operator.reconcile import compiles, metrics, options, triggers
+from spyre_operator.reconcile.dryrun import PARALLEL
 from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
 from spyre_operator.reconcile.events import EventPoster
 from spyre_operator.reconcile.indexes import CACHES, MODELS, IndexedKube, compile_queue
@@ -42,7 +43,10 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
     workers = options.workers()
     settings.execution.max_workers = workers
-    api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers + 4)
+    # Each worker's requests (its dry runs in parallel), the Events thread, the resync and
+    # the progress reader: a pool too small discards connections (a TLS handshake each,
+    # and a WARNING) in every burst of creates.
+    api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers * PARALLEL + 4)
     stores = {  # a user's cache claim is not labelled: not every PVC is in the store
         plural: Store(plural, complete=plural != "persistentvolumeclaims")
         for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim"))
