@@ -47,3 +47,24 @@ def test_two_arenas_where_each_thread_would_have_its_own() -> None:
 def test_the_environment_wins() -> None:
     said, count = arenas("limit", MALLOC_ARENA_MAX="4")
     assert said == "False" and 2 < count <= 4
+
+
+HOLES = """
+import sys
+from spyre_operator.reconcile.allocator import limit_arenas, trim
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+blocks = [bytearray(4096) for _ in range(20_000)]  # 80 MB from the heap, below the last
+del blocks[:-1]  # all free but the last: a hole glibc keeps (it trims only the heap's top)
+before = rss()
+said = trim()
+print(said, (before - rss()) // 2**20)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_trim_returns_the_holes_a_burst_left() -> None:
+    done = subprocess.run([sys.executable, "-c", HOLES], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    said, freed = done.stdout.split()
+    assert said == "True" and int(freed) >= 60  # of the 80 MB freed in the middle

@@ -4,6 +4,7 @@ expired watch with what changed meanwhile delivered."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -255,3 +256,22 @@ def test_a_kind_without_a_complete_store_is_listed_by_the_api_server() -> None:
     # what a finished Job left in its pods: as the API server has it, whatever the store
     assert kube.list("Pod", "ns", "job-name=j", consistent=True) == []
     assert asked[1] == ("/api/v1/namespaces/ns/pods", {"labelSelector": "job-name=j"})
+
+
+def test_entries_of_separately_parsed_events_share_their_keys_and_short_strings() -> None:
+    """Each event is parsed on its own; the stores keep one copy of each key and label."""
+    label, long = "app.kubernetes.io/managed-by", "x" * 65
+    first, second = (
+        json.loads(json.dumps(job(name, "1") | {"status": {"message": long}}))
+        for name in ("a", "b")
+    )
+    for body in (first, second):
+        body["metadata"]["labels"] = {label: "spyre-operator"}
+    (a,), (b,) = index_entry("jobs", first).values(), index_entry("jobs", second).values()
+    assert a["metadata"]["labels"] == b["metadata"]["labels"] == {label: "spyre-operator"}
+    ((key_a, value_a),), ((key_b, value_b),) = (
+        a["metadata"]["labels"].items(),
+        b["metadata"]["labels"].items(),
+    )
+    assert key_a is key_b and value_a is value_b  # one object each, not one per entry
+    assert a["status"]["message"] == long and a["status"]["message"] is not b["status"]["message"]

@@ -429,12 +429,21 @@ def test_a_slow_list_moves_the_rest_of_the_pass_back_and_an_overrun_the_next_pas
         clock.now += {1: 3, 2: 150}.get(len(lister.queries), 30)
 
     lister.on_list = slow
-    lane = Lane(clock)
+    lane, trims = Lane(clock), []
     with caplog.at_level(logging.WARNING):
-        resync = run_resync(lister, lane, clock, 100, passes=4, kinds=[KIND], count=2)
+        resync = run_resync(
+            lister,
+            lane,
+            clock,
+            100,
+            passes=4,
+            kinds=[KIND],
+            count=2,
+            after_pass=lambda: trims.append(1),
+        )
     # 2nd pass: from 200 to 395, so the 3rd starts at 395, not at 300 (no pass at once)
     assert [when for when, _, _ in lane.added] == [103, 150, 350, 395, 425, 470]
-    assert (resync.passes, resync.last_pass) == (3, (2, 75.0))
+    assert (resync.passes, resync.last_pass) == (3, (2, 75.0)) and len(trims) == 3
     said = [r.getMessage() for r in caplog.records]
     assert said == [
         "resync: a pass of 2 objects took 195 s, longer than its period of 100 s (the "

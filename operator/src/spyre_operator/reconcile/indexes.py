@@ -5,6 +5,7 @@ SpyreCache wants (kopf indexes; the compile queue)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from sys import intern
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
@@ -33,6 +34,7 @@ KEPT_METADATA = (
     "creationTimestamp",
     "deletionTimestamp",
 )
+SHORT = 64  # characters of the strings `plain` interns (names, labels, kinds, not messages)
 POD_METADATA = ("name", "namespace", "resourceVersion", "labels", "creationTimestamp")
 CONTAINER_STATUS = ("name", "state", "lastState")
 
@@ -157,13 +159,19 @@ def compile_queue(
 
 
 def plain(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A mutable deep copy of kopf's read-only body."""
+    """A mutable deep copy of kopf's read-only body, its keys and short strings interned:
+    each event is parsed on its own, so without that every stored entry holds its own
+    copy of "ownerReferences", "app.kubernetes.io/managed-by", "spyre-operator"... (a
+    compile Job's store entry: 4.3 -> 2.9 KB). Interned strings are freed with their
+    last user."""
 
     def copy(value: Any) -> Any:
         if isinstance(value, Mapping):
-            return {k: copy(v) for k, v in value.items()}
+            return {intern(k): copy(v) for k, v in value.items()}
         if isinstance(value, list):
             return [copy(v) for v in value]
+        if isinstance(value, str) and len(value) <= SHORT:
+            return intern(value)
         return value
 
     out: dict[str, Any] = copy(body)

@@ -47,8 +47,8 @@ class Resync(threading.Thread):
     (the start-up listing reconciled everything), each next one a period after the last
     one started, or when it ended if it took longer. `passes` and `last_pass` (objects,
     seconds from its start to its last object queued) tell the metrics how passes keep
-    up with their period. `clock` and `wait` (returns True once stopped) are injectable
-    for tests."""
+    up with their period; `after_pass` runs after each one (the allocator's trim).
+    `clock` and `wait` (returns True once stopped) are injectable for tests."""
 
     def __init__(
         self,
@@ -60,8 +60,10 @@ class Resync(threading.Thread):
         namespaces: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[float], bool] | None = None,
+        after_pass: Callable[[], object] = lambda: None,
     ) -> None:
         super().__init__(name="resync", daemon=True)
+        self.after_pass = after_pass
         self.kube, self.queue, self.count, self.period = kube, queue, count, period
         self.kinds, self.namespaces, self.clock = tuple(kinds), tuple(namespaces), clock
         self._stop = threading.Event()
@@ -100,6 +102,7 @@ class Resync(threading.Thread):
             queued += 1
         seconds = self.clock() - start
         self.passes, self.last_pass = self.passes + 1, (queued, seconds)
+        self.after_pass()
         if seconds > self.period + CATCH_UP:
             log.warning(
                 "resync: a pass of %d objects took %.0f s, longer than its period of %g s "

@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
-from spyre_operator.reconcile import compiles, metrics, options, triggers
+from spyre_operator.reconcile import allocator, compiles, metrics, options, triggers
 from spyre_operator.reconcile.dryrun import PARALLEL
 from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
 from spyre_operator.reconcile.events import EventPoster
@@ -92,6 +92,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
         functools.partial(watched_count, watched),
         options.resync_seconds(),
         namespaces=options.namespaces(),
+        after_pass=allocator.trim,  # a pass's pages of bodies, and a burst's, freed
     )
     port = options.metrics_port()
     if port:
