@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -504,24 +504,42 @@ def scale(bench: Bench, models: int, others: int, burst: int, resync: float) -> 
         )
     else:
         print(f"  no resync pass ended in the {seconds:g} s window (a pass overran it)")
+    print(
+        f"operator RSS after the idle window: {bench.peak_rss_mb('VmRSS'):.0f} MB "
+        f"(peak {bench.peak_rss_mb():.0f} MB)"
+    )
     wrote = {k: v for k, v in delta.items() if k.startswith("spyre_operator_api_requests") and v}
     if wrote:
         print(f"  the writes: {wrote}")
 
 
 def caches(bench: Bench) -> int:
-    return len(bench.kube.request("GET", f"/{'/'.join(KINDS['SpyreCache'])}")["items"])
+    """How many SpyreCaches exist: one item and the count of the rest (a LIST of 10,000
+    at once timed out at 30 s on a loaded API server)."""
+    page = bench.kube.request("GET", f"/{'/'.join(KINDS['SpyreCache'])}", query={"limit": "1"})
+    return len(page["items"]) + int(page["metadata"].get("remainingItemCount") or 0)
+
+
+def listed(bench: Bench, kind: str) -> Iterator[dict[str, Any]]:
+    """Every object of a kind, 500 at a time."""
+    token = ""
+    while True:
+        query = {"limit": "500"} | ({"continue": token} if token else {})
+        page = bench.kube.request("GET", f"/{'/'.join(KINDS[kind])}", query=query)
+        yield from page["items"]
+        token = page["metadata"].get("continue") or ""
+        if not token:
+            return
 
 
 def not_ready(bench: Bench) -> int:
     """SpyreModels whose Ready condition is not True (here: every one, as no pod runs)."""
-    listed = bench.kube.request("GET", f"/{'/'.join(KINDS['SpyreModel'])}")["items"]
     return sum(
         not any(
             c.get("type") == "Ready" and c.get("status") == "True"
             for c in (m.get("status") or {}).get("conditions") or []
         )
-        for m in listed
+        for m in listed(bench, "SpyreModel")
     )
 
 
