@@ -451,6 +451,24 @@ def test_a_slow_list_moves_the_rest_of_the_pass_back_and_an_overrun_the_next_pas
     ]
 
 
+def test_a_pass_keeps_pace_with_a_count_that_grows_while_it_runs() -> None:
+    """A burst of creates during a pass: the spacing follows the count as it goes (with
+    the count read once, this pass would have lasted twice its period)."""
+    clock = Clock()
+    lister = Lister({MODELS_URL: [listed_body(KIND, "ns", f"m{i}") for i in range(4)]})
+    lane = Lane(clock)
+    start = clock.now
+
+    def wait(seconds: float) -> bool:
+        clock.now += seconds
+        return clock.now > start + 2 * 100  # one pass
+
+    kube: Any = lister
+    count = lambda: 2 if len(lane.added) < 2 else 4  # noqa: E731
+    Resync(kube, lane, count, 100, kinds=[KIND], clock=clock, wait=wait).run()
+    assert [when for when, _, _ in lane.added[:4]] == [100, 150, 175, 200]
+
+
 def test_an_expired_continue_token_is_followed_by_the_one_its_410_brings() -> None:
     clock = Clock()
     lister = Lister({MODELS_URL: [listed_body(KIND, "ns", f"m{i}") for i in range(3)]}, 1)
@@ -584,35 +602,37 @@ def test_a_key_put_later_waits_for_the_triggered_ones_and_runs_after_its_own_run
     assert not q.idle()
     q.add(C, {"v": 1})
     q.later(C)  # queued already: that run is as good, read afresh (an echo skips a run)
+    q.later(D)
+    q.add(D, {"v": 1})  # the echo of D's status write, say: D runs now, afresh
     drain(q)
-    assert rec.runs == [(B, None), (C, None), (A, None)] and q.idle()
+    assert rec.runs == [(B, None), (C, None), (D, None), (A, None)] and q.idle()
 
     def handler(key: Key, copy: Copy) -> None:
         rec(key, copy)
-        if len(rec.runs) == 4:  # while A runs: A later, and B by a trigger
+        if len(rec.runs) == 5:  # while A runs: A later, and B by a trigger
             q.later(A)
             q.add(B)
 
     q.handle = handler
     q.add(A)
     drain(q)
-    assert rec.runs[3:] == [(A, None), (B, None), (A, None)]  # A again, after B
+    assert rec.runs[4:] == [(A, None), (B, None), (A, None)]  # A again, after B
 
     def added_meanwhile(key: Key, copy: Copy) -> None:
         rec(key, copy)
-        if len(rec.runs) == 7:
+        if len(rec.runs) == 8:
             q.later(A)
             q.add(A, {"v": 2})  # a trigger as well (the echo of A's status write, say)
 
     q.handle = added_meanwhile
     q.add(A)
     drain(q)
-    assert rec.runs[6:] == [(A, None), (A, None)]  # one run more, not two, read afresh
+    assert rec.runs[7:] == [(A, None), (A, None)]  # one run more, not two, read afresh
     q.handle = handler
     q.later(B)
     q.forget(B)  # deleted meanwhile: not run
     drain(q)
-    assert len(rec.runs) == 8
+    assert len(rec.runs) == 9
 
 
 def test_a_new_compile_job_without_its_entry_has_its_owners_reconciled_later() -> None:

@@ -35,8 +35,8 @@ CATCH_UP = 5.0
 class Resync(threading.Thread):
     """Every `period` seconds, each SpyreModel and SpyreCache (`kinds`, in the watched
     `namespaces`; none: all) is queued once with the copy a paged LIST brought (no GET per
-    object), spread evenly over the period: object i of about n (`count()`, read at the
-    start of each pass) at i * period / n, so the reconciles of a pass (and their API
+    object), spread evenly over the period: each object period / n after the last one (n:
+    `count()`, read as the pass goes), so the reconciles of a pass (and their API
     requests) come at n / period per second instead of all at once (WorkQueue.resync,
     behind what the triggers queued). The next page is listed when the last one is
     queued, and not while the queue holds a page's worth of the resync's keys not taken
@@ -92,14 +92,16 @@ class Resync(threading.Thread):
         CATCH_UP seconds behind its schedule (a page's LIST) catches up; an object queued
         later than that (a very slow LIST, a full queue) moves the rest back by the
         excess: a pass far behind never catches up in a burst."""
-        n, late, queued = max(1, self.count()), 0.0, 0
-        for i, (key, body) in enumerate(self.listed()):
-            due = start + late + self.period * i / n
+        due, queued = start, 0
+        for key, body in self.listed():
             if self._wait_until(due) or self._wait_for_room():
                 return True
-            late += max(0.0, self.clock() - due - CATCH_UP)
+            due = max(due, self.clock() - CATCH_UP)
             self.queue.resync(key, body)
             queued += 1
+            # The next a period's n-th later, n counted now: a pass that started before a
+            # burst of creates keeps pace with it (10,000 models: 6 instead of 67/s).
+            due += self.period / max(1, self.count())
         seconds = self.clock() - start
         self.passes, self.last_pass = self.passes + 1, (queued, seconds)
         self.after_pass()
@@ -165,7 +167,7 @@ def expired_continue(err: ApiError) -> str:
 def watched_count(watched: Mapping[str, Any]) -> int:
     """How many SpyreModels and SpyreCaches the operator watches (their indexes:
     `watched`, by kind): the resync's estimate of a pass's length."""
-    return sum(len(list(index)) for index in watched.values())
+    return sum(len(index) for index in watched.values())
 
 
 def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
