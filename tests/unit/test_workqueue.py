@@ -602,7 +602,8 @@ def test_a_key_put_later_waits_for_the_triggered_ones_and_runs_after_its_own_run
     assert not q.idle()
     q.add(C, {"v": 1})
     q.later(C)  # queued already: that run is as good, read afresh (an echo skips a run)
-    q.later(D)
+    q.resync(D, Listed({"v": 0}))
+    q.later(D)  # in the low lane already, as a resync key: owed all the same
     q.add(D, {"v": 1})  # the echo of D's status write, say: D runs now, afresh
     drain(q)
     assert rec.runs == [(B, None), (C, None), (D, None), (A, None)] and q.idle()

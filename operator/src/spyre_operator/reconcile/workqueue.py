@@ -133,8 +133,9 @@ class WorkQueue:
                 self._rerun.add(key)
             elif key in self._copies:
                 self._set_copy(key, None)
-            elif key not in self._resyncs:
-                self._lane_low(key)
+            else:  # in the low lane, or put there; owed either way (a resync key too)
+                if key not in self._resyncs:
+                    self._lane_low(key)
                 self._owed.add(key)
 
     def idle(self) -> bool:
