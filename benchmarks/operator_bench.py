@@ -58,10 +58,11 @@ from kubernetes import client, watch
 from urllib3.exceptions import ProtocolError
 
 from spyre_operator.api.validation import parse
+from spyre_operator.controller.settings import Settings
 from spyre_operator.local import simulate
 from spyre_operator.local.controlplane import ControlPlane, free_port
 from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import metrics, options
+from spyre_operator.reconcile import metrics
 from spyre_operator.reconcile.kube import KINDS, ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
@@ -490,8 +491,8 @@ def scale(bench: Bench, models: int, others: int, burst: int, resync: float) -> 
         f"idle resync, {reconciles:.0f} reconciles: {writes:.0f} API writes "
         f"({writes / reconciles:.3f} per reconcile), {reads:.0f} reads: {per:.3f} requests "
         f"per reconcile, {per * keys:.0f} per pass of {keys} = "
-        f"{per * keys / options.DEFAULT_RESYNC:.1f}/s spread over the default "
-        f"{options.DEFAULT_RESYNC:g} s period; measured {(reads + writes) / seconds:.0f}/s "
+        f"{per * keys / Settings().resync_seconds:.1f}/s spread over the default "
+        f"{Settings().resync_seconds:g} s period; measured {(reads + writes) / seconds:.0f}/s "
         f"({reconciles / seconds:.0f} reconciles/s)"
     )
     print(f"  the API server's reads meanwhile (all clients): {server_reads}")

@@ -7,10 +7,8 @@ namespaces created); wrong values fail at `helm template` with the field's name.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
-from unittest.mock import patch
 
 import pytest
 import yaml
@@ -18,7 +16,8 @@ from chartlib import CHART, RELEASE, Kubectl, find, helm, render, set_args, temp
 
 from spyre_operator.api.validation import parse
 from spyre_operator.cli import build_parser
-from spyre_operator.reconcile import options
+from spyre_operator.controller import settings
+from spyre_operator.controller.settings import Settings
 from spyre_operator.render.children import build_deployment, build_service
 from spyre_operator.render.yamlio import load_documents
 
@@ -133,23 +132,17 @@ def test_operator_deployment_is_one_restricted_replica() -> None:
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
-    # `spyre-operator run` without --namespace watches every namespace.
-    assert container["args"] == [
-        "run",
-        "--liveness=http://0.0.0.0:8080/healthz",
-        "--metrics-port=8081",
-        "--resync-seconds=300",
-        "--workers=16",
-        "--max-compiles=4",
-        "--max-compiles-per-namespace=0",
-        "--progress-seconds=60",
-        "--cache-retention=7d",
-        "--platform=kubernetes",
-        "--webhook-port=9443",
-        f"--webhook-secret=ops/{WEBHOOK}-cert",
-        f"--webhook-host={WEBHOOK}.ops.svc",
-        f"--webhook-configuration={WEBHOOK}",
-    ]
+    # `spyre-operator run` without --namespace watches every namespace; every other
+    # setting is the operator's default.
+    parsed = build_parser().parse_args(container["args"])
+    assert parsed.liveness == "http://0.0.0.0:8080/healthz"
+    assert settings.from_flags(parsed, {}) == Settings(
+        metrics_port=8081,
+        webhook_port=9443,
+        webhook_secret=f"ops/{WEBHOOK}-cert",
+        webhook_hosts=(f"{WEBHOOK}.ops.svc",),
+        webhook_configuration=WEBHOOK,
+    )
     assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
     assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
     assert container["readinessProbe"]["tcpSocket"] == {"port": "webhook"}
@@ -167,33 +160,20 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
     args = build_parser().parse_args(container["args"])
     assert args.command == "run"
     watched = values.get("watchNamespaces", [])
-    assert args.namespace == watched  # [] = every namespace
     probe_port = container["livenessProbe"]["httpGet"]["port"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert args.liveness == f"http://0.0.0.0:{ports[probe_port]}/healthz"
     assert args.metrics_port == ports.get("metrics", 0)
     operator = values.get("operator", {})
     assert args.verbose is (operator.get("logLevel") == "debug")
-    assert args.workers == operator.get("workers", 16)
-    assert args.resync_seconds == operator.get("resyncSeconds", 300)
-    assert args.max_compiles == operator.get("maxCompiles", 4)
-    assert args.max_compiles_per_namespace == operator.get("maxCompilesPerNamespace", 0)
-    assert args.progress_seconds == operator.get("progressSeconds", 60)
-    assert args.cache_retention == operator.get("cacheRetention", "7d")
-    assert args.platform == values.get("operator.platform", "kubernetes")
-    if values.get("webhook.enabled") is False:
-        assert args.webhook_port == 0
-        return
-    assert args.webhook_port == ports["webhook"]
-    env = {
-        options.WEBHOOK_PORT_ENV: str(args.webhook_port),
-        options.WEBHOOK_SECRET_ENV: args.webhook_secret or "",
-        options.WEBHOOK_HOSTS_ENV: ",".join(args.webhook_host),
-        options.WEBHOOK_CONFIGURATION_ENV: args.webhook_configuration or "",
-        options.WEBHOOK_CERT_DIR_ENV: args.webhook_cert_dir or "",
-    }
-    with patch.dict(os.environ, env):
-        assert options.webhook() is not None  # a valid combination of the webhook flags
+    config = settings.from_flags(args, {})  # a valid combination of every flag
+    assert config.namespaces == tuple(watched)
+    assert config.metrics_port == ports.get("metrics", 0)
+    for name, field in settings.chart_fields().items():  # the chart's values, as given
+        assert getattr(config, field) == operator.get(name, Settings.model_fields[field].default)
+    assert config.webhook_port == (
+        0 if values.get("webhook.enabled") is False else ports["webhook"]
+    )
 
 
 def test_namespaced_mode_watches_exactly_the_list() -> None:

@@ -12,6 +12,7 @@ from apilib import BASE, COMMIT, EXAMPLES, ROOT, merge
 
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES
 from spyre_operator.cli import main
+from spyre_operator.render.commands import CHART_SCHEMA
 
 pytestmark = pytest.mark.unit
 
@@ -202,13 +203,18 @@ def test_crd_prints_the_committed_file(capsys: pytest.CaptureFixture[str]) -> No
     assert docs == ["SpyreModel", "SpyreCache"]
 
 
-def test_crd_write_regenerates_both_copies(
+def test_crd_write_regenerates_both_copies_and_the_charts_settings_schema(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    schema = tmp_path / CHART_SCHEMA
+    schema.parent.mkdir(parents=True)
+    text = json.loads((ROOT / CHART_SCHEMA).read_text())
+    text["properties"]["operator"]["properties"]["workers"] = {"type": "integer"}  # drifted
+    schema.write_text(json.dumps(text))
     assert main(["crd", "--write", "--root", str(tmp_path)]) == 0
-    for name in CRD_FILES + CACHE_CRD_FILES:
+    for name in (*CRD_FILES, *CACHE_CRD_FILES, CHART_SCHEMA):
         assert (tmp_path / name).read_text() == (ROOT / name).read_text()
-    assert capsys.readouterr().out.count("wrote ") == 4
+    assert capsys.readouterr().out.count("wrote ") == 5
 
 
 FLEET = ROOT / "examples/caches/micro-granite-fleet.yaml"

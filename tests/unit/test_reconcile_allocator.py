@@ -11,9 +11,11 @@ import pytest
 pytestmark = pytest.mark.unit
 
 THREADS = """
-import ctypes, sys, threading
+import ctypes, os, sys, threading
+from spyre_operator.controller.settings import from_env
 from spyre_operator.reconcile.allocator import limit_arenas
-print(limit_arenas() if sys.argv[1] == "limit" else None, flush=True)
+told = from_env(os.environ).malloc_arena_max  # as `run` reads it
+print(limit_arenas(told=told) if sys.argv[1] == "limit" else None, flush=True)
 blocks, together = [], threading.Barrier(8)
 def allocate():  # every thread alive at once (an exited thread's arena is reused)
     together.wait()

@@ -10,6 +10,7 @@ from apilib import example, merge
 
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import parse
+from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile.compiles import Limits, Queue, Want, line, ordinal, turn, wanted
 from spyre_operator.reconcile.conditions import find
 from spyre_operator.reconcile.decide import decide
@@ -144,7 +145,7 @@ def test_decide_holds_the_job_back_and_says_where_it_waits() -> None:
         "pvc_exists": True,
         "weights": WeightsSummary(state="Ready", commit=COMMIT),
     }
-    plan = decide(Observed(**seen, queue=q), model, "2030-01-01T00:01:00Z")
+    plan = decide(Observed(**seen, queue=q), model, "2030-01-01T00:01:00Z", Settings())
     assert "CreatedCompileJob" not in [a.reason for a in plan.actions]
     status = plan.status.to_k8s()
     assert status["phase"] == "Compiling"
@@ -154,5 +155,5 @@ def test_decide_holds_the_job_back_and_says_where_it_waits() -> None:
     assert find(status["conditions"], "Progressing")["reason"] == "Queued"
     assert find(status["conditions"], "Ready")["message"] == cache["message"]
     free = queue(me, cluster=1)
-    plan = decide(Observed(**seen, queue=free), model, "2030-01-01T00:01:00Z")
+    plan = decide(Observed(**seen, queue=free), model, "2030-01-01T00:01:00Z", Settings())
     assert "CreatedCompileJob" in [a.reason for a in plan.actions]

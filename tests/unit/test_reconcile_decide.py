@@ -11,7 +11,7 @@ from apilib import example, merge
 
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse, validate
-from spyre_operator.reconcile import options
+from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import (
     Plan,
@@ -26,6 +26,7 @@ from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.weights import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
+from spyre_operator.render.pod import Platform
 from spyre_operator.render.weights import weights_job_name
 from spyre_runtime.contract import Step
 
@@ -38,6 +39,9 @@ COMPILE = "spyre-compile-"
 WEIGHTS_OK = {"ok": True, "commit": COMMIT, "bytes": 2048, "files": 5, "downloaded": True}
 
 
+DEFAULTS = Settings()
+
+
 def body(spec_patch: dict[str, Any] | None = None, **status: Any) -> dict[str, Any]:
     obj = merge(example("micro-granite-cpu"), {"spec": spec_patch or {}})
     obj["metadata"] |= {"uid": UID, "generation": 1, "resourceVersion": "1"}
@@ -45,9 +49,9 @@ def body(spec_patch: dict[str, Any] | None = None, **status: Any) -> dict[str, A
     return obj
 
 
-def job(obj: dict[str, Any], **state: Any) -> dict[str, Any]:
+def job(obj: dict[str, Any], settings: Settings = DEFAULTS, **state: Any) -> dict[str, Any]:
     """The compile Job as the API server returns it, with optional status and owners."""
-    plan = step(obj, pvc_exists=True)
+    plan = step(obj, settings, pvc_exists=True)
     manifest = next(a.obj for a in plan.actions if a.obj["metadata"]["name"].startswith(COMPILE))
     live = copy.deepcopy(manifest)
     live["metadata"]["ownerReferences"] = state.pop("owners", live["metadata"]["ownerReferences"])
@@ -121,11 +125,11 @@ def weights_done(obj: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]
     return {"weights_job": view, "weights": weights_summary(spec, view, {})}
 
 
-def step(obj: dict[str, Any], **observed: Any) -> Plan:
+def step(obj: dict[str, Any], settings: Settings = DEFAULTS, **observed: Any) -> Plan:
     """decide(); a hub model's weights are on the volume unless `observed` says otherwise."""
     if parse(obj).spec.model.from_hub and "weights" not in observed:
         observed |= weights_done(obj, WEIGHTS_OK)
-    return decide(Observed(body=obj, **observed), parse(obj), T0)
+    return decide(Observed(body=obj, **observed), parse(obj), T0, settings)
 
 
 def applied(plan: Plan, kind: str) -> dict[str, Any]:
@@ -280,27 +284,20 @@ def test_succeeded_job_records_summary_and_creates_deployment_and_service() -> N
     assert plan.status.to_k8s()["phase"] == "Starting"
 
 
-@pytest.mark.parametrize(("platform", "fs_group"), [("", 2000), ("openshift", None)])
+@pytest.mark.parametrize(("platform", "fs_group"), [("kubernetes", 2000), ("openshift", None)])
 def test_the_operators_platform_shapes_the_pods_it_creates(
-    platform: str, fs_group: int | None, monkeypatch: pytest.MonkeyPatch
+    platform: Platform, fs_group: int | None
 ) -> None:
-    monkeypatch.setenv(options.PLATFORM_ENV, platform)  # as `run --platform` sets it
     obj = body()
-    created = job(obj)
-    plan = step(obj, pvc_exists=True, job=job_view(job(obj, **complete("x")), []))
+    config = Settings(platform=platform)  # as `run --platform` makes it
+    created = job(obj, config)
+    done = job_view(job(obj, config, **complete("x")), [])
+    plan = step(obj, config, pvc_exists=True, job=done)
     pods = [
         created["spec"]["template"]["spec"],
         applied(plan, "Deployment")["spec"]["template"]["spec"],
     ]
     assert [p["securityContext"].get("fsGroup") for p in pods] == [fs_group, fs_group]
-
-
-def test_an_unknown_platform_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(options.PLATFORM_ENV, "gke")
-    with pytest.raises(
-        ValueError, match="SPYRE_OPERATOR_PLATFORM='gke': use one of kubernetes, openshift"
-    ):
-        options.platform()
 
 
 def test_available_deployment_is_ready_with_endpoint_and_idle_pass_changes_nothing() -> None:
@@ -319,11 +316,11 @@ def test_available_deployment_is_ready_with_endpoint_and_idle_pass_changes_nothi
 
 def test_condition_times_move_only_when_status_flips() -> None:
     kwargs, status = ready_state()
-    later = decide(Observed(body=body(**status), **kwargs), parse(body()), T1)
+    later = decide(Observed(body=body(**status), **kwargs), parse(body()), T1, Settings())
     assert later.status.to_k8s() == status
     scaled = body({"replicas": 3}, **status)
     scaled["metadata"]["generation"] = 2
-    plan = decide(Observed(body=scaled, **kwargs), parse(scaled), T1)
+    plan = decide(Observed(body=scaled, **kwargs), parse(scaled), T1, Settings())
     available = find(plan.status.to_k8s()["conditions"], "Available")
     progressing = find(plan.status.to_k8s()["conditions"], "Progressing")
     assert available["lastTransitionTime"] == T0  # still True
@@ -819,7 +816,7 @@ def test_the_inventory_entry_computes_the_key_of_the_model_that_made_it(
     parsed = parse(entry, kind=CACHE_KIND)
     weights = pinned_weights(parsed.spec)
     assert cache_key(parsed.spec, weights_commit(weights)) == key
-    again = decide(Observed(body=entry, inventory=True, weights=weights), parsed, T0)
+    again = decide(Observed(body=entry, inventory=True, weights=weights), parsed, T0, Settings())
     (create,) = again.actions  # the compile Job of the key, none for the weights
     assert create.obj["metadata"]["name"] == meta.compile_job_name(key)
     assert again.status.to_k8s()["targetCacheKey"] == key

@@ -12,6 +12,7 @@ from apilib import example
 
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import validate
+from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile import engine
 from spyre_operator.reconcile.apply import execute
 from spyre_operator.reconcile.compiles import Limits, Queue
@@ -673,10 +674,10 @@ def test_a_key_is_listed_kept_while_used_and_cleaned_after_the_retention(
     """The inventory entry's life: made with the compile Job, joins it, says who uses the
     key, writes nothing while idle, and once the last SpyreModel went and the retention
     passed, marks the compile Job, runs the clean-up Job and deletes itself."""
-    monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1h")
     clock, sink = Rfc3339Clock(), Sink()
-    models = Reconciler(kube, sink, clock=clock)
-    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND)
+    config = Settings(cache_retention="1h")
+    models = Reconciler(kube, sink, clock=clock, settings=config)
+    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND, settings=config)
     finish_compile(kube, models)
     (compile_job,) = jobs(kube, "-compile-")
     compile_job["status"]["completionTime"] = "2030-01-01T00:00:00Z"
@@ -755,11 +756,15 @@ def test_a_key_is_listed_kept_while_used_and_cleaned_after_the_retention(
     assert len(jobs(kube, "-compile-")) == 1
 
 
-def listed(kube: FakeKube) -> tuple[Rfc3339Clock, Reconciler, Reconciler, str]:
-    """A compiled key whose entry joined its Job: the clock, both reconcilers, the entry."""
+def listed(
+    kube: FakeKube, retention: str = "1s"
+) -> tuple[Rfc3339Clock, Reconciler, Reconciler, str]:
+    """A compiled key whose entry joined its Job: the clock, both reconcilers (unused keys
+    kept for `retention`), the entry."""
     clock, sink = Rfc3339Clock(), Sink()
-    models = Reconciler(kube, sink, clock=clock)
-    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND)
+    config = Settings(cache_retention=retention)
+    models = Reconciler(kube, sink, clock=clock, settings=config)
+    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND, settings=config)
     finish_compile(kube, models)
     models.reconcile(NS, "micro-granite-cpu")
     (entry,) = [n for k, _, n in kube.objects if k == CACHE_KIND]
@@ -770,7 +775,6 @@ def listed(kube: FakeKube) -> tuple[Rfc3339Clock, Reconciler, Reconciler, str]:
 def test_a_key_in_use_or_asked_for_is_never_cleaned(
     kube: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1s")
     clock, _models, caches, entry = listed(kube)
     clock.now = "2031-01-01T00:00:00Z"  # a year later
     caches.reconcile(NS, entry)
@@ -796,7 +800,6 @@ def test_a_model_joining_as_the_clean_up_starts_makes_one_of_the_two_writes_fail
 ) -> None:
     """Both decided from the same compile Job: whichever writes second gets a 409 and
     decides again from what the first wrote."""
-    monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1s")
     clock, models, caches, entry = listed(kube)
     kube.delete("SpyreModel", NS, "micro-granite-cpu")
     kube.collect_garbage()
@@ -841,7 +844,6 @@ def test_a_model_joining_as_the_clean_up_starts_makes_one_of_the_two_writes_fail
 def test_a_failed_clean_up_is_said_and_the_entry_stays(
     kube: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SPYRE_OPERATOR_CACHE_RETENTION", "1s")
     clock, _models, caches, entry = listed(kube)
     kube.delete("SpyreModel", NS, "micro-granite-cpu")
     kube.collect_garbage()

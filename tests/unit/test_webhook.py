@@ -11,7 +11,7 @@ from apilib import BASE, merge, with_spec
 from cryptography import x509
 
 from spyre_operator.api.validation import review, validate
-from spyre_operator.reconcile import options
+from spyre_operator.controller.settings import SettingsError, from_env
 from spyre_operator.webhook import certs
 from spyre_operator.webhook.review import Answer, answer
 
@@ -103,23 +103,19 @@ def test_the_bundle_keeps_the_previous_ca_until_it_expires() -> None:
         ({"SECRET": "ns/name"}, "needs --webhook-host"),
     ],
 )
-def test_webhook_settings_say_what_is_missing(
-    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], error: str
-) -> None:
-    monkeypatch.setenv(options.WEBHOOK_PORT_ENV, "9443")
-    for key, value in env.items():
-        monkeypatch.setenv(f"SPYRE_OPERATOR_WEBHOOK_{key}", value)
-    with pytest.raises(ValueError, match=error):
-        options.webhook()
+def test_webhook_settings_say_what_is_missing(env: dict[str, str], error: str) -> None:
+    environ = {"SPYRE_OPERATOR_WEBHOOK_PORT": "9443"}
+    environ |= {f"SPYRE_OPERATOR_WEBHOOK_{key}": value for key, value in env.items()}
+    with pytest.raises(SettingsError, match=error):
+        from_env(environ)
 
 
-def test_webhook_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert options.webhook() is None
+def test_webhook_settings() -> None:
+    assert from_env({}).webhook_port == 0  # off
     values: dict[str, Any] = {"PORT": "9443", "SECRET": "sys/cert", "HOSTS": "a.svc,127.0.0.1",
                               "CONFIGURATION": "spyre"}  # fmt: skip
-    for key, value in values.items():
-        monkeypatch.setenv(f"SPYRE_OPERATOR_WEBHOOK_{key}", value)
-    assert options.webhook() == options.Webhook(
-        port=9443, cert_dir=None, secret=("sys", "cert"), configuration="spyre",
-        hosts=("a.svc", "127.0.0.1"), check_seconds=options.DEFAULT_WEBHOOK_CHECK,
+    config = from_env({f"SPYRE_OPERATOR_WEBHOOK_{key}": value for key, value in values.items()})
+    assert (config.webhook_port, config.webhook_secret_ref, config.webhook_configuration) == (
+        9443, ("sys", "cert"), "spyre"
     )  # fmt: skip
+    assert (config.webhook_hosts, config.webhook_cert_dir) == (("a.svc", "127.0.0.1"), None)

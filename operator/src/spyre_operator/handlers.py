@@ -21,19 +21,21 @@ from typing import Any
 import kopf
 
 from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, KIND, PLURAL, VERSION
-from spyre_operator.reconcile import indexes, options, triggers, wiring
+from spyre_operator.controller import settings as operator_settings
+from spyre_operator.reconcile import indexes, triggers, wiring
 
-WEBHOOK = options.webhook()  # None: off (kopf refuses admission handlers without a server)
+SETTINGS = operator_settings.current()  # `run`'s flags, or the environment
+WEBHOOK = bool(SETTINGS.webhook_port)  # off: kopf refuses admission handlers without a server
 
 
 @kopf.on.startup()
 def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
-    wiring.configure(settings, memo, kwargs)  # kwargs hold the indexes below, by id
-    if WEBHOOK is not None:
-        webhook.configure(settings, WEBHOOK)
+    wiring.configure(SETTINGS, settings, memo, kwargs)  # kwargs hold the indexes below, by id
+    if WEBHOOK:
+        webhook.configure(settings, SETTINGS)
 
 
-if WEBHOOK is not None:
+if WEBHOOK:
     from spyre_operator.webhook import server as webhook  # aiohttp and cryptography only then
 
     # One handler (one id: the URL path) for both kinds; kopf picks it by id and resource.

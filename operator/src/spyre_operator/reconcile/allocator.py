@@ -13,17 +13,16 @@ resident: `trim` returns them (after each resync pass: 7 MB of 259 at 10,000 Spy
 from __future__ import annotations
 
 import ctypes
-import os
 
 ARENAS = 2
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 
 
-def limit_arenas(count: int = ARENAS) -> bool:
+def limit_arenas(count: int = ARENAS, told: int | None = None) -> bool:
     """At most `count` arenas for what is allocated from now on, unless MALLOC_ARENA_MAX
-    says otherwise (glibc read it at start-up). False where there is no glibc mallopt
-    (musl, macOS): nothing to tune there."""
-    if os.environ.get("MALLOC_ARENA_MAX"):
+    (`told`, as the settings read it) says otherwise: glibc read it at start-up. False
+    then, and where there is no glibc mallopt (musl, macOS): nothing to tune there."""
+    if told is not None:
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -33,7 +33,8 @@ from spyre_operator.api.status import (
     WeightsSummary,
 )
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.reconcile import inventory, options
+from spyre_operator.controller.settings import Settings
+from spyre_operator.reconcile import inventory
 from spyre_operator.reconcile.compiles import Turn, Want, turn
 from spyre_operator.reconcile.conditions import (
     Cond,
@@ -49,6 +50,7 @@ from spyre_operator.reconcile.weights import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import build_cleanup_job, desired, endpoint_url
+from spyre_operator.render.pod import Platform
 from spyre_runtime.contract import CACHE_NOT_READY
 
 TAIL_LINES = 5
@@ -313,12 +315,14 @@ def _queued(obs: Observed, model: SpyreModel, job_name: str) -> Turn | None:
     return None if answer.start else answer
 
 
-def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
+def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Plan:
+    """Everything comes in as arguments: what the cluster showed, the parsed spec, the
+    time and the operator's settings (the platform, the retention of unused keys)."""
     spec, uid, status = model.spec, obs.uid, obs.status
     weights = obs.weights
     commit = weights_commit(weights)
     weights_ready = not spec.model.from_hub or commit is not None
-    want = desired(model, uid, options.platform(), commit)
+    want = desired(model, uid, settings.platform, commit)
     actions: list[Action] = []
     deferred: list[Action] = []
 
@@ -394,7 +398,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
         cache_cond = _cache_condition(
             model, key, cache, cache_ready, failure, queued, weights, cleaning
         )
-        plan = _compile_only(obs, model, actions, key, cache, cache_cond, failure, now)
+        plan = _compile_only(obs, model, actions, key, cache, cache_cond, failure, now, settings)
         return replace(plan, requeue_after=_sooner(requeue, plan.requeue_after), deferred=deferred)
     assert want.network_policy is not None and want.service is not None
     deploy = obs.deployment
@@ -474,6 +478,7 @@ def _compile_only(
     cache_cond: Cond,
     failure: Failure | None,
     now: str,
+    settings: Settings,
 ) -> Plan:
     """A SpyreCache: the download and the compile, Ready once the cache is; the key's use
     and, for an inventory entry, its clean-up (reconcile/inventory.py)."""
@@ -481,9 +486,9 @@ def _compile_only(
     use = inventory.usage(obs.job, model.name, status, now)
     step = None
     if obs.inventory and key is not None:
-        retention = options.cache_retention()
+        retention = settings.cache_retention_seconds
         step = inventory.cleanup_step(key, obs.job, obs.cleanup_job, use, retention, now)
-        actions = actions + _cleanup_actions(obs, model, step, now)
+        actions = actions + _cleanup_actions(obs, model, step, now, settings.platform)
     phase: Phase
     if step is not None and step.step == "Failed":
         failure = Failure("CleanupFailed", step.message)
@@ -520,7 +525,7 @@ def _compile_only(
 
 
 def _cleanup_actions(
-    obs: Observed, model: SpyreModel, step: inventory.Cleanup, now: str
+    obs: Observed, model: SpyreModel, step: inventory.Cleanup, now: str, platform: Platform
 ) -> list[Action]:
     """Mark the compile Job and create the clean-up Job (Start), or go (Done)."""
     if step.step == "Done":
@@ -542,7 +547,7 @@ def _cleanup_actions(
         }
         out.append(Action("mark", target, "MarkedForCleanup", step.message))
     commit = weights_commit(obs.weights)
-    job = build_cleanup_job(model, obs.uid, options.platform(), commit)
+    job = build_cleanup_job(model, obs.uid, platform, commit)
     name = job["metadata"]["name"]
     out.append(Action("create", job, "CreatedCleanupJob", f"{step.message} (Job {name})"))
     return out

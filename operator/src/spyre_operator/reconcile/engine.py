@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import InvalidSpec, Problem
 from spyre_operator.api.validation import parse
+from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile import workqueue
 from spyre_operator.reconcile.apply import execute, write_status
 from spyre_operator.reconcile.compiles import JobRef, Queue, is_compile_start
@@ -165,12 +166,14 @@ class Reconciler:
         metrics: Metrics | None = None,
         progress: ProgressReader | None = None,
         unserved: Unserved | None = None,
+        settings: Settings | None = None,
     ):
         """`compile_queue` reads the compile queue from the cluster (None: no limits);
         `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both, and
         so is `unserved`; `queue` runs the reconciles the triggers ask for (`enqueue`);
         `metrics` may be shared too, and so may `progress`, which reads a running
-        compile's progress (None: not read)."""
+        compile's progress (None: not read); `settings`: the operator's (None: the
+        defaults)."""
         self.kube, self.emit, self.clock = kube, emit, clock
         self.kind = kind
         self._compile_queue = compile_queue
@@ -181,7 +184,8 @@ class Reconciler:
         self.stats: Counter[str] = Counter()
         self.metrics = metrics or Metrics()
         self._written: dict[tuple[str, str], str] = {}  # resourceVersion of our last status write
-        self.dry_runs = DryRuns(kube)
+        self.settings = settings or Settings()
+        self.dry_runs = DryRuns(kube, self.settings.platform)
         self._guard = threading.Lock()
 
     def enqueue(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
@@ -268,7 +272,7 @@ class Reconciler:
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now)
         observed = observe(self.kube, body, model, self.compile_queue, self.progress)
-        plan = decide(observed, model, now)
+        plan = decide(observed, model, now, self.settings)
         starts = [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Job"]
         if starts:  # a download or a compile: first, would the rest of the spec be taken?
             written = {(a.obj["kind"], a.obj["metadata"]["name"]) for a in plan.actions}

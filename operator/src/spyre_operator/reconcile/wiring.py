@@ -2,21 +2,21 @@
 reconcilers, the children's watches, Events, the resync and metrics (the triggers are in
 triggers.py, the indexes in indexes.py, the watches in watches.py).
 
-Configuration comes from the environment (the `run` command sets it from its flags), so
-`kopf run -m spyre_operator.handlers` works the same way.
+The settings come from controller/settings.py: `run`'s flags, or the environment with
+`kopf run -m spyre_operator.handlers`.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
-from spyre_operator.reconcile import allocator, compiles, metrics, options, triggers
+from spyre_operator.controller.settings import Settings
+from spyre_operator.reconcile import allocator, compiles, metrics, triggers
 from spyre_operator.reconcile.dryrun import PARALLEL
 from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
 from spyre_operator.reconcile.events import EventPoster
@@ -31,7 +31,9 @@ from spyre_operator.render import meta
 CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy")
 
 
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]) -> None:
+def configure(
+    config: Settings, settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]
+) -> None:
     """No kopf-posted Events, one client for every reconcile (reading the children from the
     watches' stores), the reconciles run by the work queue's `--workers` threads (kopf's
     handlers and the watches only queue them), Events posted from a thread of their own,
@@ -41,12 +43,12 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # the reconciler posts its Events itself (EventPoster)
     settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
-    workers = options.workers()
+    workers = config.workers
     settings.execution.max_workers = workers
     # Each worker's requests (its dry runs in parallel), the Events thread, the resync and
     # the progress reader: a pool too small discards connections (a TLS handshake each,
     # and a WARNING) in every burst of creates.
-    api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=workers * PARALLEL + 4)
+    api = load_api_client(config.kubeconfig, pool_size=workers * PARALLEL + 4)
     stores = {  # a user's cache claim is not labelled: not every PVC is in the store
         plural: Store(plural, complete=plural != "persistentvolumeclaims")
         for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim"))
@@ -55,14 +57,14 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     stores["pods"] = Store("pods", by=(meta.MODEL_LABEL, meta.JOB_NAME_LABEL))
     kube = IndexedKube(api, stores)
     memo.events = EventPoster(kube)
-    limits = compiles.Limits(*options.compile_limits())
+    limits = compiles.Limits(*config.compile_limits)
     wants = (indexes[MODELS], indexes[CACHES])
     queue = functools.partial(compile_queue, limits, stores["jobs"], wants)
     unlimited = limits == compiles.Limits()  # no queue to read, no lock to take
     starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
     unserved = Unserved()  # both make inventory entries: one WARNING if SpyreCaches are not
 
-    interval = options.progress_seconds()
+    interval = config.progress_seconds
     progress = ProgressReader(kube, interval) if interval else None  # shared like starts
 
     def reconcile(key: Key, copy: Copy) -> float | None:
@@ -81,20 +83,21 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
             metrics=shared,
             progress=progress,
             unserved=unserved,
+            settings=config,
         )
         for kind in (KIND, CACHE_KIND)
     }
-    memo.watches = start_watches(memo.reconcilers, stores)
+    memo.watches = start_watches(config, memo.reconcilers, stores)
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.resync = Resync(
         kube,
         memo.queue,
         functools.partial(watched_count, watched),
-        options.resync_seconds(),
-        namespaces=options.namespaces(),
+        config.resync_seconds,
+        namespaces=list(config.namespaces),
         after_pass=allocator.trim,  # a pass's pages of bodies, and a burst's, freed
     )
-    port = options.metrics_port()
+    port = config.metrics_port
     if port:
         metrics.serve(
             lambda: metrics_text(memo.reconcilers.values(), memo.queue, memo.watches, memo.resync),
@@ -105,7 +108,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     memo.resync.start()
 
 
-def start_watches(reconcilers: triggers.Reconcilers, stores: Mapping[str, Store]) -> Watches:
+def start_watches(
+    config: Settings, reconcilers: triggers.Reconcilers, stores: Mapping[str, Store]
+) -> Watches:
     """The children's and pods' watches; their events only queue reconciles (the
     triggers), so a slow reconcile never holds a watch."""
 
@@ -119,12 +124,10 @@ def start_watches(reconcilers: triggers.Reconcilers, stores: Mapping[str, Store]
         Source("PersistentVolumeClaim", stores["persistentvolumeclaims"], None),
         Source("Pod", stores["pods"], handle(triggers.pod_changed)),
     ]
-    namespaces = options.namespaces()
+    namespaces = list(config.namespaces)
     # Their own connections: a watch holds one for minutes.
     size = len(sources) * max(1, len(namespaces))
-    watches = Watches(
-        Kube(load_api_client(os.environ.get("KUBECONFIG"), size)), sources, namespaces
-    )
+    watches = Watches(Kube(load_api_client(config.kubeconfig, size)), sources, namespaces)
     watches.start()
     return watches
 

@@ -17,6 +17,7 @@ import yaml
 
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
+from spyre_operator.controller import settings
 from spyre_operator.render.children import desired
 from spyre_operator.render.pod import PLATFORMS
 from spyre_operator.render.weights import is_commit
@@ -35,7 +36,9 @@ def register(sub: Any) -> None:
         "crd", help="print the SpyreModel and SpyreCache CRDs, or --write the committed copies"
     )
     crd.add_argument(
-        "--write", action="store_true", help="regenerate " + ", ".join(CRD_FILES + CACHE_CRD_FILES)
+        "--write",
+        action="store_true",
+        help="regenerate " + ", ".join((*CRD_FILES, *CACHE_CRD_FILES, CHART_SCHEMA)),
     )
     crd.add_argument("--root", type=Path, default=Path(), help="repository root (default: .)")
     crd.set_defaults(func=_crd)
@@ -82,8 +85,24 @@ def crd_yaml(which: str = "all") -> str:
     return dump_documents(chosen, header=CRD_HEADER)
 
 
+CHART_SCHEMA = "charts/spyre-operator/values.schema.json"
+
+
+def chart_values_schema(text: str) -> str:
+    """The chart's values schema with its `operator:` section derived from the operator's
+    settings (its logLevel, the `--verbose` switch, is the chart's own)."""
+    schema = json.loads(text)
+    section = schema["properties"]["operator"]["properties"]
+    section_kept = {"logLevel": section["logLevel"]}
+    schema["properties"]["operator"]["properties"] = section_kept | settings.chart_schema()
+    return json.dumps(schema, indent=2) + "\n"
+
+
 def write_crds(root: Path) -> list[Path]:
-    written = []
+    """The CRDs, and the chart's values schema of the operator's settings."""
+    chart = root / CHART_SCHEMA
+    chart.write_text(chart_values_schema(chart.read_text()))
+    written = [chart]
     for kind, names in (("SpyreModel", CRD_FILES), ("SpyreCache", CACHE_CRD_FILES)):
         text = crd_yaml(kind)
         for name in names:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import ssl
 import tempfile
 from collections.abc import AsyncIterator
@@ -23,8 +22,8 @@ from typing import Literal
 import aiohttp.web
 import kopf
 
+from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile.kube import Kube, load_api_client
-from spyre_operator.reconcile.options import Webhook
 from spyre_operator.webhook.keeper import CertDirectory, CertSource, SecretKeeper
 from spyre_operator.webhook.review import answer
 
@@ -98,14 +97,17 @@ class AdmissionServer:
             await runner.cleanup()
 
 
-def configure(settings: kopf.OperatorSettings, webhook: Webhook) -> None:
+def configure(settings: kopf.OperatorSettings, config: Settings) -> None:
     """Serve the webhook (from the startup handler): the certificate from the files, or
     kept by the operator in its Secret with a client of its own (two connections)."""
     source: CertSource
-    if webhook.secret is None:
-        assert webhook.cert_dir is not None
-        source = CertDirectory(Path(webhook.cert_dir))
+    secret = config.webhook_secret_ref
+    if secret is None:
+        assert config.webhook_cert_dir is not None
+        source = CertDirectory(Path(config.webhook_cert_dir))
     else:
-        api = load_api_client(os.environ.get("KUBECONFIG"), pool_size=2)
-        source = SecretKeeper(Kube(api), webhook.secret, webhook.configuration, webhook.hosts)
-    settings.admission.server = AdmissionServer(webhook.port, source, webhook.check_seconds)
+        api = load_api_client(config.kubeconfig, pool_size=2)
+        source = SecretKeeper(Kube(api), secret, config.webhook_configuration, config.webhook_hosts)
+    settings.admission.server = AdmissionServer(
+        config.webhook_port, source, config.webhook_check_seconds
+    )

@@ -1,0 +1,1 @@
+"""The controller machinery around the reconcile: settings, the `run` command."""

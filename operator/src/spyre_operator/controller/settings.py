@@ -1,0 +1,349 @@
+"""The operator's settings, defined once: each is a field of `Settings` with its type,
+default, bounds and help. The `run` flags, the environment variables (for `kopf run -m
+spyre_operator.handlers`, and the flags' fallback) and the chart's values and their
+schema are all derived from these fields (tests/chart checks the chart against them).
+This is the only module of the operator that reads the environment. No kopf import: the
+CLI builds its flags without loading the operator."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from spyre_operator.render.pod import PLATFORMS, Platform
+from spyre_runtime.contract import HEARTBEAT_SECONDS
+
+ENV_PREFIX = "SPYRE_OPERATOR_"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"^(\d+)([smhd]?)$")
+
+
+def duration_seconds(text: str) -> int:
+    """A duration such as 7d, 12h, 30m, 45s (a bare number is seconds); 0 is 0."""
+    found = _DURATION.match(text.strip())
+    if found is None:
+        raise ValueError(f"{text!r}: use a whole number with a unit, e.g. 7d, 12h, 30m, 45s or 0")
+    return int(found.group(1)) * _UNITS[found.group(2) or "s"]
+
+
+def _opt(
+    help: str,
+    *,
+    flag: str | bool | None = None,
+    metavar: str | None = None,
+    chart: bool = False,
+    env: str | None = None,
+    short: str | None = None,
+    pattern: str | None = None,
+    **bounds: Any,
+) -> Any:
+    """A field's help and how it is reached: `flag` overrides the flag's name (--NAME from
+    the field's; False: none, the environment only), `chart`: a value of the chart's
+    `operator:` section (same name, camelCase), `env` overrides the variable's name
+    (SPYRE_OPERATOR_NAME); `pattern`: of the chart's schema (the field's own validator
+    says more than a pattern would)."""
+    extra = {"flag": flag, "metavar": metavar, "chart": chart, "env": env, "short": short}
+    extra["pattern"] = pattern
+    kept: dict[str, Any] = {k: v for k, v in extra.items() if v is not None and v != ""}
+    return Field(description=help, json_schema_extra=kept, **bounds)
+
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+Names = tuple[str, ...]
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespaces: Names = _opt(
+        "watch only this namespace (repeatable; default: all namespaces)",
+        flag="namespace",
+        short="-n",
+        default=(),
+        metavar="NS",
+    )
+    kubeconfig: str | None = _opt(
+        "kubeconfig file (default: in-cluster)", env="KUBECONFIG", metavar="FILE", default=None
+    )
+    metrics_port: Port = _opt(
+        "serve Prometheus metrics on this port (0: off)", metavar="PORT", default=0
+    )
+    # A level-based safety net against lost watch events; spread over the period, so its
+    # cost is a steady trickle of reads from the stores (docs/operator.md, "Resync").
+    resync_seconds: float = _opt(
+        "reconcile every SpyreModel and SpyreCache once in this period, spread evenly over it",
+        chart=True,
+        gt=0,
+        default=300.0,
+        metavar="SECONDS",
+    )
+    workers: int = _opt("threads for reconciles", chart=True, ge=1, default=16, metavar="N")
+    # A compile holds CPU and memory (or cards) for 20-60 min: a few at once, the rest queue.
+    max_compiles: int = _opt(
+        "compile Jobs running at once in the watched namespaces; the rest wait in status "
+        "(CacheReady reason Queued), oldest SpyreModel first; 0: unlimited",
+        chart=True,
+        ge=0,
+        default=4,
+        metavar="N",
+    )
+    max_compiles_per_namespace: int = _opt(
+        "compile Jobs running at once in one namespace; 0: unlimited",
+        chart=True,
+        ge=0,
+        default=0,
+        metavar="N",
+    )
+    # The compile pod logs its step at least this often (its heartbeat): reading more often
+    # would show the same step.
+    progress_seconds: float = _opt(
+        "how often a running compile's progress (status.cache.progress) is read from the "
+        "end of its pod's log (needs get on pods/log); 0: never",
+        chart=True,
+        ge=0,
+        default=float(HEARTBEAT_SECONDS),
+        metavar="SECONDS",
+    )
+    # A key costs disk (GBs) while unused and a compile (20-60 min of CPU or cards) when it
+    # is needed again: a week keeps what a fleet rolled away from over a weekend or a
+    # release cycle, and still frees it within one.
+    cache_retention: str = _opt(
+        "remove a cache key from its volume this long after the last SpyreModel using it "
+        "went (a clean-up Job; never a key in use, compiling or asked for by a SpyreCache of "
+        "yours), e.g. 7d, 12h, 30m; 0: never",
+        chart=True,
+        default="7d",
+        metavar="DURATION",
+        pattern=_DURATION.pattern,
+    )
+    platform: Platform = _opt(
+        "where the compile and serving pods run: openshift leaves their fsGroup to the "
+        "restricted-v2 SCC",
+        chart=True,
+        default=PLATFORMS[0],
+    )
+    webhook_port: Port = _opt(
+        "serve the admission webhook over HTTPS on this port (0: off)", metavar="PORT", default=0
+    )
+    webhook_secret: str | None = _opt(
+        "keep a self-signed CA and serving certificate in this Secret (issued when missing, "
+        "renewed at 2/3 of their year)",
+        metavar="NAMESPACE/NAME",
+        default=None,
+    )
+    webhook_hosts: Names = _opt(
+        "a name the API server reaches the operator by, for the certificate: "
+        "SERVICE.NAMESPACE.svc in a cluster, or an IP address (repeatable)",
+        flag="webhook-host",
+        metavar="NAME",
+        default=(),
+    )
+    webhook_configuration: str | None = _opt(
+        "the ValidatingWebhookConfiguration whose caBundle the operator keeps current",
+        metavar="NAME",
+        default=None,
+    )
+    webhook_cert_dir: str | None = _opt(
+        "instead of --webhook-secret: serve DIR/tls.crt and DIR/tls.key, which someone else "
+        "keeps (e.g. cert-manager, whose cainjector sets the caBundle)",
+        metavar="DIR",
+        default=None,
+    )
+    webhook_check_seconds: float = _opt(
+        "how often the certificate (and the caBundle) is checked",
+        gt=0,
+        default=300.0,
+        metavar="SECONDS",
+    )
+
+    # glibc reads it itself at start-up; set, it wins over the operator's own limit
+    # (controller/allocator.py).
+    malloc_arena_max: int | None = _opt(
+        "glibc's arena count", env="MALLOC_ARENA_MAX", flag=False, ge=1, default=None
+    )
+
+    @field_validator("namespaces", "webhook_hosts", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        """The environment holds a list comma-separated."""
+        if isinstance(value, str):
+            return tuple(v for v in value.split(",") if v)
+        return value
+
+    @field_validator("cache_retention")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        duration_seconds(value)
+        return value
+
+    @field_validator(
+        "kubeconfig",
+        "webhook_secret",
+        "webhook_configuration",
+        "webhook_cert_dir",
+        "malloc_arena_max",
+        mode="before",
+    )
+    @classmethod
+    def _unset(cls, value: Any) -> Any:
+        return None if value == "" else value  # an empty variable is unset
+
+    @model_validator(mode="after")
+    def _webhook(self) -> Settings:
+        if not self.webhook_port:
+            return self
+        if (self.webhook_cert_dir is None) == (self.webhook_secret is None):
+            raise ValueError(
+                "the webhook needs exactly one certificate source: --webhook-secret "
+                "NAMESPACE/NAME (the operator keeps its own) or --webhook-cert-dir DIR (files "
+                "someone else keeps, e.g. cert-manager)"
+            )
+        namespace, _, name = (self.webhook_secret or "").partition("/")
+        if self.webhook_secret is not None and not (namespace and name):
+            raise ValueError(f"--webhook-secret {self.webhook_secret}: use NAMESPACE/NAME")
+        if self.webhook_secret is not None and not self.webhook_hosts:
+            raise ValueError(
+                "--webhook-secret needs --webhook-host (the name the API server reaches the "
+                "operator by, e.g. SERVICE.NAMESPACE.svc, or 127.0.0.1)"
+            )
+        return self
+
+    @property
+    def cache_retention_seconds(self) -> int:
+        """Seconds an unused cache key stays on the volume before its clean-up; 0: forever."""
+        return duration_seconds(self.cache_retention)
+
+    @property
+    def compile_limits(self) -> tuple[int, int]:
+        """Compile Jobs running at once, in all watched namespaces and in one (0: unlimited)."""
+        return self.max_compiles, self.max_compiles_per_namespace
+
+    @property
+    def webhook_secret_ref(self) -> tuple[str, str] | None:
+        """(namespace, name) of the Secret the operator keeps its certificates in."""
+        if self.webhook_secret is None:
+            return None
+        namespace, _, name = self.webhook_secret.partition("/")
+        return namespace, name
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message names each flag and what to give it."""
+
+
+def env_name(field: str) -> str:
+    return _extra(field).get("env") or ENV_PREFIX + field.upper()
+
+
+def flag_name(field: str) -> str:
+    flag = _extra(field).get("flag")
+    return "--" + (flag if isinstance(flag, str) else field.replace("_", "-"))
+
+
+def chart_fields() -> dict[str, str]:
+    """The chart's `operator:` values: camelCase name -> field."""
+    return {to_camel(f): f for f in Settings.model_fields if _extra(f).get("chart")}
+
+
+def chart_schema() -> dict[str, Any]:
+    """The JSON schema of the chart's `operator:` values, as values.schema.json holds it
+    (`spyre-operator crd --write` writes it there)."""
+    properties = Settings.model_json_schema()["properties"]
+    out = {}
+    for camel, field in chart_fields().items():
+        found = properties[field]
+        entry = {
+            "description": f"{Settings.model_fields[field].description} ({flag_name(field)})",
+            "type": found.get("type", "string"),
+        }
+        for key in ("minimum", "exclusiveMinimum", "maximum", "enum", "pattern"):
+            if key in found:
+                entry[key] = found[key]
+        out[camel] = entry
+    return out
+
+
+def _extra(field: str) -> dict[str, Any]:
+    extra = Settings.model_fields[field].json_schema_extra
+    return extra if isinstance(extra, dict) else {}
+
+
+def from_env(environ: Mapping[str, str], **given: Any) -> Settings:
+    """The settings from the environment, `given` (the flags) taking precedence."""
+    values: dict[str, Any] = {}
+    for field in Settings.model_fields:
+        if field in given:
+            values[field] = given[field]
+        elif env_name(field) in environ:
+            values[field] = environ[env_name(field)]
+    try:
+        return Settings(**values)
+    except ValidationError as err:
+        raise SettingsError(_explain(err)) from None
+
+
+def _explain(err: ValidationError) -> str:
+    problems = []
+    for error in err.errors(include_url=False):
+        where = error["loc"][0] if error["loc"] else None
+        message = error["msg"].removeprefix("Value error, ")
+        if isinstance(where, str) and where in Settings.model_fields:
+            message = f"{flag_name(where)} (${env_name(where)}): {message}"
+        problems.append(message)
+    return "; ".join(problems)
+
+
+_current: Settings | None = None
+
+
+def install(settings: Settings) -> None:
+    """The settings `run` built from its flags, for the kopf handlers to find."""
+    global _current
+    _current = settings
+
+
+def current() -> Settings:
+    """The installed settings, else those of the environment (`kopf run -m ...`)."""
+    return _current if _current is not None else from_env(os.environ)
+
+
+def add_flags(parser: argparse.ArgumentParser | Any) -> None:
+    """One flag per setting; a flag not given falls back to the environment, then the
+    default (argparse.SUPPRESS: absent flags are absent from the parsed namespace)."""
+    for field, info in Settings.model_fields.items():
+        extra = _extra(field)
+        if extra.get("flag") is False:
+            continue
+        names = [flag_name(field)] + ([extra["short"]] if "short" in extra else [])
+        options: dict[str, Any] = {
+            "dest": field,
+            "default": argparse.SUPPRESS,
+            "metavar": extra.get("metavar"),
+            "help": _help(field, info.description or "", info.default),
+        }
+        if info.annotation == Names:
+            options["action"] = "append"
+        elif field == "platform":
+            options["choices"] = PLATFORMS
+            options.pop("metavar")
+        parser.add_argument(*names, **options)
+
+
+def _help(field: str, text: str, default: Any) -> str:
+    after = f"${env_name(field)}"
+    if default not in (None, ()):
+        after += (
+            f"; default: {default:g}" if isinstance(default, float) else f"; default: {default}"
+        )
+    return f"{text} ({after})".replace("%", "%%")
+
+
+def from_flags(parsed: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
+    given = {f: getattr(parsed, f) for f in Settings.model_fields if hasattr(parsed, f)}
+    return from_env(environ, **given)

@@ -1,0 +1,98 @@
+"""The operator's settings (controller/settings.py): one definition each, reached by
+flag, environment variable and chart value; one validation, with what to give instead."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from spyre_operator.cli import build_parser
+from spyre_operator.controller import settings
+from spyre_operator.controller.settings import Settings, SettingsError, from_env, from_flags
+
+pytestmark = pytest.mark.unit
+
+PACKAGE = Path(settings.__file__).parents[1]
+
+
+def parse(*flags: str, environ: dict[str, str] | None = None) -> Settings:
+    return from_flags(build_parser().parse_args(["run", *flags]), environ or {})
+
+
+def test_defaults_read_no_environment() -> None:
+    assert parse() == Settings()
+    assert Settings().cache_retention_seconds == 7 * 86400
+    assert Settings().compile_limits == (4, 0)
+
+
+def test_a_flag_beats_the_environment_which_beats_the_default() -> None:
+    environ = {"SPYRE_OPERATOR_WORKERS": "3", "SPYRE_OPERATOR_MAX_COMPILES": "2"}
+    config = parse("--workers", "5", environ=environ)
+    assert (config.workers, config.max_compiles, config.resync_seconds) == (5, 2, 300.0)
+
+
+def test_lists_repeat_as_flags_and_are_comma_separated_in_the_environment() -> None:
+    assert parse("-n", "a", "--namespace", "b").namespaces == ("a", "b")
+    assert from_env({"SPYRE_OPERATOR_NAMESPACES": "a,b,"}).namespaces == ("a", "b")
+    assert from_env({"KUBECONFIG": "/k", "MALLOC_ARENA_MAX": ""}).kubeconfig == "/k"
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--workers", "0"], "--workers ($SPYRE_OPERATOR_WORKERS): Input should be greater"),
+        (["--max-compiles", "-1"], "--max-compiles ($SPYRE_OPERATOR_MAX_COMPILES)"),
+        (["--progress-seconds", "-1"], "--progress-seconds"),
+        (["--cache-retention", "7x"], "'7x': use a whole number with a unit, e.g. 7d"),
+        (["--metrics-port", "70000"], "--metrics-port ($SPYRE_OPERATOR_METRICS_PORT)"),
+        (["--webhook-port", "9443"], "exactly one certificate source"),
+    ],
+)
+def test_a_wrong_value_names_its_flag_and_variable(flags: list[str], said: str) -> None:
+    with pytest.raises(SettingsError, match=re.escape(said)):
+        parse(*flags)
+
+
+def test_a_wrong_value_from_the_environment_is_named_too() -> None:
+    with pytest.raises(SettingsError, match=r"--platform \(\$SPYRE_OPERATOR_PLATFORM\)"):
+        from_env({"SPYRE_OPERATOR_PLATFORM": "gke"})
+
+
+def test_run_refuses_wrong_settings_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(["run", "--cache-retention", "soon"])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("spyre-operator run: --cache-retention") and err.count("\n") == 1
+
+
+def test_every_setting_has_a_flag_or_is_environment_only_and_says_its_default() -> None:
+    text = build_parser()._subparsers._group_actions[0].choices["run"].format_help()  # type: ignore[union-attr]
+    for field in Settings.model_fields:
+        assert (settings.flag_name(field) in text) != (field == "malloc_arena_max"), field
+    assert "default: 300" in text and "$SPYRE_OPERATOR_RESYNC_SECONDS" in text
+
+
+def test_no_module_of_the_operator_reads_the_environment_but_the_settings() -> None:
+    """os.environ / os.getenv outside controller/settings.py (the dev cluster in local/
+    is not the operator)."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "settings.py" or "local" in path.relative_to(PACKAGE).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            reads = (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("get", "getenv")
+                and ast.unparse(node.func.value) in ("os.environ", "os")
+            ) or (
+                isinstance(node, ast.Subscript)
+                and ast.unparse(node.value) == "os.environ"
+                and isinstance(node.ctx, ast.Load)
+            )
+            if reads:
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert found == []
