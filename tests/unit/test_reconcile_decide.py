@@ -12,15 +12,14 @@ from apilib import example, merge
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse, validate
 from spyre_operator.controller.settings import Settings
+from spyre_operator.reconcile.cache import duration
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import (
     Plan,
     decide,
     decide_invalid,
-    differs,
-    duration,
-    needs_apply,
 )
+from spyre_operator.reconcile.drift import differs, needs_apply
 from spyre_operator.reconcile.observe import Observed, deployment_view, job_view, pod_issues
 from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.weights import pinned_weights, weights_commit, weights_summary

@@ -9,13 +9,9 @@ then rolls it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from kubernetes.utils.quantity import parse_quantity
-
-from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import Problem
 from spyre_operator.api.status import (
@@ -24,7 +20,6 @@ from spyre_operator.api.status import (
     DEGRADED,
     PROGRESSING,
     READY,
-    CompileProgress,
     CompileStatus,
     CompileSummary,
     Phase,
@@ -35,27 +30,22 @@ from spyre_operator.api.status import (
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile import inventory
+from spyre_operator.reconcile.cache import Failure, cache_condition, cache_summary
 from spyre_operator.reconcile.compiles import Turn, Want, turn
 from spyre_operator.reconcile.conditions import (
     Cond,
     Event,
-    clip,
     render_conditions,
-    tail,
     transition_events,
 )
+from spyre_operator.reconcile.drift import needs_apply
+from spyre_operator.reconcile.model_status import model_conditions
 from spyre_operator.reconcile.observe import JobView, Observed
-from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.weights import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import build_cleanup_job, desired, endpoint_url
 from spyre_operator.render.pod import Platform
-from spyre_runtime.contract import CACHE_NOT_READY
-
-TAIL_LINES = 5
-PROGRESS_DETAIL_LIMIT = 300  # the warmup step's detail holds the whole vllm command line
-_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
 Verb = Literal["create", "apply", "add-owner", "scale", "mark", "delete"]
 """create: POST (PVC, Job: first writer wins, a Job's template is immutable); apply:
@@ -88,169 +78,7 @@ class Plan:
     deferred: list[Action] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Failure:
-    reason: str
-    message: str
-
-
-# ----- child manifests ---------------------------------------------------------------
-def _same_scalar(want: Any, have: Any) -> bool:
-    if want == have:
-        return True
-    if isinstance(want, bool) or isinstance(have, bool):
-        return False
-    if isinstance(want, int | str) and isinstance(have, int | str):
-        try:  # quantities: "2000m" is stored as "2"
-            return bool(parse_quantity(want) == parse_quantity(have))
-        except ValueError:
-            return False
-    return False
-
-
-def differs(want: Any, have: Any) -> bool:
-    """True when `have` lacks or changed something `want` sets. Extra fields, and extra
-    items in lists of objects (env, volumes, tolerations, ...), are fine: the API server
-    adds defaults, and server-side apply leaves what other field managers set alone."""
-    if isinstance(want, dict):
-        return not isinstance(have, dict) or any(differs(v, have.get(k)) for k, v in want.items())
-    if not isinstance(want, list):
-        return not _same_scalar(want, have)
-    if not isinstance(have, list):
-        return True
-    if want and all(isinstance(w, dict) for w in want):
-        return any(all(differs(w, h) for h in have) for w in want)
-    return len(want) != len(have) or any(
-        not _same_scalar(w, h) for w, h in zip(want, have, strict=True)
-    )
-
-
-def needs_apply(manifest: dict[str, Any], live: dict[str, Any] | None) -> bool:
-    """Anything to write? The manifest's hash annotation changes with every change of the
-    desired object (removed fields too); the rest catches edits of the live object."""
-    if live is None:
-        return True
-    return differs({"metadata": manifest["metadata"], "spec": manifest["spec"]}, live)
-
-
-# ----- compile outcome -----------------------------------------------------------------
-def compile_failure(job: JobView) -> Failure:
-    """Why the compile Job failed, and what to do about it."""
-    retry = (
-        f" To retry the same configuration delete the Job (kubectl delete job {job.name}); "
-        "a spec change that changes the cache key starts a new compile."
-    )
-    done = job.terminated
-    summary = done.summary if done else None
-    if done is not None and done.reason == "OOMKilled":
-        return Failure(
-            "OOMKilled",
-            f"the compile pod {done.pod} ran out of memory (OOMKilled, exit code "
-            f"{done.exit_code}): raise spec.cache.compile.resources.limits.memory." + retry,
-        )
-    if job.failed_reason == "DeadlineExceeded":
-        return Failure(
-            "DeadlineExceeded",
-            f"Job {job.name} ran longer than its activeDeadlineSeconds "
-            f"({job.active_deadline_seconds}s): raise spec.cache.compile.activeDeadlineSeconds."
-            + retry,
-        )
-    if summary is not None and summary.get("ok") is False:
-        reason = str(summary.get("reason") or "CompileFailed")
-        reason = reason if _REASON.match(reason) else "CompileFailed"
-        return Failure(reason, f"{summary.get('message', '')}".strip() + "." + retry)
-    if done is not None:
-        lines = tail(done.message, TAIL_LINES) or "(no termination message)"
-        return Failure(
-            "CompileFailed",
-            f"the compile pod {done.pod} exited with code {done.exit_code} ({done.reason}): "
-            f"{lines}." + retry,
-        )
-    detail = job.failed_message or job.failed_reason or "failed"
-    return Failure("CompileFailed", f"Job {job.name}: {detail}." + retry)
-
-
-def compile_progress(reading: Reading | None) -> CompileProgress | None:
-    if reading is None:
-        return None
-    step = reading.step
-    return CompileProgress(
-        step=step.name,
-        elapsed_seconds=step.elapsed,
-        detail=clip(step.detail, PROGRESS_DETAIL_LIMIT) or None,
-        pod=reading.pod,
-    )
-
-
-def duration(seconds: float) -> str:
-    """4m12s, 1h05m, 42s."""
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-
-
-def cache_summary(
-    key: str, job: JobView | None, recorded: dict[str, Any], progress: Reading | None = None
-) -> CompileSummary:
-    """status.cache for the target key: the Job's termination summary once it finished,
-    its progress while it runs. `recorded` is the stored status.cache."""
-    stored = CompileSummary.model_validate(recorded, extra="ignore")
-    if job is None:
-        if stored.cache_key == key and stored.ok:
-            return stored  # compiled earlier; the Job was deleted since
-        return CompileSummary(job_name=meta.compile_job_name(key), cache_key=key)
-    if not (job.succeeded or job.failed):
-        return CompileSummary(job_name=job.name, cache_key=key, progress=compile_progress(progress))
-    if stored.job_name == job.name and stored.ok is job.succeeded:
-        return stored  # the pods may be gone by now; keep what was read from them
-    if job.succeeded:
-        said = (job.terminated.summary if job.terminated else None) or {"ok": True}
-        return CompileSummary(
-            job_name=job.name,
-            cache_key=key,
-            ok=True,
-            seconds=said.get("seconds"),
-            versions=said.get("versions"),
-            bytes=said.get("bytes"),
-        )
-    failure = compile_failure(job)
-    return CompileSummary(
-        job_name=job.name,
-        cache_key=key,
-        ok=False,
-        reason=failure.reason,
-        message=clip(failure.message, 2000),
-    )
-
-
 # ----- the decision --------------------------------------------------------------------
-def _serving_failure(obs: Observed) -> Failure | None:
-    deploy = obs.deployment
-    if deploy is None:
-        return None
-    for issue in obs.pod_issues:
-        if issue.reason == CACHE_NOT_READY:
-            return Failure(
-                "CacheRejected",
-                f"serving pod {issue.pod} refused the compiled cache: {issue.message}",
-            )
-    progressing = deploy.condition("Progressing")
-    if progressing[0] == "False" and progressing[1] == "ProgressDeadlineExceeded":
-        return Failure(
-            "ProgressDeadlineExceeded",
-            f"Deployment {deploy.live['metadata']['name']}: {progressing[2]}",
-        )
-    replica_failure = deploy.condition("ReplicaFailure")
-    if replica_failure[0] == "True":
-        return Failure("ReplicaFailure", replica_failure[2] or replica_failure[1])
-    if obs.pod_issues:
-        issue = obs.pod_issues[0]
-        message = f"serving pod {issue.pod}: {issue.reason}"
-        return Failure(issue.reason, message + (f": {issue.message}" if issue.message else ""))
-    return None
 
 
 def _shared_job(
@@ -395,7 +223,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
     requeue = inventory.CLEANUP_POLL_SECONDS if cleaning else None
 
     if not model.serves:
-        cache_cond = _cache_condition(
+        cache_cond = cache_condition(
             model, key, cache, cache_ready, failure, queued, weights, cleaning
         )
         plan = _compile_only(obs, model, actions, key, cache, cache_cond, failure, now, settings)
@@ -440,7 +268,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
     if active_key is not None:
         actions += _apply(want.service, obs.service)
 
-    conds, phase = _conditions(
+    conds, phase = model_conditions(
         obs, model, key, cache, cache_ready, failure, rolling, queued, cleaning
     )
     generation = obs.generation
@@ -553,187 +381,6 @@ def _cleanup_actions(
     return out
 
 
-def _cache_condition(
-    model: SpyreModel,
-    key: str | None,
-    cache: CompileSummary | None,
-    cache_ready: bool,
-    failure: Failure | None,
-    queued: Turn | None,
-    weights: WeightsSummary | None,
-    cleaning: str | None = None,
-) -> Cond:
-    """CacheReady: compiled, failed, or on its way (downloading, queued, compiling, or
-    waiting for the key's clean-up to finish before compiling it again)."""
-    spec = model.spec
-    if cache_ready:
-        assert key is not None and cache is not None
-        took = f" in {cache.seconds:.0f}s" if cache.seconds is not None else ""
-        cache_cond = Cond(
-            CACHE_READY,
-            "True",
-            "Compiled",
-            f"cache {short_key(key)} compiled by Job {cache.job_name}{took}",
-        )
-    elif failure is not None:
-        cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
-    elif key is None:
-        job = weights.job_name if weights else None
-        cache_cond = Cond(
-            CACHE_READY,
-            "False",
-            "Downloading",
-            f"Job {job} is downloading {spec.model.id} at revision "
-            f"{spec.model.hub_revision} into the cache volume; the compile follows",
-        )
-    elif cleaning is not None:
-        assert key is not None
-        cache_cond = Cond(
-            CACHE_READY,
-            "False",
-            "CleaningUp",
-            f"Job {cleaning} is removing the unused cache {short_key(key)} from the volume; "
-            "it is compiled again once that finished",
-        )
-    elif queued is not None:
-        assert key is not None
-        cache_cond = Cond(
-            CACHE_READY,
-            "False",
-            "Queued",
-            f"the compile of cache {short_key(key)} waits for a free slot: {queued.message}",
-        )
-    else:
-        assert key is not None
-        progress = cache.progress if cache is not None else None
-        cache_cond = Cond(
-            CACHE_READY,
-            "False",
-            "Compiling",
-            f"Job {meta.compile_job_name(key)} is compiling cache {short_key(key)}"
-            + (f": {progress_message(progress)}" if progress is not None else ""),
-        )
-    return cache_cond
-
-
-def progress_message(progress: CompileProgress) -> str:
-    """step engine at 4m12s (still running: [WARMUP] (2/3) ...)"""
-    detail = f" ({progress.detail})" if progress.detail else ""
-    return f"step {progress.step} at {duration(progress.elapsed_seconds)}{detail}"
-
-
-def _conditions(
-    obs: Observed,
-    model: SpyreModel,
-    key: str | None,
-    cache: CompileSummary | None,
-    cache_ready: bool,
-    failure: Failure | None,
-    rolling: bool,
-    queued: Turn | None,
-    cleaning: str | None,
-) -> tuple[list[Cond], Phase]:
-    deploy, spec = obs.deployment, model.spec
-    serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
-    downloading = key is None
-    cache_cond = _cache_condition(
-        model, key, cache, cache_ready, failure, queued, obs.weights, cleaning
-    )
-    serving_failure = _serving_failure(obs)
-    if deploy is None and not cache_ready:
-        available = Cond(
-            AVAILABLE,
-            "False",
-            "WaitingForCache",
-            "the serving Deployment is created once the cache is compiled"
-            + (" (after the weights are downloaded)" if downloading else ""),
-        )
-    elif spec.replicas == 0:
-        available = Cond(AVAILABLE, "False", "ScaledToZero", "spec.replicas is 0")
-    elif deploy and deploy.condition("Available")[0] == "True" and deploy.ready_replicas > 0:
-        available = Cond(
-            AVAILABLE,
-            "True",
-            "MinimumReplicasAvailable",
-            f"{deploy.ready_replicas}/{spec.replicas} replicas ready",
-        )
-    elif serving_failure is not None:
-        available = Cond(AVAILABLE, "False", serving_failure.reason, serving_failure.message)
-    else:
-        available = Cond(
-            AVAILABLE,
-            "False",
-            "Starting",
-            f"{deploy.ready_replicas if deploy else 0}/{spec.replicas} replicas ready; "
-            "serving pods load the compiled graphs",
-        )
-
-    failed = failure if failure is not None else serving_failure
-    if failed is not None:
-        progressing = Cond(PROGRESSING, "False", failed.reason, failed.message)
-    elif not cache_ready:
-        reason = "Downloading" if downloading else "Queued" if queued else "Compiling"
-        reason = reason.replace("ing", "ingNewCache", 1) if serving_old else reason
-        reason = "CleaningUp" if cleaning else reason
-        where = (
-            f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"
-            if (serving_old and deploy)
-            else ""
-        )
-        progressing = Cond(PROGRESSING, "True", reason, cache_cond.message + where)
-    elif rolling or deploy is None or not deploy.rolled_out:
-        progressing = Cond(
-            PROGRESSING,
-            "True",
-            "RollingOut",
-            f"Deployment {model.name} is rolling out cache {short_key(key or '')}",
-        )
-    else:
-        progressing = Cond(PROGRESSING, "False", "Complete", "every replica runs the current spec")
-
-    warning = known_config_warning(spec)
-    if failed is not None:
-        degraded = Cond(DEGRADED, "True", failed.reason, failed.message)
-    elif warning:
-        degraded = Cond(DEGRADED, "False", "UnknownConfig", f"warning: {warning}")
-    else:
-        degraded = Cond(DEGRADED, "False", "AsExpected", "no failures")
-
-    is_available = available.status == "True"
-    phase: Phase
-    if failure is not None and not is_available:
-        phase = "Failed"
-    elif failed is not None:
-        phase = "Degraded"
-    elif not cache_ready:
-        phase = "Downloading" if downloading else "Compiling"
-    elif spec.replicas == 0:
-        phase = "ScaledToZero"
-    elif not is_available:
-        phase = "Starting"
-    else:
-        phase = "Ready"
-    ready = _ready(phase, [cache_cond, available, progressing, degraded])
-    return [ready, cache_cond, available, progressing, degraded], phase
-
-
-def _ready(phase: Phase, conds: list[Cond]) -> Cond:
-    """True once the current spec is served and rolled out; else why not, in the words of
-    the condition that explains it."""
-    by_type = {c.type: c for c in conds}
-    progressing, degraded = by_type[PROGRESSING], by_type[DEGRADED]
-    if phase == "Ready" and progressing.status == "False":
-        return Cond(READY, "True", "Serving", by_type[AVAILABLE].message)
-    if phase in ("Failed", "Degraded"):
-        return Cond(READY, "False", degraded.reason, degraded.message)
-    if phase == "Ready":
-        return Cond(READY, "False", progressing.reason, progressing.message)
-    if phase == "ScaledToZero":
-        return Cond(READY, "False", "ScaledToZero", "spec.replicas is 0")
-    explaining = by_type[AVAILABLE] if phase == "Starting" else by_type[CACHE_READY]
-    return Cond(READY, "False", phase, explaining.message)
-
-
 def decide_invalid(
     body: dict[str, Any], problems: list[Problem], now: str, reason: str = "InvalidSpec"
 ) -> Plan:
@@ -760,27 +407,3 @@ def decide_invalid(
     new_status.phase = "Invalid"
     new_status.conditions = render_conditions(conds, old.get("conditions") or [], generation, now)
     return Plan([], new_status, transition_events(old, new_status))
-
-
-def with_apply_failure(
-    status: CompileStatus, old: dict[str, Any], message: str, now: str
-) -> CompileStatus:
-    """`status` (as decided) when the API server refused a child, e.g. an invalid manifest.
-    `old` is the stored status, for lastTransitionTime."""
-    kept = [
-        Cond(c.type, c.status, c.reason, c.message)
-        for c in status.conditions
-        if c.type not in (DEGRADED, PROGRESSING, READY)
-    ]
-    conds = [
-        *kept,
-        Cond(READY, "False", "ApplyFailed", message),
-        Cond(PROGRESSING, "False", "ApplyFailed", message),
-        Cond(DEGRADED, "True", "ApplyFailed", message),
-    ]
-    generation = status.observed_generation
-    assert generation is not None  # decide sets it
-    failed = status.model_copy()
-    failed.phase = "Degraded"
-    failed.conditions = render_conditions(conds, old.get("conditions") or [], generation, now)
-    return failed

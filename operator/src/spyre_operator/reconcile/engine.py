@@ -40,11 +40,11 @@ from spyre_operator.reconcile.decide import (
     Plan,
     decide,
     decide_invalid,
-    with_apply_failure,
 )
 from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.kube import ApiError, Kube, one_line
 from spyre_operator.reconcile.metrics import Metrics
+from spyre_operator.reconcile.model_status import with_apply_failure
 from spyre_operator.reconcile.observe import observe
 from spyre_operator.reconcile.progress import ProgressReader
 

@@ -1,0 +1,188 @@
+"""A SpyreModel's conditions and phase (pure): from what decide found (the cache, the
+serving Deployment and its pods, a failure), in the words `kubectl describe` shows; and
+the status of a spec that is invalid or that the API server refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spyre_operator.api.known_configs import known_config_warning
+from spyre_operator.api.status import (
+    AVAILABLE,
+    CACHE_READY,
+    DEGRADED,
+    PROGRESSING,
+    READY,
+    CompileStatus,
+    CompileSummary,
+    Phase,
+)
+from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile.cache import Failure, cache_condition
+from spyre_operator.reconcile.compiles import Turn
+from spyre_operator.reconcile.conditions import Cond, render_conditions
+from spyre_operator.reconcile.observe import Observed
+from spyre_operator.render.cachekey import short_key
+from spyre_runtime.contract import CACHE_NOT_READY
+
+
+def serving_failure(obs: Observed) -> Failure | None:
+    deploy = obs.deployment
+    if deploy is None:
+        return None
+    for issue in obs.pod_issues:
+        if issue.reason == CACHE_NOT_READY:
+            return Failure(
+                "CacheRejected",
+                f"serving pod {issue.pod} refused the compiled cache: {issue.message}",
+            )
+    progressing = deploy.condition("Progressing")
+    if progressing[0] == "False" and progressing[1] == "ProgressDeadlineExceeded":
+        return Failure(
+            "ProgressDeadlineExceeded",
+            f"Deployment {deploy.live['metadata']['name']}: {progressing[2]}",
+        )
+    replica_failure = deploy.condition("ReplicaFailure")
+    if replica_failure[0] == "True":
+        return Failure("ReplicaFailure", replica_failure[2] or replica_failure[1])
+    if obs.pod_issues:
+        issue = obs.pod_issues[0]
+        message = f"serving pod {issue.pod}: {issue.reason}"
+        return Failure(issue.reason, message + (f": {issue.message}" if issue.message else ""))
+    return None
+
+
+def model_conditions(
+    obs: Observed,
+    model: SpyreModel,
+    key: str | None,
+    cache: CompileSummary | None,
+    cache_ready: bool,
+    failure: Failure | None,
+    rolling: bool,
+    queued: Turn | None,
+    cleaning: str | None,
+) -> tuple[list[Cond], Phase]:
+    deploy, spec = obs.deployment, model.spec
+    serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
+    downloading = key is None
+    cache_cond = cache_condition(
+        model, key, cache, cache_ready, failure, queued, obs.weights, cleaning
+    )
+    serving_problem = serving_failure(obs)
+    if deploy is None and not cache_ready:
+        available = Cond(
+            AVAILABLE,
+            "False",
+            "WaitingForCache",
+            "the serving Deployment is created once the cache is compiled"
+            + (" (after the weights are downloaded)" if downloading else ""),
+        )
+    elif spec.replicas == 0:
+        available = Cond(AVAILABLE, "False", "ScaledToZero", "spec.replicas is 0")
+    elif deploy and deploy.condition("Available")[0] == "True" and deploy.ready_replicas > 0:
+        available = Cond(
+            AVAILABLE,
+            "True",
+            "MinimumReplicasAvailable",
+            f"{deploy.ready_replicas}/{spec.replicas} replicas ready",
+        )
+    elif serving_problem is not None:
+        available = Cond(AVAILABLE, "False", serving_problem.reason, serving_problem.message)
+    else:
+        available = Cond(
+            AVAILABLE,
+            "False",
+            "Starting",
+            f"{deploy.ready_replicas if deploy else 0}/{spec.replicas} replicas ready; "
+            "serving pods load the compiled graphs",
+        )
+
+    failed = failure if failure is not None else serving_problem
+    if failed is not None:
+        progressing = Cond(PROGRESSING, "False", failed.reason, failed.message)
+    elif not cache_ready:
+        reason = "Downloading" if downloading else "Queued" if queued else "Compiling"
+        reason = reason.replace("ing", "ingNewCache", 1) if serving_old else reason
+        reason = "CleaningUp" if cleaning else reason
+        where = (
+            f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"
+            if (serving_old and deploy)
+            else ""
+        )
+        progressing = Cond(PROGRESSING, "True", reason, cache_cond.message + where)
+    elif rolling or deploy is None or not deploy.rolled_out:
+        progressing = Cond(
+            PROGRESSING,
+            "True",
+            "RollingOut",
+            f"Deployment {model.name} is rolling out cache {short_key(key or '')}",
+        )
+    else:
+        progressing = Cond(PROGRESSING, "False", "Complete", "every replica runs the current spec")
+
+    warning = known_config_warning(spec)
+    if failed is not None:
+        degraded = Cond(DEGRADED, "True", failed.reason, failed.message)
+    elif warning:
+        degraded = Cond(DEGRADED, "False", "UnknownConfig", f"warning: {warning}")
+    else:
+        degraded = Cond(DEGRADED, "False", "AsExpected", "no failures")
+
+    is_available = available.status == "True"
+    phase: Phase
+    if failure is not None and not is_available:
+        phase = "Failed"
+    elif failed is not None:
+        phase = "Degraded"
+    elif not cache_ready:
+        phase = "Downloading" if downloading else "Compiling"
+    elif spec.replicas == 0:
+        phase = "ScaledToZero"
+    elif not is_available:
+        phase = "Starting"
+    else:
+        phase = "Ready"
+    ready = _ready(phase, [cache_cond, available, progressing, degraded])
+    return [ready, cache_cond, available, progressing, degraded], phase
+
+
+def _ready(phase: Phase, conds: list[Cond]) -> Cond:
+    """True once the current spec is served and rolled out; else why not, in the words of
+    the condition that explains it."""
+    by_type = {c.type: c for c in conds}
+    progressing, degraded = by_type[PROGRESSING], by_type[DEGRADED]
+    if phase == "Ready" and progressing.status == "False":
+        return Cond(READY, "True", "Serving", by_type[AVAILABLE].message)
+    if phase in ("Failed", "Degraded"):
+        return Cond(READY, "False", degraded.reason, degraded.message)
+    if phase == "Ready":
+        return Cond(READY, "False", progressing.reason, progressing.message)
+    if phase == "ScaledToZero":
+        return Cond(READY, "False", "ScaledToZero", "spec.replicas is 0")
+    explaining = by_type[AVAILABLE] if phase == "Starting" else by_type[CACHE_READY]
+    return Cond(READY, "False", phase, explaining.message)
+
+
+def with_apply_failure(
+    status: CompileStatus, old: dict[str, Any], message: str, now: str
+) -> CompileStatus:
+    """`status` (as decided) when the API server refused a child, e.g. an invalid manifest.
+    `old` is the stored status, for lastTransitionTime."""
+    kept = [
+        Cond(c.type, c.status, c.reason, c.message)
+        for c in status.conditions
+        if c.type not in (DEGRADED, PROGRESSING, READY)
+    ]
+    conds = [
+        *kept,
+        Cond(READY, "False", "ApplyFailed", message),
+        Cond(PROGRESSING, "False", "ApplyFailed", message),
+        Cond(DEGRADED, "True", "ApplyFailed", message),
+    ]
+    generation = status.observed_generation
+    assert generation is not None  # decide sets it
+    failed = status.model_copy()
+    failed.phase = "Degraded"
+    failed.conditions = render_conditions(conds, old.get("conditions") or [], generation, now)
+    return failed
