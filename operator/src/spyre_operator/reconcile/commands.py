@@ -62,14 +62,14 @@ def _run(args: argparse.Namespace) -> int:
     except settings.SettingsError as err:
         print(f"spyre-operator run: {err}", file=sys.stderr)
         return 2
+    if config.kubeconfig:  # before kopf and the client are imported: they read it then
+        os.environ["KUBECONFIG"] = config.kubeconfig
     from spyre_operator.reconcile.kube import cannot_start
 
     problem = cannot_start(config.kubeconfig)
     if problem:  # one line and out (in a cluster: the pod restarts, with back-off)
         print(f"spyre-operator run: {problem}", file=sys.stderr)
         return 1
-    if config.kubeconfig:  # kopf's login reads the variable
-        os.environ["KUBECONFIG"] = config.kubeconfig
     from spyre_operator.reconcile.allocator import limit_arenas
 
     limit_arenas(told=config.malloc_arena_max)  # before any thread starts
