@@ -20,7 +20,13 @@ from spyre_operator.reconcile.decide import (
     decide_invalid,
 )
 from spyre_operator.reconcile.drift import differs, needs_apply
-from spyre_operator.reconcile.observe import Observed, deployment_view, job_view, pod_issues
+from spyre_operator.reconcile.observe import (
+    Observed,
+    deployment_view,
+    job_view,
+    pod_issues,
+    unschedulable,
+)
 from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.weights import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
@@ -819,3 +825,79 @@ def test_the_inventory_entry_computes_the_key_of_the_model_that_made_it(
     (create,) = again.actions  # the compile Job of the key, none for the weights
     assert create.obj["metadata"]["name"] == meta.compile_job_name(key)
     assert again.status.to_k8s()["targetCacheKey"] == key
+
+
+SCHEDULER_SAYS = "0/1 nodes are available: 1 Insufficient ibm.com/spyre_pf."
+
+
+def pending(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod the scheduler cannot place, as the API server stores it."""
+    scheduled = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": SCHEDULER_SAYS,
+        "lastTransitionTime": "2030-01-01T00:00:05Z",
+    }
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "status": {"phase": "Pending", "conditions": [scheduled]},
+    }
+
+
+def test_a_compile_pod_no_node_takes_says_why_in_the_schedulers_words() -> None:
+    obj = body()
+    waiting = job_view(job(obj, active=1), [pending("c-0")])
+    plan = step(obj, pvc_exists=True, job=waiting)
+    status = plan.status.to_k8s()
+    assert status["phase"] == "Compiling"  # on its way: nothing failed
+    for kind in ("Ready", "CacheReady", "Progressing"):
+        assert find(status["conditions"], kind)["reason"] == "Unschedulable", kind
+    message = find(status["conditions"], "Ready")["message"]
+    assert message.startswith("the compile of cache ")
+    assert message.endswith(
+        f"waits for a node since 2030-01-01T00:00:05Z: pod c-0: {SCHEDULER_SAYS}"
+    )
+    assert cond(plan, "Degraded") == ("False", "AsExpected")
+    assert plan.events == [Event("Warning", "Unschedulable", message)]
+    # said once: the next pass from the written status has no Event
+    again = step(body(**status), pvc_exists=True, job=waiting)
+    assert again.events == [] and again.status.to_k8s() == status
+    # placed: compiling again, said as such
+    running = job_view(job(obj, active=1), [])
+    placed = step(body(**status), pvc_exists=True, job=running)
+    assert cond(placed, "Ready") == ("False", "Compiling") and placed.events == []
+
+
+def test_a_finished_pod_or_a_scheduled_one_is_not_waiting() -> None:
+    done = pending("c-0")
+    done["status"]["phase"] = "Failed"
+    scheduled = pending("c-1")
+    scheduled["status"]["conditions"][0]["status"] = "True"
+    assert unschedulable([done, scheduled]) == ()
+    assert [u.pod for u in unschedulable([pending("b"), pending("a")])] == ["a", "b"]
+
+
+def test_replicas_no_node_takes_are_shown_as_waiting_not_as_a_failure() -> None:
+    kwargs, status = ready_state({"replicas": 3})
+    live = served(kwargs["deployment"].live)
+    live["status"] |= {"readyReplicas": 2, "availableReplicas": 2}  # HPA asked 3, cards for 2
+    waiting = unschedulable([pending("srv-2")])
+    seen = kwargs | {"deployment": deployment_view(live), "unschedulable": waiting}
+    plan = step(body({"replicas": 3}, **status), **seen)
+    assert plan.status.to_k8s()["phase"] == "Ready"  # it serves, with 2 of 3
+    assert cond(plan, "Available") == ("True", "MinimumReplicasAvailable")
+    assert cond(plan, "Progressing") == ("True", "Unschedulable")
+    assert cond(plan, "Ready") == ("False", "Unschedulable")
+    assert cond(plan, "Degraded") == ("False", "AsExpected")
+    message = find(plan.status.to_k8s()["conditions"], "Progressing")["message"]
+    assert message.startswith("2/3 replicas ready; 1 waits for a node since ")
+    assert message.endswith(f"pod srv-2: {SCHEDULER_SAYS}")
+    assert [e.reason for e in plan.events] == ["Unschedulable"]
+    # none ready: Available says why
+    live["status"] |= {"readyReplicas": 0, "availableReplicas": 0}
+    live["status"]["conditions"][0]["status"] = "False"
+    seen |= {"deployment": deployment_view(live)}
+    none = step(body({"replicas": 3}, **status), **seen)
+    assert cond(none, "Available") == ("False", "Unschedulable")
+    assert none.status.to_k8s()["phase"] == "Starting"

@@ -278,6 +278,30 @@ def fail_deployment_progress(kube: Kube, namespace: str, name: str) -> None:
     kube.patch("Deployment", namespace, name, {"status": status}, sub="status")
 
 
+def unschedulable_pod(kube: Kube, kind: str, namespace: str, name: str, message: str) -> str:
+    """A pod of the Job or Deployment `name` that the scheduler cannot place (`message`:
+    its words, e.g. "0/1 nodes are available: 1 Insufficient ibm.com/spyre_pf."); a Job
+    counts it active, as the Job controller does. The pod's name."""
+    owner = kube.get(kind, namespace, name)
+    if owner is None:
+        raise LookupError(f"{kind} {namespace}/{name} does not exist")
+    labels = {"job-name": name} if kind == "Job" else {}
+    pod = _pod_from_template(kube, owner, f"{name}-pending", labels)
+    scheduled = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": now_rfc3339(),
+    }
+    status = {"phase": "Pending", "conditions": [scheduled]}
+    kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": status}, sub="status")
+    if kind == "Job":
+        kube.patch("Job", namespace, name, {"status": {"active": 1}}, sub="status")
+    return str(pod["metadata"]["name"])
+
+
 def crash_serving_pod(kube: Kube, namespace: str, name: str, message: str, exit_code: int) -> None:
     """A serving pod whose container exited (e.g. `serve` refusing the cache) and now
     waits in CrashLoopBackOff; its termination message is in lastState."""

@@ -16,8 +16,8 @@ from spyre_operator.api.status import (
 )
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compiles import Turn
-from spyre_operator.reconcile.conditions import Cond, clip, tail
-from spyre_operator.reconcile.observe import JobView
+from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, clip, tail
+from spyre_operator.reconcile.observe import JobView, Observed, Unschedulable
 from spyre_operator.reconcile.progress import Reading
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
@@ -138,9 +138,12 @@ def cache_condition(
     queued: Turn | None,
     weights: WeightsSummary | None,
     cleaning: str | None = None,
+    waiting: Unschedulable | None = None,
 ) -> Cond:
     """CacheReady: compiled, failed, or on its way (downloading, queued, compiling, or
-    waiting for the key's clean-up to finish before compiling it again)."""
+    waiting for the key's clean-up to finish before compiling it again); `waiting`: the
+    download's or compile's pod no node takes (reason Unschedulable, the scheduler's
+    words)."""
     spec = model.spec
     if cache_ready:
         assert key is not None and cache is not None
@@ -153,6 +156,9 @@ def cache_condition(
         )
     elif failure is not None:
         cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
+    elif waiting is not None:
+        what = "download" if key is None else f"compile of cache {short_key(key)}"
+        cache_cond = Cond(CACHE_READY, "False", UNSCHEDULABLE, f"the {what} {waits(waiting)}")
     elif key is None:
         job = weights.job_name if weights else None
         cache_cond = Cond(
@@ -190,6 +196,20 @@ def cache_condition(
             + (f": {progress_message(progress)}" if progress is not None else ""),
         )
     return cache_cond
+
+
+def waits(pod: Unschedulable) -> str:
+    """... waits for a node since T: pod P: <the scheduler's words>"""
+    since = f" since {pod.since}" if pod.since else ""
+    return f"waits for a node{since}: pod {pod.pod}: {pod.message or 'unschedulable'}"
+
+
+def waiting_pod(obs: Observed, key: str | None) -> Unschedulable | None:
+    """The running download's (no key yet) or compile's pod that no node takes."""
+    job = obs.weights_job if key is None else obs.job
+    if job is None or job.succeeded or job.failed:
+        return None
+    return job.unschedulable
 
 
 def progress_message(progress: CompileProgress) -> str:

@@ -20,12 +20,14 @@ from spyre_operator.api.status import (
     CONDITION_TYPES,
     DEGRADED,
     PROGRESSING,
+    READY,
     CompileStatus,
     Condition,
     ConditionStatus,
     ConditionType,
 )
 
+UNSCHEDULABLE = "Unschedulable"  # a pod no node takes (the scheduler's reason, and ours)
 MESSAGE_LIMIT = 4000  # well below metav1.Condition's 32768, readable in `kubectl describe`
 
 
@@ -92,7 +94,8 @@ def find(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def transition_events(old: dict[str, Any], new: CompileStatus) -> list[Event]:
-    """One Event when the phase changes or the Degraded reason changes; none otherwise.
+    """One Event when the phase changes, the Degraded reason changes or a pod starts
+    waiting for a node (Ready's reason becomes Unschedulable); none otherwise.
     `old` is the stored status."""
     old_degraded = find(old.get("conditions") or [], DEGRADED)
     new_degraded = new.condition(DEGRADED)
@@ -105,6 +108,13 @@ def transition_events(old: dict[str, Any], new: CompileStatus) -> list[Event]:
         )
     ):
         return [Event("Warning", new_degraded.reason, new_degraded.message)]
+    old_ready, new_ready = find(old.get("conditions") or [], READY), new.condition(READY)
+    if (
+        new_ready is not None
+        and new_ready.reason == UNSCHEDULABLE
+        and old_ready.get("reason") != UNSCHEDULABLE
+    ):  # a pod waits for a node: said once, in the scheduler's words
+        return [Event("Warning", UNSCHEDULABLE, new_ready.message)]
     phase = new.phase
     if phase != old.get("phase") and phase:
         warn = phase in ("Degraded", "Failed", "Invalid")

@@ -30,7 +30,7 @@ from spyre_operator.api.status import (
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile import inventory
-from spyre_operator.reconcile.cache import Failure, cache_condition, cache_summary
+from spyre_operator.reconcile.cache import Failure, cache_condition, cache_summary, waiting_pod
 from spyre_operator.reconcile.compiles import Turn, Want, turn
 from spyre_operator.reconcile.conditions import (
     Cond,
@@ -224,7 +224,15 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
 
     if not model.serves:
         cache_cond = cache_condition(
-            model, key, cache, cache_ready, failure, queued, weights, cleaning
+            model,
+            key,
+            cache,
+            cache_ready,
+            failure,
+            queued,
+            weights,
+            cleaning,
+            waiting_pod(obs, key),
         )
         plan = _compile_only(obs, model, actions, key, cache, cache_cond, failure, now, settings)
         return replace(plan, requeue_after=_sooner(requeue, plan.requeue_after), deferred=deferred)

@@ -40,10 +40,16 @@ CONTAINER_STATUS = ("name", "state", "lastState")
 
 
 def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A pod as observe and progress read it: its labels (selected by them), age, phase and
-    its containers' states (waiting reasons, terminations with their messages)."""
+    """A pod as observe and progress read it: its labels (selected by them), age, phase,
+    its containers' states (waiting reasons, terminations with their messages) and, while
+    the scheduler cannot place it, why (its PodScheduled condition)."""
     metadata, status = body["metadata"], body.get("status") or {}
     statuses = status.get("containerStatuses") or []
+    unplaced = [
+        plain(c)
+        for c in status.get("conditions") or []
+        if c.get("type") == "PodScheduled" and c.get("status") == "False"
+    ]
     return {
         "metadata": {k: plain(metadata[k]) for k in POD_METADATA if k in metadata},
         "status": {
@@ -51,7 +57,8 @@ def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
             "containerStatuses": [
                 {k: plain(c[k]) for k in CONTAINER_STATUS if k in c} for c in statuses
             ],
-        },
+        }
+        | ({"conditions": unplaced} if unplaced else {}),
     }
 
 

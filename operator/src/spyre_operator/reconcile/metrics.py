@@ -14,6 +14,8 @@ from typing import Any
 
 from spyre_operator import __version__
 from spyre_operator.api.names import KIND
+from spyre_operator.api.status import CACHE_READY, READY
+from spyre_operator.reconcile.conditions import UNSCHEDULABLE
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ class Metrics:
         self.reconcile = Histogram(RECONCILE_BUCKETS)
         self.compile = Histogram(COMPILE_BUCKETS)
         self.phases: dict[Key, str] = {}
+        self.unschedulable: dict[tuple[str, str, str], str] = {}  # (kind, ns, name) -> role
         self._compiles_seen: set[str] = set()  # Job names whose duration was observed
 
     def reconciled(self, seconds: float) -> None:
@@ -67,7 +70,12 @@ class Metrics:
         """The status as written: the model's phase, and a compile's duration once."""
         cache = status.get("cache") or {}
         seconds, job = cache.get("seconds"), cache.get("jobName")
+        role = waiting_role(status)
         with self._lock:
+            if role is None:
+                self.unschedulable.pop((kind, *key), None)
+            else:
+                self.unschedulable[(kind, *key)] = role
             if status.get("phase") and kind == KIND:
                 self.phases[key] = status["phase"]
             if not isinstance(seconds, int | float) or cache.get("ok") is not True:
@@ -77,19 +85,37 @@ class Metrics:
                 self.compile.observe(float(seconds))
 
     def forget(self, kind: str, key: Key) -> None:
-        if kind == KIND:
-            with self._lock:
+        with self._lock:
+            self.unschedulable.pop((kind, *key), None)
+            if kind == KIND:
                 self.phases.pop(key, None)
 
-    def snapshot(self) -> tuple[dict[str, int], dict[Key, str], list[str], list[str]]:
-        """(errors by reason, phases, reconcile and compile histogram lines)."""
+    def snapshot(
+        self,
+    ) -> tuple[
+        dict[str, int], dict[Key, str], list[str], list[str], dict[tuple[str, str, str], str]
+    ]:
+        """(errors by reason, phases, reconcile and compile histogram lines, the objects
+        with a pod no node takes)."""
         with self._lock:
             return (
                 dict(self.errors),
                 dict(self.phases),
                 self.reconcile.lines(f"{PREFIX}_reconcile_duration_seconds"),
                 self.compile.lines(f"{PREFIX}_compile_duration_seconds"),
+                dict(self.unschedulable),
             )
+
+
+def waiting_role(status: dict[str, Any]) -> str | None:
+    """Whose pod no node takes, as the status says (Ready's reason Unschedulable): the
+    download's (weights), the compile's, or the serving Deployment's (serve)."""
+    by_type = {c.get("type"): c for c in status.get("conditions") or []}
+    if (by_type.get(READY) or {}).get("reason") != UNSCHEDULABLE:
+        return None
+    if (by_type.get(CACHE_READY) or {}).get("reason") != UNSCHEDULABLE:
+        return "serve"
+    return "weights" if status.get("phase") == "Downloading" else "compile"
 
 
 def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
@@ -117,7 +143,7 @@ def exposition(
 ) -> str:
     """The text exposition of everything the operator counts."""
     p = PREFIX
-    errors, phases, reconcile, compile_ = metrics.snapshot()
+    errors, phases, reconcile, compile_, unschedulable = metrics.snapshot()
     by_phase = Counter(phases.values())
     counters = [
         ("reconciles_total", "Reconciles run (events, resyncs, retries).", stats["reconciles"]),
@@ -182,6 +208,17 @@ def exposition(
             f'{p}_model_phase{{namespace="{_label(ns)}",name="{_label(name)}",'
             f'phase="{_label(phase)}"}} 1'
             for (ns, name), phase in sorted(phases.items())
+        ],
+    )
+    lines += _family(
+        f"{p}_unschedulable",
+        "gauge",
+        "1 for each SpyreModel and SpyreCache with a pod no node takes (no node with the "
+        "cards, CPU or memory it asks for, ...), by whose pod: weights, compile or serve.",
+        [
+            f'{p}_unschedulable{{kind="{kind}",namespace="{_label(ns)}",name="{_label(name)}",'
+            f'role="{role}"}} 1'
+            for (kind, ns, name), role in sorted(unschedulable.items())
         ],
     )
     if last_pass is not None:  # a pass longer than --resync-seconds delays the next one

@@ -18,9 +18,9 @@ from spyre_operator.api.status import (
     Phase,
 )
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.reconcile.cache import Failure, cache_condition
+from spyre_operator.reconcile.cache import Failure, cache_condition, waiting_pod, waits
 from spyre_operator.reconcile.compiles import Turn
-from spyre_operator.reconcile.conditions import Cond, render_conditions
+from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, render_conditions
 from spyre_operator.reconcile.observe import Observed
 from spyre_operator.render.cachekey import short_key
 from spyre_runtime.contract import CACHE_NOT_READY
@@ -67,7 +67,19 @@ def model_conditions(
     serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
     downloading = key is None
     cache_cond = cache_condition(
-        model, key, cache, cache_ready, failure, queued, obs.weights, cleaning
+        model,
+        key,
+        cache,
+        cache_ready,
+        failure,
+        queued,
+        obs.weights,
+        cleaning,
+        waiting_pod(obs, key),
+    )
+    ready_of = f"{deploy.ready_replicas if deploy else 0}/{spec.replicas} replicas ready"
+    unplaced = (
+        f"; {len(obs.unschedulable)} {waits(obs.unschedulable[0])}" if obs.unschedulable else ""
     )
     serving_problem = serving_failure(obs)
     if deploy is None and not cache_ready:
@@ -89,6 +101,8 @@ def model_conditions(
         )
     elif serving_problem is not None:
         available = Cond(AVAILABLE, "False", serving_problem.reason, serving_problem.message)
+    elif obs.unschedulable:
+        available = Cond(AVAILABLE, "False", UNSCHEDULABLE, ready_of + unplaced)
     else:
         available = Cond(
             AVAILABLE,
@@ -105,12 +119,15 @@ def model_conditions(
         reason = "Downloading" if downloading else "Queued" if queued else "Compiling"
         reason = reason.replace("ing", "ingNewCache", 1) if serving_old else reason
         reason = "CleaningUp" if cleaning else reason
+        reason = UNSCHEDULABLE if cache_cond.reason == UNSCHEDULABLE else reason
         where = (
             f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"
             if (serving_old and deploy)
             else ""
         )
         progressing = Cond(PROGRESSING, "True", reason, cache_cond.message + where)
+    elif obs.unschedulable:  # replicas asked for that no node takes (yet)
+        progressing = Cond(PROGRESSING, "True", UNSCHEDULABLE, ready_of + unplaced)
     elif rolling or deploy is None or not deploy.rolled_out:
         progressing = Cond(
             PROGRESSING,
@@ -161,7 +178,8 @@ def _ready(phase: Phase, conds: list[Cond]) -> Cond:
     if phase == "ScaledToZero":
         return Cond(READY, "False", "ScaledToZero", "spec.replicas is 0")
     explaining = by_type[AVAILABLE] if phase == "Starting" else by_type[CACHE_READY]
-    return Cond(READY, "False", phase, explaining.message)
+    reason = UNSCHEDULABLE if explaining.reason == UNSCHEDULABLE else phase
+    return Cond(READY, "False", reason, explaining.message)
 
 
 def with_apply_failure(

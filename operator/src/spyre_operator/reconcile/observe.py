@@ -59,6 +59,17 @@ class Terminated:
 
 
 @dataclass(frozen=True)
+class Unschedulable:
+    """A pod the scheduler cannot place (PodScheduled False, reason Unschedulable): no
+    node has the cards, CPU or memory it asks for, its scheduler does not run, its claim
+    is not bound, ... in the scheduler's own words."""
+
+    pod: str
+    message: str  # e.g. 0/1 nodes are available: 1 Insufficient ibm.com/spyre_pf.
+    since: str  # when the scheduler first said so (RFC 3339)
+
+
+@dataclass(frozen=True)
 class JobView:
     name: str
     cache_key: str | None
@@ -75,6 +86,7 @@ class JobView:
     failures: int = 0  # failed pods so far (the Job may still retry)
     active: int = 0  # pods running or about to
     terminated: Terminated | None = None  # the newest terminated container of its pods
+    unschedulable: Unschedulable | None = None  # a pod of the running Job no node takes
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,7 @@ class Observed:
     service: dict[str, Any] | None = None
     network_policy: dict[str, Any] | None = None
     pod_issues: tuple[PodIssue, ...] = field(default_factory=tuple)
+    unschedulable: tuple[Unschedulable, ...] = ()  # serving pods no node takes
 
     @property
     def uid(self) -> str:
@@ -193,6 +206,21 @@ def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
     return out
 
 
+def unschedulable(pods: list[dict[str, Any]]) -> tuple[Unschedulable, ...]:
+    """The pods the scheduler said it cannot place (pending ones only), by name."""
+    found = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        if pod.get("status", {}).get("phase") not in (None, "Pending"):
+            continue
+        for cond in pod.get("status", {}).get("conditions") or []:
+            said = (cond.get("type"), cond.get("status"), cond.get("reason"))
+            if said == ("PodScheduled", "False", "Unschedulable"):
+                since = cond.get("lastTransitionTime") or ""
+                name = pod["metadata"]["name"]
+                found.append(Unschedulable(name, cond.get("message") or "", since))
+    return tuple(found)
+
+
 def newest_termination(pods: list[dict[str, Any]], container: str) -> Terminated | None:
     """The newest pod's termination (Job retries make several pods)."""
     ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
@@ -228,6 +256,7 @@ def job_view(
         failures=int(job.get("status", {}).get("failed", 0)),
         active=int(job.get("status", {}).get("active", 0)),
         terminated=newest_termination(pods, container),
+        unschedulable=next(iter(unschedulable(pods)), None),
     )
 
 
@@ -302,9 +331,16 @@ def _job(
     if raw is None:
         return None
     # A finished Job's pods, once: from the API server, which has the pod's end before
-    # the Job's (the pods' watch may bring it after the Job's does).
+    # the Job's (the pods' watch may bring it after the Job's does). A running Job's
+    # from the pods' store: is one waiting for a node?
     selector = f"{meta.JOB_NAME_LABEL}={name}"
-    pods = kube.list("Pod", ns, selector, consistent=True) if needs_pods(raw) else []
+    view = job_view(raw, [])
+    if needs_pods(raw):
+        pods = kube.list("Pod", ns, selector, consistent=True)
+    elif view.active and not (view.succeeded or view.failed):
+        pods = kube.list("Pod", ns, selector)
+    else:
+        return view
     return job_view(raw, pods, container)
 
 
@@ -357,12 +393,14 @@ def observe(
             cleanup_job = _job(kube, ns, name, CONTAINER_NAMES["clean"], _finished)
     deployment = service = network_policy = None
     issues: tuple[PodIssue, ...] = ()
+    waiting: tuple[Unschedulable, ...] = ()
     if model.serves:  # a SpyreCache only compiles
         raw_deploy = kube.get("Deployment", ns, model.name)
         if raw_deploy is not None:
             deployment = deployment_view(raw_deploy)
             if deployment.ready_replicas < deployment.spec_replicas:
-                issues = pod_issues(kube.list("Pod", ns, meta.selector_string(model.name)))
+                pods = kube.list("Pod", ns, meta.selector_string(model.name))
+                issues, waiting = pod_issues(pods), unschedulable(pods)
         service = kube.get("Service", ns, model.name)
         network_policy = kube.get("NetworkPolicy", ns, model.name)
     return Observed(
@@ -380,4 +418,5 @@ def observe(
         service=service,
         network_policy=network_policy,
         pod_issues=issues,
+        unschedulable=waiting,
     )

@@ -1,0 +1,67 @@
+"""Pods no node takes (no node with the cards, CPU or memory they ask for): the model
+says so in the scheduler's own words, in status, an Event and a metric, while it waits;
+and says it no more once they run."""
+# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cluster_sim import (  # noqa: F401 (fixtures)
+    Operator,
+    condition,
+    create,
+    download,
+    events_for,
+    job_name,
+    kube,
+    model,
+    operator,
+    status,
+    wait_for,
+    wait_phase,
+)
+
+from spyre_operator.local import simulate
+from spyre_operator.reconcile.kube import Kube
+
+pytestmark = pytest.mark.integration
+
+SAID = "0/1 nodes are available: 1 Insufficient ibm.com/spyre_pf."
+
+
+def waits(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    st = status(kube, namespace, name)
+    return st if condition(st, "Ready")[1] == "Unschedulable" else None
+
+
+def test_a_compile_and_a_replica_no_node_takes_say_why(
+    kube: Kube, namespace: str, operator: Operator
+) -> None:
+    doc = model(namespace, "m")
+    create(kube, doc)
+    download(kube, doc)
+    wait_phase(kube, namespace, "m", "Compiling")
+    job = job_name(doc)
+    wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
+    pod = simulate.unschedulable_pod(kube, "Job", namespace, job, SAID)
+    st = wait_for(lambda: waits(kube, namespace, "m"), "Ready reason Unschedulable")
+    assert st["phase"] == "Compiling"
+    ready = condition(st, "Ready")
+    assert ready[2].endswith(f"pod {pod}: {SAID}") and condition(st, "CacheReady") == ready
+    assert ("Warning", "Unschedulable") in events_for(kube, namespace, "m")
+    series = f'spyre_operator_unschedulable{{kind="SpyreModel",namespace="{namespace}",name="m"'
+    wait_for(lambda: operator.metrics().get(f'{series},role="compile"}}'), "the metric")
+    # the pod placed and the compile done: nothing waits
+    kube.delete("Pod", namespace, pod)
+    simulate.complete_job(kube, namespace, job)
+    wait_for(lambda: kube.get("Deployment", namespace, "m"), "the Deployment")
+    server = simulate.unschedulable_pod(kube, "Deployment", namespace, "m", SAID)
+    st = wait_for(lambda: waits(kube, namespace, "m"), "a replica no node takes")
+    assert condition(st, "Available")[1] == "Unschedulable" and st["phase"] == "Starting"
+    wait_for(lambda: operator.metrics().get(f'{series},role="serve"}}'), "the serve metric")
+    kube.delete("Pod", namespace, server)
+    simulate.make_deployment_available(kube, namespace, "m")
+    wait_phase(kube, namespace, "m", "Ready")
+    wait_for(lambda: f"{series}," not in operator.metrics_text() or None, "the metric gone")
