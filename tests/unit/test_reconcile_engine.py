@@ -647,7 +647,13 @@ def test_a_spyrecache_downloads_and_compiles_and_never_serves(kube: FakeKube) ->
     rec.reconcile(NS, "ahead")
     status = kube.get(CACHE_KIND, NS, "ahead")["status"]  # type: ignore[index]
     assert status["phase"] == "Ready" and status["cache"]["bytes"] == 4096
-    assert [c["type"] for c in status["conditions"]] == ["Ready", "CacheReady", "Degraded"]
+    assert [c["type"] for c in status["conditions"]] == [
+        "Ready",
+        "CacheReady",
+        "Degraded",
+        "Reconciling",
+        "Stalled",
+    ]
     assert [e.reason for e in sink.events] == ["Downloading", "Compiling", "Ready"]
     kinds = {k for k, _, _ in kube.objects}
     assert not kinds & {"Deployment", "Service", "NetworkPolicy"}

@@ -211,7 +211,10 @@ def _crd(
             # The API server refuses anything here and explains ObjectMeta itself.
             "metadata": {"type": "object"},
             "spec": spec,
-            "status": status,
+            # Read before the operator's first status write, a new object's generation is
+            # ahead of its status: kstatus readers (Flux, kpt) say InProgress, not Current
+            # (an object without status is Current to them).
+            "status": status | {"default": {"observedGeneration": 0}},
         },
     }
     return {

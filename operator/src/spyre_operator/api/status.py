@@ -8,14 +8,28 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 
 from spyre_operator.api.base import PRUNED, ApiModel
 
-ConditionType = Literal["Ready", "CacheReady", "Available", "Progressing", "Degraded"]
+ConditionType = Literal[
+    "Ready", "CacheReady", "Available", "Progressing", "Degraded", "Reconciling", "Stalled"
+]
 ConditionStatus = Literal["True", "False", "Unknown"]
 READY: Final = "Ready"
 CACHE_READY: Final = "CacheReady"
 AVAILABLE: Final = "Available"
 PROGRESSING: Final = "Progressing"
 DEGRADED: Final = "Degraded"
-CONDITION_TYPES: tuple[ConditionType, ...] = (READY, CACHE_READY, AVAILABLE, PROGRESSING, DEGRADED)
+# kstatus' (kubernetes-sigs/cli-utils): what Flux, kpt and `kubectl wait` tools built on it
+# read. Derived from Ready and Degraded (reconcile/conditions.py: kstatus).
+RECONCILING: Final = "Reconciling"
+STALLED: Final = "Stalled"
+CONDITION_TYPES: tuple[ConditionType, ...] = (
+    READY,
+    CACHE_READY,
+    AVAILABLE,
+    PROGRESSING,
+    DEGRADED,
+    RECONCILING,
+    STALLED,
+)
 
 Phase = Literal[
     "Downloading",

@@ -21,6 +21,8 @@ from spyre_operator.api.status import (
     DEGRADED,
     PROGRESSING,
     READY,
+    RECONCILING,
+    STALLED,
     CompileStatus,
     Condition,
     ConditionStatus,
@@ -62,15 +64,36 @@ def tail(text: str, lines: int) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
 
 
+def kstatus(conds: list[Cond]) -> list[Cond]:
+    """Reconciling and Stalled, as kstatus reads them (kubernetes-sigs/cli-utils,
+    pkg/kstatus/README.md), from Ready and Degraded: Stalled while something failed that
+    needs a change of spec or cluster (Degraded: Invalid, Failed, Degraded, a refused
+    write); else Reconciling while the spec is not yet served (Ready False, but for a
+    SpyreModel scaled to zero, which is where its spec wants it). Neither: Current."""
+    by_type = {c.type: c for c in conds}
+    ready, degraded = by_type[READY], by_type.get(DEGRADED)
+    if degraded is not None and degraded.status == "True":
+        return [
+            Cond(RECONCILING, "False", degraded.reason, "stalled: " + degraded.message),
+            Cond(STALLED, "True", degraded.reason, degraded.message),
+        ]
+    done = ready.status == "True" or ready.reason == "ScaledToZero"
+    return [
+        Cond(RECONCILING, "False" if done else "True", ready.reason, ready.message),
+        Cond(STALLED, "False", "AsExpected", "nothing needs a change to go on"),
+    ]
+
+
 def render_conditions(
     conds: list[Cond], old: list[dict[str, Any]], generation: int, now: str
 ) -> list[Condition]:
-    """The status.conditions list, in CONDITION_TYPES order; `old` is the stored one.
-    Messages are never empty: the API server (1.20) stores an empty string as null, which
-    the schema refuses."""
+    """The status.conditions list, in CONDITION_TYPES order, with kstatus' two derived
+    from the rest; `old` is the stored one. Messages are never empty: the API server
+    (1.20) stores an empty string as null, which the schema refuses."""
     previous = {c.get("type"): c for c in old}
     out = []
-    for cond in sorted(conds, key=lambda c: CONDITION_TYPES.index(c.type)):
+    conds = [c for c in conds if c.type not in (RECONCILING, STALLED)]
+    for cond in sorted(conds + kstatus(conds), key=lambda c: CONDITION_TYPES.index(c.type)):
         before = previous.get(cond.type)
         kept = before is not None and before.get("status") == cond.status
         out.append(
