@@ -28,6 +28,7 @@ import pytest
 from external_metrics import ExternalMetrics
 from nodelib import Kubectl, SharedNode
 
+from kstatus_rules import kstatus
 from spyre_operator.api.names import API_VERSION
 from spyre_operator.local import node_operator
 from spyre_operator.local.hub import LocalHub
@@ -154,7 +155,11 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     # While it compiles, status says how far, from the compile pod's real log (the chart
     # is installed with a 5 s progress interval: the tiny compile takes a minute or two).
     seen: list[dict[str, Any]] = []
-    cluster.wait("the compile, its progress in status", lambda: compiled(cluster, seen))
+    said: list[tuple[str, str]] = []  # (phase, kstatus) as Flux would read them
+    cluster.wait("the compile, its progress in status", lambda: compiled(cluster, seen, said))
+    cluster.wait(
+        "past Starting", lambda: compiled(cluster, seen, said) and said[-1][0] != "Starting"
+    )
     print("progress while compiling:", *seen, sep="\n  ")
     assert seen, "no progress while compiling"
     for progress in seen:
@@ -163,6 +168,12 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     assert [p["elapsedSeconds"] for p in seen] == sorted(p["elapsedSeconds"] for p in seen)
     status = cluster.ready()
     assert phases(cluster.events(FIRST)) == ["Compiling", "Starting", "Ready"]
+    # InProgress while it compiled and started, Current once it serves, never before
+    assert {k for phase, k in said if phase != "Ready"} == {"InProgress"}, said
+    assert {phase for phase, _ in said} >= {"Compiling"}, said
+    cluster.wait(
+        "kstatus Current", lambda: kstatus(cluster.get(f"spyremodel/{FIRST}")) == "Current"
+    )
     # NAME PHASE CACHE READY REPLICAS ENDPOINT AGE, as `kubectl get sm` prints it
     row = cluster.kubectl("get", "sm", FIRST, "--no-headers").split()
     assert row[:2] == [FIRST, "Ready"] and row[3:5] == ["1", "1"], row
@@ -186,10 +197,15 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     assert cache["bytes"] == volume_bytes(cluster, name, cache["cacheKey"]), cache
 
 
-def compiled(cluster: Cluster, seen: list[dict[str, Any]]) -> bool:
+def compiled(cluster: Cluster, seen: list[dict[str, Any]], said: list[tuple[str, str]]) -> bool:
     """Whether the first model is past Compiling; each new status.cache.progress on the way
-    (also in the CacheReady message) is added to `seen`."""
-    status = cluster.status()
+    (also in the CacheReady message) is added to `seen`, each new (phase, kstatus) to
+    `said`."""
+    obj = cluster.get(f"spyremodel/{FIRST}")
+    status = obj.get("status") or {}
+    now = (status.get("phase", ""), kstatus(obj))
+    if status.get("phase") and (not said or said[-1] != now):
+        said.append(now)
     progress = (status.get("cache") or {}).get("progress")
     if progress and progress not in seen:
         message = next(c for c in status["conditions"] if c["type"] == "CacheReady")["message"]
