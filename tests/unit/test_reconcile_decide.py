@@ -901,3 +901,50 @@ def test_replicas_no_node_takes_are_shown_as_waiting_not_as_a_failure() -> None:
     none = step(body({"replicas": 3}, **status), **seen)
     assert cond(none, "Available") == ("False", "Unschedulable")
     assert none.status.to_k8s()["phase"] == "Starting"
+
+
+CARDS = {"backend": "sendnn", "replicas": 2}  # one card a replica, and one for its compile
+
+
+def test_a_compile_that_waits_for_cards_gets_those_of_a_replica_of_the_old_key() -> None:
+    kwargs, status = ready_state(CARDS)
+    live = kwargs["deployment"].live
+    assert (
+        live["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["ibm.com/spyre_pf"]
+        == "1"
+    )
+    changed = body(CARDS | {"batching": {"continuous": {"maxNumBatchedTokens": 2048}}}, **status)
+    created = job(changed, active=1)
+    waiting = job_view(created, [pending("c-0")])
+    plan = step(changed, **(kwargs | {"job": waiting}))
+    (scale,) = plan.actions
+    assert (scale.verb, scale.reason, scale.obj["spec"]) == (
+        "scale", "FreedCardsForCompile", {"replicas": 1}
+    )  # fmt: skip
+    message = find(plan.status.to_k8s()["conditions"], "Progressing")["message"]
+    assert "with 1 of 2 replicas until it is compiled" in message
+    # handed over: the compile runs on that card, the Deployment stays at 1 until it is done
+    handed = served(live)
+    handed["spec"]["replicas"] = 1
+    running = kwargs | {"job": job_view(created, []), "deployment": deployment_view(handed)}
+    assert [a for a in step(changed, **running).actions if a.verb == "scale"] == []
+    # compiled: the new key rolls out at spec.replicas
+    done = kwargs | {"job": job_view(job(changed, **complete("x")), [])}
+    done["deployment"] = deployment_view(handed)
+    rolled = step(changed, **done)
+    assert applied(rolled, "Deployment")["spec"]["replicas"] == 2
+
+
+def test_the_floor_keeps_the_replicas_and_says_what_to_do() -> None:
+    floor = CARDS | {"cache": {"compile": {"minServingReplicas": 2}}}
+    kwargs, status = ready_state(floor)
+    changed = body(floor | {"batching": {"continuous": {"maxNumBatchedTokens": 2048}}}, **status)
+    waiting = job_view(job(changed, active=1), [pending("c-0")])
+    plan = step(changed, **(kwargs | {"job": waiting}))
+    assert plan.actions == []
+    assert cond(plan, "Progressing") == ("True", "Unschedulable")
+    message = find(plan.status.to_k8s()["conditions"], "Progressing")["message"]
+    assert "no replica above spec.cache.compile.minServingReplicas (2)" in message
+    # a compile that found free cards takes nothing
+    running = job_view(job(changed, active=1), [])
+    assert step(body(CARDS, **status), **(kwargs | {"job": running})).actions == []

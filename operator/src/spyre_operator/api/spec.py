@@ -264,6 +264,13 @@ class CompileSpec(ApiModel):
     """How long a compile may run before it is failed."""
     backoff_limit: Annotated[int, Field(ge=0, le=10)] = 1
     """Retries of a failed compile."""
+    min_serving_replicas: Annotated[int, Field(ge=0, le=1000)] = 1
+    """When a new cache key must compile on cards and no node has them free, the
+    operator frees them: it scales the Deployment still serving the old key down by the
+    replicas whose cards the compile needs, never below this many, until the new key is
+    compiled (then it rolls to the new key at spec.replicas). 0 lets the compile take
+    every serving replica's cards (an outage while it compiles); at or above
+    spec.replicas the compile waits for cards to free up (Unschedulable)."""
 
 
 class CacheSpec(ApiModel):

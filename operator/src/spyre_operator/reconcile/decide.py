@@ -39,6 +39,7 @@ from spyre_operator.reconcile.conditions import (
     transition_events,
 )
 from spyre_operator.reconcile.drift import needs_apply
+from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.model_status import model_conditions
 from spyre_operator.reconcile.observe import JobView, Observed
 from spyre_operator.reconcile.weights import weights_commit
@@ -258,20 +259,24 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
                 what = ("UpdatedDeployment", f"applied the spec to Deployment {model.name}")
             actions.append(Action("apply", want.deployment, *what))
         active_key = key
-    elif deploy is not None and deploy.spec_replicas != spec.replicas:
-        target = {
-            "kind": "Deployment",
-            "metadata": {"name": model.name, "namespace": model.namespace},
-            "spec": {"replicas": spec.replicas},
-        }
-        actions.append(
-            Action(
-                "scale",
-                target,
-                "Scaled",
-                f"scaled Deployment {model.name} to {spec.replicas} replicas",
-            )
-        )
+    elif deploy is not None:
+        keep = serving_while_compiling(obs, model, key)
+        replicas = spec.replicas if keep is None else keep
+        if deploy.spec_replicas != replicas:
+            target = {
+                "kind": "Deployment",
+                "metadata": {"name": model.name, "namespace": model.namespace},
+                "spec": {"replicas": replicas},
+            }
+            why = ("Scaled", f"scaled Deployment {model.name} to {replicas} replicas")
+            if keep is not None:
+                why = (
+                    "FreedCardsForCompile",
+                    f"scaled Deployment {model.name} (cache {short_key(active_key or '')}) "
+                    f"to {replicas} of {spec.replicas} replicas: the compile of cache "
+                    f"{short_key(key or '')} takes the cards of the others until it is done",
+                )
+            actions.append(Action("scale", target, *why))
 
     if active_key is not None:
         actions += _apply(want.service, obs.service)

@@ -21,6 +21,7 @@ from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.cache import Failure, cache_condition, waiting_pod, waits
 from spyre_operator.reconcile.compiles import Turn
 from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, render_conditions
+from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.observe import Observed
 from spyre_operator.render.cachekey import short_key
 from spyre_runtime.contract import CACHE_NOT_READY
@@ -120,11 +121,10 @@ def model_conditions(
         reason = reason.replace("ing", "ingNewCache", 1) if serving_old else reason
         reason = "CleaningUp" if cleaning else reason
         reason = UNSCHEDULABLE if cache_cond.reason == UNSCHEDULABLE else reason
-        where = (
-            f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"
-            if (serving_old and deploy)
-            else ""
-        )
+        where = ""
+        if serving_old and deploy:
+            where = f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"
+            where += _cards_for_compile(obs, model, key)
         progressing = Cond(PROGRESSING, "True", reason, cache_cond.message + where)
     elif obs.unschedulable:  # replicas asked for that no node takes (yet)
         progressing = Cond(PROGRESSING, "True", UNSCHEDULABLE, ready_of + unplaced)
@@ -162,6 +162,24 @@ def model_conditions(
         phase = "Ready"
     ready = _ready(phase, [cache_cond, available, progressing, degraded])
     return [ready, cache_cond, available, progressing, degraded], phase
+
+
+def _cards_for_compile(obs: Observed, model: SpyreModel, key: str | None) -> str:
+    """What the compile's cards cost the old key's replicas, or why it waits for them."""
+    floor = model.spec.cache.compile.min_serving_replicas
+    keep = serving_while_compiling(obs, model, key)
+    if keep is not None:
+        return (
+            f" with {keep} of {model.spec.replicas} replicas until it is compiled: the compile "
+            f"has the cards of the others (spec.cache.compile.minServingReplicas {floor})"
+        )
+    if obs.job is not None and obs.job.unschedulable is not None:
+        return (
+            f"; no replica above spec.cache.compile.minServingReplicas ({floor}) to free "
+            "cards for the compile: lower it, free cards elsewhere, or compile on CPU "
+            "(spec.cache.compile.backend sendnn_compile_only, sendnn-inference)"
+        )
+    return ""
 
 
 def _ready(phase: Phase, conds: list[Cond]) -> Cond:
