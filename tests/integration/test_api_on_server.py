@@ -139,7 +139,7 @@ def test_unknown_fields_are_pruned_however_deep_and_validate_names_them(
 def test_kubectl_refuses_unknown_fields_by_name_and_without_validation_they_are_pruned(
     crd: None, kubectl: Any, namespace: str
 ) -> None:
-    """kubectl's field validation (its default, strict): server-side from Kubernetes 1.27,
+    """kubectl's field validation (its default, strict): server-side from Kubernetes 1.25,
     against the published schema before (this 1.20 server publishes the spec's fields now
     that nothing keeps unknown fields). Without it the field is dropped silently."""
     doc = json.dumps(valid("typo", tensorParalelSize=4))
