@@ -54,8 +54,7 @@ def test_schema_is_structural_without_features_kubernetes_1_20_lacks() -> None:
         # defaults live in the descriptions, but the one the scale subresource reads
         assert "default" not in node or path == ".spec.replicas", (path, node)
         assert node.get("additionalProperties") is not False, path
-        typed = "type" in node or node.get("x-kubernetes-int-or-string")
-        assert typed or node.get("x-kubernetes-preserve-unknown-fields"), path
+        assert "type" in node or node.get("x-kubernetes-int-or-string"), path
 
 
 def test_every_property_has_a_description_for_kubectl_explain() -> None:
@@ -97,7 +96,6 @@ def test_schema_carries_the_bounds_the_api_server_can_enforce() -> None:
         "pattern": QUANTITY.pattern,
         "x-kubernetes-int-or-string": True,
     }
-    assert "x-kubernetes-preserve-unknown-fields" not in _at("spec.affinity")
     assert set(_schema()["required"]) == {"spec"}
     assert set(_at("spec")["required"]) == {"model", "batching"}
 
