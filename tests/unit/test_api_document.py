@@ -69,10 +69,14 @@ def test_the_validate_command_names_them_with_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "model.yaml"
-    path.write_text(yaml.safe_dump(merge(BASE, {"metadata": {"lables": {"a": "b"}}})))
+    text = yaml.safe_dump(merge(BASE, {"metadata": {"lables": {"a": "b"}}}))
+    path.write_text(text + '  extraArgs: ["--seed=\\0"]\n')  # YAML's escape of NUL
     assert main(["validate", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert err == f"{path}: demo: metadata.lables: unknown field: did you mean labels?\n"
+    assert capsys.readouterr().err.splitlines() == [
+        f"{path}: demo: metadata.lables: unknown field: did you mean labels?",
+        f"{path}: demo: spec.extraArgs[0]: {NUL} (the container runtime, vLLM, the kubelet) "
+        "end the string: remove it",
+    ]
 
 
 NUL = "contains a NUL character (\\x00), where the programs that read it"
