@@ -90,26 +90,33 @@ def metadata_problems(meta: Mapping[str, Any]) -> Iterator[Problem]:
 
 def nul_problems(value: object, path: str, limit: int) -> Iterator[Problem]:
     """Every key and string with a NUL character, at most `limit`. Each container is read
-    once (an alias bomb shares them): linear in the document's distinct parts."""
+    once (an alias bomb shares them): linear in the document's distinct parts; a path is
+    spelled only for what is found (a 1 MB file may have 40,000 keys)."""
     seen: set[int] = set()
-    stack: list[tuple[object, str]] = [(value, path)]
+    # (item, (parent chain, its key or index)): the chain is unwound into a path on a hit
+    stack: list[tuple[object, Any]] = [(value, None)]
     found = 0
     while stack and found < limit:
-        item, where = stack.pop()
+        item, chain = stack.pop()
         if isinstance(item, str):
             if "\x00" in item:
                 found += 1
-                yield Problem(where, NUL_RULE)
+                yield Problem(_spelled(path, chain), NUL_RULE)
             continue
         if not isinstance(item, Mapping | list) or id(item) in seen:
             continue
         seen.add(id(item))
-        if isinstance(item, list):
-            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(item))))
-            continue
-        for key, sub in reversed(list(item.items())):
-            key_path = join_path(where, str(key))
+        pairs = enumerate(item) if isinstance(item, list) else item.items()
+        for key, sub in reversed(list(pairs)):
             if isinstance(key, str) and "\x00" in key:
                 found += 1
-                yield Problem(key_path, f"its key {NUL_RULE}")
-            stack.append((sub, key_path))
+                yield Problem(_spelled(path, (chain, key)), f"its key {NUL_RULE}")
+            stack.append((sub, (chain, key)))
+
+
+def _spelled(path: str, chain: Any) -> str:
+    parts: list[int | str] = []
+    while chain is not None:
+        chain, part = chain
+        parts.append(part if isinstance(part, int) else str(part))
+    return join_path(path, *reversed(parts))
