@@ -104,7 +104,7 @@ EVERYWHERE = {
     "a label value that is a number": (
         merge(BASE, {"metadata": {"labels": {"version": 2}}}),
         "metadata.labels.version",
-        "must be a string, got int: quote it in YAML",
+        "keys and values must be strings, got 'version': 2: quote them in YAML",
     ),
     "labels that are a list": (
         merge(BASE, {"metadata": {"labels": ["team=a"]}}),

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from spyre_operator.api.labels import annotation_problems, label_problems
-from spyre_operator.api.problem import Problem, join_path
+from spyre_operator.api.problem import Problem, join_path, shown
 
 TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
 # metav1.ObjectMeta's fields (tests/unit/test_api_document.py compares them with the
@@ -80,7 +80,8 @@ def metadata_problems(meta: Mapping[str, Any]) -> Iterator[Problem]:
             if key not in texts:
                 yield Problem(
                     join_path(path, str(key)),
-                    f"must be a string, got {type(item).__name__}: quote it in YAML",
+                    f"keys and values must be strings, got {shown(key)}: {shown(item)}: quote "
+                    "them in YAML",
                 )
         if field == "labels":
             yield from label_problems(path, texts)
