@@ -126,17 +126,17 @@ def test_operator_reaches_ready_as_the_chart_service_account(
 
         # The webhook, with its certificate kept by the chart's RBAC (its Secret and the
         # configuration's caBundle), refuses an invalid SpyreModel with the validator's text.
-        typo = {**doc, "spec": {**doc["spec"], "tensorParalelSize": 1}}
+        bad = {**doc, "spec": {**doc["spec"], "extraArgs": ["--max-model-len=512"]}}
 
         def refused(*args: str) -> str:
             operator.check_alive()
-            result = kubectl("apply", *args, "-f", "-", input=yaml.safe_dump(typo), check=False)
+            result = kubectl("apply", *args, "-f", "-", input=yaml.safe_dump(bad), check=False)
             return result.stderr if "denied the request" in result.stderr else ""
 
         # (a dry run while waiting: failurePolicy Ignore admits it until the webhook serves)
         poll_until(lambda: refused("--dry-run=server"), "the webhook serves", STEP_TIMEOUT)
         text = refused()
-        assert "spec.tensorParalelSize: unknown field: did you mean tensorParallelSize?" in text
+        assert "spec.extraArgs[0]: '--max-model-len=...' sets --max-model-len" in text
         kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
 
         def status() -> dict[str, Any]:

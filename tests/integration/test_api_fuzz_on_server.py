@@ -119,9 +119,19 @@ label_selectors = st.fixed_dictionaries(
 term = st.fixed_dictionaries(
     {}, optional={"matchExpressions": node_requirements, "matchFields": field_requirements}
 )
+# Fields newer than the 1.20 test server (which drops them): checked by a current one
+# (KUBEBUILDER_ASSETS, docs/api.md)
+match_label_keys = st.lists(near(["pod-template-hash", "tier"], ["app", "a b"], label_keys),
+                            max_size=2)  # fmt: skip
 pod_term = st.fixed_dictionaries(
     {"topologyKey": label_keys},
-    optional={"labelSelector": label_selectors, "namespaces": st.lists(names, max_size=2)},
+    optional={
+        "labelSelector": label_selectors,
+        "namespaces": st.lists(names, max_size=2),
+        "namespaceSelector": label_selectors,
+        "matchLabelKeys": match_label_keys,
+        "mismatchLabelKeys": match_label_keys,
+    },
 )
 affinity = st.fixed_dictionaries(
     {},
@@ -156,7 +166,10 @@ spread = st.lists(
     st.fixed_dictionaries(
         {"maxSkew": st.integers(-1, 3), "topologyKey": label_keys,
          "whenUnsatisfiable": st.sampled_from(["DoNotSchedule", "ScheduleAnyway"])},
-        optional={"labelSelector": label_selectors},
+        optional={"labelSelector": label_selectors, "minDomains": st.integers(-1, 3),
+                  "matchLabelKeys": match_label_keys,
+                  "nodeAffinityPolicy": st.sampled_from(["Honor", "Ignore", "Always"]),
+                  "nodeTaintsPolicy": st.sampled_from(["Honor", "Ignore"])},
     ),
     max_size=2,
 )  # fmt: skip

@@ -248,11 +248,6 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "spec.topologySpreadConstraints[0].labelSelector.matchExpressions[0].values[0]",
         "'a b' is not a label value",
     ),
-    "selector field of a newer Kubernetes": (
-        {"topologySpreadConstraints": [ZONE_SPREAD | {"matchLabelKeys": ["pod-template-hash"]}]},
-        "spec.topologySpreadConstraints[0].matchLabelKeys",
-        "unknown field",
-    ),
 }  # fmt: skip
 
 

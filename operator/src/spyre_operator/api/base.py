@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
-from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
 from spyre_operator.api.problem import shown
@@ -107,6 +106,3 @@ ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBD
 # Kubernetes does; a CRD schema cannot constrain map keys); at most 64 labels.
 LabelValue = Annotated[str, Field(max_length=63)]
 LabelMap = Annotated[dict[str, LabelValue], Field(max_length=64)]
-# A schema marker (api/crd.py): unknown fields in this object are pruned by the API server,
-# as in the Kubernetes types it copies, instead of kept for a refusal by name.
-PRUNED: JsonDict = {"x-spyre-pruned": True}

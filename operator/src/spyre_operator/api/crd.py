@@ -1,15 +1,20 @@
 """The SpyreModel and SpyreCache CustomResourceDefinitions, generated from the pydantic
 models.
 
-pydantic's JSON schema is turned into a structural schema (Kubernetes 1.20+, no CEL):
-$refs are inlined, `X | None` becomes an optional X (not nullable: the API server prunes
-nulls), `additionalProperties: false` (a model that forbids unknown fields) becomes
-`x-kubernetes-preserve-unknown-fields: true` and defaults move into the descriptions.
-Kubernetes 1.20 prunes unknown fields silently as it decodes a request, before admission;
-kept, a typo such as `tensorParalelSize` reaches the admission webhook and the reconciler,
-which refuse it by name with a did-you-mean hint (api/validation.py) instead of serving
-without it. The operator applies the defaults when it parses the
-spec, so a changed default reaches existing objects and stored objects stay as written.
+pydantic's JSON schema is turned into a pruning structural schema (Kubernetes 1.20+, no
+CEL): $refs are inlined, `X | None` becomes an optional X (not nullable: the API server
+prunes nulls), `additionalProperties: false` (a model that forbids unknown fields) is left
+out, so the API server prunes what the schema does not name, and defaults move into the
+descriptions. Nothing in the spec keeps unknown fields (`x-kubernetes-preserve-unknown-
+fields`): under such an object the API server's cost grows exponentially with the depth of
+nested maps (one create of a SpyreModel nested 20 levels took 34 s of its CPU). Every
+string, list and map has a size bound, so a request is bounded in all directions.
+Unknown fields are reported the way Kubernetes reports them for any type: server-side
+field validation (1.25+; kubectl refuses them by default, `--validate=strict`), kubectl's
+client-side validation against the published schema on older servers, and
+`spyre-operator validate` offline; the webhook only sees the pruned object (docs/api.md).
+The operator applies the defaults when it parses the spec, so a changed default reaches
+existing objects and stored objects stay as written.
 One exception: `spec.replicas` has its default in the schema too, because the scale
 subresource reads the stored field (unset reads as 0: an HPA reports scaling disabled).
 Anything the schema cannot express raises, so a new field type is never silently lost.
@@ -22,7 +27,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from spyre_operator.api import names
-from spyre_operator.api.base import PRUNED
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.status import CACHE_READY, SpyreCacheStatus, SpyreModelStatus
 
@@ -53,12 +57,10 @@ _KEPT = {
     "maxProperties",
     "format",
     "x-kubernetes-int-or-string",
-    "x-kubernetes-preserve-unknown-fields",
     "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys",
 }
 _DROPPED = {"title", "default"}
-(PRUNED_MARK,) = PRUNED
 # Key order in the YAML: what a node is first, its children last.
 _RANK = {"type": 0, "description": 1, "required": 8, "properties": 9, "items": 9}
 
@@ -81,14 +83,11 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     node = _resolve(node, defs)
     out: dict[str, Any] = {}
-    pruned = node.get(PRUNED_MARK, False)  # a copy of a Kubernetes type: pruned as there
     for key, value in node.items():
         if key == "properties":
             out[key] = {name: _structural(sub, defs) for name, sub in value.items()}
-        elif key == PRUNED_MARK or (key == "additionalProperties" and value is False and pruned):
-            continue
         elif key == "additionalProperties" and value is False:
-            out["x-kubernetes-preserve-unknown-fields"] = True  # refused by name, not pruned
+            continue  # pruned by the API server; reported by field validation
         elif key in ("items", "additionalProperties"):
             out[key] = _structural(value, defs)
         elif key == "description":

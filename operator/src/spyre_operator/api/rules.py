@@ -12,11 +12,17 @@ import re
 from collections.abc import Callable, Iterator
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.base import DNS_LABEL, DNS_SUBDOMAIN, cpu_cores, quantity_value
+from spyre_operator.api.base import DNS_LABEL, cpu_cores, quantity_value
+from spyre_operator.api.labels import (
+    annotation_problems,
+    key_problems,
+    label_problems,
+    qualified_name,
+    value_problems,
+)
 from spyre_operator.api.names import GROUP
 from spyre_operator.api.problem import Problem, clip, join_path, shown
 from spyre_operator.api.spec import (
-    ANNOTATIONS_MAX_BYTES,
     CPU_BACKENDS,
     SPYRE_BLOCK,
     Affinity,
@@ -28,7 +34,6 @@ from spyre_operator.api.spec import (
     NodeSelectorTerm,
     PodAffinity,
     PodAffinityTerm,
-    PodSelector,
     Resources,
     SpyreModelSpec,
     Toleration,
@@ -86,9 +91,9 @@ RESERVED_LABELS = (
     "job-name",
 )
 RESERVED_PREFIXES = (f"{GROUP}/", "batch.kubernetes.io/")
-# Kubernetes' limits: label/annotation key names and label values, all annotations together.
-LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-SUBDOMAIN = re.compile(DNS_SUBDOMAIN)
+# The label keys of the selector of a spread without a labelSelector (the serving pods of
+# the SpyreModel, render/meta.server_selector).
+SERVING_SELECTOR_KEYS = (f"{GROUP}/model", "app.kubernetes.io/component")
 # Container resources without a domain (IsStandardContainerResourceName); others are
 # extended resources, a qualified name with a domain (example.com/device).
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -111,14 +116,6 @@ IMAGE_REF = re.compile(
     r"(?::\w[\w.-]{0,127})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
     re.ASCII,
-)
-KEY_RULE = (
-    "an optional DNS subdomain prefix and '/' (e.g. example.com/), then a name of at most "
-    "63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit"
-)
-VALUE_RULE = (
-    "empty, or at most 63 letters, digits, '-', '_' or '.' that start and end with a "
-    "letter or digit"
 )
 
 
@@ -410,7 +407,7 @@ def _field_ref_problems(where: str, ref: EnvFieldRef) -> Iterator[Problem]:
     subscript = _SUBSCRIPT.fullmatch(ref.field_path)
     if subscript:
         what = "a label" if subscript[1] == "labels" else "an annotation"
-        yield from _key_problems(f"{where}.fieldPath", subscript[2], what)
+        yield from key_problems(f"{where}.fieldPath", subscript[2], what)
     elif ref.field_path not in DOWNWARD_FIELDS:
         yield Problem(
             f"{where}.fieldPath",
@@ -472,7 +469,7 @@ def _resource_name_problem(name: str) -> str | None:
         if name in STANDARD_RESOURCES or name.startswith("hugepages-"):
             return None
         return f"{shown(name)} is not a container resource: {RESOURCE_RULE}"
-    if not _qualified_name(name) or name.startswith("requests."):
+    if not qualified_name(name) or name.startswith("requests."):
         return f"{shown(name)} is not a resource name: {RESOURCE_RULE}"
     return None
 
@@ -542,33 +539,8 @@ def resources(s: SpyreModelSpec) -> Iterator[Problem]:
     yield from _resource_problems("spec.cache.compile.resources", s.cache.compile.resources)
 
 
-def _qualified_name(key: str) -> bool:
-    """Kubernetes' IsQualifiedName (label and annotation keys). fullmatch: `$` would let a
-    trailing newline through."""
-    *prefix, name = key.split("/", 1)
-    if prefix and not (len(prefix[0]) <= 253 and SUBDOMAIN.fullmatch(prefix[0])):
-        return False
-    return len(name) <= 63 and LABEL_NAME.fullmatch(name) is not None
-
-
-def _key_problems(where: str, key: str, what: str = "label") -> Iterator[Problem]:
-    if not _qualified_name(key):
-        yield Problem(where, f"{shown(key)} is not {what} key: {KEY_RULE}")
-
-
-def _value_problems(where: str, value: str) -> Iterator[Problem]:
-    if value and not (len(value) <= 63 and LABEL_NAME.fullmatch(value)):
-        yield Problem(where, f"{shown(value)} is not a label value: {VALUE_RULE}")
-
-
-def _label_problems(path: str, labels: dict[str, str]) -> Iterator[Problem]:
-    for key, value in labels.items():
-        yield from _key_problems(join_path(path, key), key, "a label")
-        yield from _value_problems(join_path(path, key), value)
-
-
 def pod_metadata(s: SpyreModelSpec) -> Iterator[Problem]:
-    yield from _label_problems("spec.podLabels", s.pod_labels)
+    yield from label_problems("spec.podLabels", s.pod_labels)
     for key in s.pod_labels:
         if key in RESERVED_LABELS or key.startswith(RESERVED_PREFIXES):
             yield Problem(
@@ -576,17 +548,13 @@ def pod_metadata(s: SpyreModelSpec) -> Iterator[Problem]:
                 f"{key} is set by the operator or by Kubernetes (it selects or identifies the "
                 "pods): use a key of your own",
             )
+    yield from annotation_problems("spec.podAnnotations", s.pod_annotations)
     for key in s.pod_annotations:
-        where = join_path("spec.podAnnotations", key)
-        yield from _key_problems(where, key, "an annotation")
         if key.startswith(f"{GROUP}/"):
-            yield Problem(where, f"keys under {GROUP}/ are the operator's: use a key of your own")
-    size = sum(len(k.encode()) + len(v.encode()) for k, v in s.pod_annotations.items())
-    if size > ANNOTATIONS_MAX_BYTES:
-        yield Problem(
-            "spec.podAnnotations",
-            f"keys and values come to {size} bytes; Kubernetes allows {ANNOTATIONS_MAX_BYTES}",
-        )
+            yield Problem(
+                join_path("spec.podAnnotations", key),
+                f"keys under {GROUP}/ are the operator's: use a key of your own",
+            )
 
 
 def _toleration_problems(path: str, tolerations: list[Toleration] | None) -> Iterator[Problem]:
@@ -594,7 +562,7 @@ def _toleration_problems(path: str, tolerations: list[Toleration] | None) -> Ite
     for i, t in enumerate(tolerations or []):
         where = f"{path}[{i}]"
         if t.key:
-            yield from _key_problems(f"{where}.key", t.key, "a taint")
+            yield from key_problems(f"{where}.key", t.key, "a taint")
         elif t.operator != "Exists":
             yield Problem(
                 f"{where}.operator",
@@ -614,14 +582,14 @@ def _toleration_problems(path: str, tolerations: list[Toleration] | None) -> Ite
                 "use operator: Equal",
             )
         elif t.value:
-            yield from _value_problems(f"{where}.value", t.value)
+            yield from value_problems(f"{where}.value", t.value)
 
 
 def placement(s: SpyreModelSpec) -> Iterator[Problem]:
     """nodeSelector and tolerations of the pods (and of the compile and weights pods)."""
     compile_spec = s.cache.compile
-    yield from _label_problems("spec.nodeSelector", s.node_selector)
-    yield from _label_problems("spec.cache.compile.nodeSelector", compile_spec.node_selector or {})
+    yield from label_problems("spec.nodeSelector", s.node_selector)
+    yield from label_problems("spec.cache.compile.nodeSelector", compile_spec.node_selector or {})
     yield from _toleration_problems("spec.tolerations", s.tolerations)
     yield from _toleration_problems("spec.cache.compile.tolerations", compile_spec.tolerations)
     name = s.scheduler_name
@@ -653,7 +621,7 @@ def _requirement_problems(where: str, req: NodeSelectorRequirement) -> Iterator[
 def _node_term_problems(path: str, term: NodeSelectorTerm) -> Iterator[Problem]:
     for i, req in enumerate(term.match_expressions or []):
         where = f"{path}.matchExpressions[{i}]"
-        yield from _key_problems(f"{where}.key", req.key, "a node label")
+        yield from key_problems(f"{where}.key", req.key, "a node label")
         yield from _requirement_problems(where, req)
     for i, req in enumerate(term.match_fields or []):
         where = f"{path}.matchFields[{i}]"
@@ -666,10 +634,36 @@ def _node_term_problems(path: str, term: NodeSelectorTerm) -> Iterator[Problem]:
             yield Problem(where, "takes operator In or NotIn and exactly one value (a node name)")
 
 
+def _label_keys_problems(path: str, keys: list[str] | None) -> Iterator[Problem]:
+    for i, key in enumerate(keys or []):
+        yield from key_problems(f"{path}[{i}]", key, "a label")
+
+
 def _pod_term_problems(path: str, term: PodAffinityTerm) -> Iterator[Problem]:
-    yield from _key_problems(f"{path}.topologyKey", term.topology_key, "a node label")
+    """Kubernetes' validatePodAffinityTerm."""
+    yield from key_problems(f"{path}.topologyKey", term.topology_key, "a node label")
     if term.label_selector is not None:
         yield from _selector_problems(f"{path}.labelSelector", term.label_selector)
+    if term.namespace_selector is not None:
+        yield from _selector_problems(f"{path}.namespaceSelector", term.namespace_selector)
+    for field, keys in (
+        ("matchLabelKeys", term.match_label_keys),
+        ("mismatchLabelKeys", term.mismatch_label_keys),
+    ):
+        if keys and term.label_selector is None:
+            yield Problem(
+                f"{path}.{field}",
+                "must not be specified when labelSelector is not set (the keys narrow the "
+                "pods it selects): add a labelSelector",
+            )
+        yield from _label_keys_problems(f"{path}.{field}", keys)
+    mismatch = set(term.mismatch_label_keys or [])
+    for i, key in enumerate(term.match_label_keys or []):
+        if key in mismatch:
+            yield Problem(
+                f"{path}.matchLabelKeys[{i}]",
+                f"{shown(key)} exists in both matchLabelKeys and mismatchLabelKeys: keep it in one",
+            )
     for i, namespace in enumerate(term.namespaces or []):
         if not NAMESPACE.fullmatch(namespace):
             yield Problem(
@@ -741,11 +735,11 @@ def image_pull_secrets(s: SpyreModelSpec) -> Iterator[Problem]:
             yield Problem(f"spec.imagePullSecrets[{i}].name", f"{name} is listed twice: keep one")
 
 
-def _selector_problems(path: str, selector: LabelSelector | PodSelector) -> Iterator[Problem]:
-    yield from _label_problems(f"{path}.matchLabels", selector.match_labels or {})
+def _selector_problems(path: str, selector: LabelSelector) -> Iterator[Problem]:
+    yield from label_problems(f"{path}.matchLabels", selector.match_labels or {})
     for i, req in enumerate(selector.match_expressions or []):
         where = f"{path}.matchExpressions[{i}]"
-        yield from _key_problems(f"{where}.key", req.key, "a label")
+        yield from key_problems(f"{where}.key", req.key, "a label")
         listed = req.operator in ("In", "NotIn")
         if listed and not req.values:
             yield Problem(
@@ -754,14 +748,39 @@ def _selector_problems(path: str, selector: LabelSelector | PodSelector) -> Iter
         elif not listed and req.values:
             yield Problem(f"{where}.values", f"operator {req.operator} takes none: remove them")
         for j, value in enumerate(req.values or []):
-            yield from _value_problems(f"{where}.values[{j}]", value)
+            yield from value_problems(f"{where}.values[{j}]", value)
+
+
+def _selector_keys(selector: LabelSelector) -> set[str]:
+    return set(selector.match_labels or {}) | {r.key for r in selector.match_expressions or []}
 
 
 def topology_spread(s: SpyreModelSpec) -> Iterator[Problem]:
+    """Kubernetes' validateTopologySpreadConstraints, on the constraint as rendered (an unset
+    labelSelector becomes the SpyreModel's serving pods)."""
     seen: set[tuple[str, str]] = set()
     for i, c in enumerate(s.topology_spread_constraints):
         path = f"spec.topologySpreadConstraints[{i}]"
-        yield from _key_problems(f"{path}.topologyKey", c.topology_key, "a node label")
+        yield from key_problems(f"{path}.topologyKey", c.topology_key, "a node label")
+        if c.min_domains is not None and c.when_unsatisfiable != "DoNotSchedule":
+            yield Problem(
+                f"{path}.minDomains",
+                "can only use minDomains if whenUnsatisfiable=DoNotSchedule, not "
+                f"{c.when_unsatisfiable}: set whenUnsatisfiable: DoNotSchedule, or remove "
+                "minDomains",
+            )
+        selected = (
+            _selector_keys(c.label_selector) if c.label_selector else set(SERVING_SELECTOR_KEYS)
+        )
+        yield from _label_keys_problems(f"{path}.matchLabelKeys", c.match_label_keys)
+        for j, key in enumerate(c.match_label_keys or []):
+            if key in selected:
+                yield Problem(
+                    f"{path}.matchLabelKeys[{j}]",
+                    f"{shown(key)} exists in both matchLabelKeys and labelSelector"
+                    + ("" if c.label_selector else " (unset: this SpyreModel's serving pods)")
+                    + ": remove it from one",
+                )
         pair = (c.topology_key, c.when_unsatisfiable)
         if pair in seen:
             yield Problem(

@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from spyre_operator.api import runtimes
 from spyre_operator.api.base import (
-    PRUNED,
     ApiModel,
     LabelMap,
     LabelValue,
@@ -22,6 +21,7 @@ from spyre_operator.api.base import (
     ObjectName,
     Quantity,
 )
+from spyre_operator.api.labels import ANNOTATIONS_MAX_BYTES
 from spyre_runtime.contract import FLAVOURS, SENDNN_INFERENCE, Flavour, FlavourName
 
 # Spyre's KV-cache block size: chunk sizes and static prompt lengths are multiples of it.
@@ -46,8 +46,6 @@ BatchSize = Annotated[int, Field(ge=1, le=256)]
 LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 EnvName = Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
 AbsolutePath = Annotated[str, Field(pattern=r"^/", max_length=4096)]
-# Kubernetes' limit on all annotations of an object together (keys and values).
-ANNOTATIONS_MAX_BYTES = 256 * 1024
 # Free text the operator passes on (env values, extra arguments): bounded, as a request is.
 Text = Annotated[str, Field(max_length=32768)]
 # A key of a Secret's data (Kubernetes' IsConfigMapKey).
@@ -340,13 +338,6 @@ class LocalObjectReference(ApiModel):
     namespace."""
 
 
-class _Pruned(ApiModel):
-    """A copy of a Kubernetes type: the API server prunes unknown fields in it, as it does in
-    a Deployment (a bounded schema: nothing unknown nests below it)."""
-
-    model_config = ConfigDict(json_schema_extra=PRUNED)
-
-
 class LabelSelectorRequirement(ApiModel):
     key: LabelKey
     """Label key."""
@@ -357,27 +348,11 @@ class LabelSelectorRequirement(ApiModel):
 
 
 class LabelSelector(ApiModel):
-    """A label query (metav1.LabelSelector): every requirement must hold; {} matches all.
-    Unknown fields are kept for a refusal by name: pruned, a typo (matchLabel) would leave
-    {}, which matches every pod (a NetworkPolicy would admit them all)."""
+    """A label query (metav1.LabelSelector): every requirement must hold; {} matches all."""
 
     match_labels: LabelMap | None = None
     """Labels a match must carry (all of them)."""
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=16)] | None = None
-    """Requirements a match must meet (all of them)."""
-
-
-class _PrunedRequirement(LabelSelectorRequirement):
-    model_config = ConfigDict(json_schema_extra=PRUNED)
-
-
-class PodSelector(_Pruned):
-    """A label query inside affinity, pruned as the rest of it: every requirement must hold;
-    {} matches all."""
-
-    match_labels: LabelMap | None = None
-    """Labels a match must carry (all of them)."""
-    match_expressions: Annotated[list[_PrunedRequirement], Field(max_length=16)] | None = None
     """Requirements a match must meet (all of them)."""
 
 
@@ -432,11 +407,15 @@ class ServiceSpec(ApiModel):
     VLLM_API_KEY from this Secret); /health and /metrics stay open."""
 
 
-# core/v1 Affinity (the fields of Kubernetes 1.20), with bounds on every list.
+# The Kubernetes types below are copies of core/v1's with the fields of the newest release
+# the kubernetes client knows (tests/unit/test_api_kubernetes_types.py compares them), and
+# bounds on every list.
 TERMS = 16
+# Pod label keys whose values the scheduler reads from the incoming pod (matchLabelKeys).
+LabelKeys = Annotated[list[LabelKey], Field(max_length=16)]
 
 
-class NodeSelectorRequirement(_Pruned):
+class NodeSelectorRequirement(ApiModel):
     key: LabelKey
     """Node label key (matchExpressions), or metadata.name (matchFields)."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
@@ -447,7 +426,7 @@ class NodeSelectorRequirement(_Pruned):
     """Values to compare with: label values, or node names for metadata.name."""
 
 
-class NodeSelectorTerm(_Pruned):
+class NodeSelectorTerm(ApiModel):
     """Requirements a node must meet (all of them)."""
 
     match_expressions: Annotated[list[NodeSelectorRequirement], Field(max_length=TERMS)] | None = (
@@ -458,19 +437,19 @@ class NodeSelectorTerm(_Pruned):
     """Requirements on the node's fields (metadata.name, operator In or NotIn, one value)."""
 
 
-class NodeSelector(_Pruned):
+class NodeSelector(ApiModel):
     node_selector_terms: Annotated[list[NodeSelectorTerm], Field(min_length=1, max_length=TERMS)]
     """A node must meet one of the terms."""
 
 
-class PreferredSchedulingTerm(_Pruned):
+class PreferredSchedulingTerm(ApiModel):
     weight: Annotated[int, Field(ge=1, le=100)]
     """Weight of the preference, 1-100."""
     preference: NodeSelectorTerm
     """The node preferred."""
 
 
-class NodeAffinity(_Pruned):
+class NodeAffinity(ApiModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
     """Nodes the pods must run on."""
     preferred_during_scheduling_ignored_during_execution: (
@@ -482,23 +461,33 @@ class NodeAffinity(_Pruned):
 Namespaces = Annotated[list[Annotated[str, Field(max_length=63)]], Field(max_length=TERMS)]
 
 
-class PodAffinityTerm(_Pruned):
-    label_selector: PodSelector | None = None
+class PodAffinityTerm(ApiModel):
+    label_selector: LabelSelector | None = None
     """Pods this term is about."""
     namespaces: Namespaces | None = None
-    """Namespaces of those pods; unset: the SpyreModel's namespace."""
+    """Namespaces of those pods; unset (and no namespaceSelector): the SpyreModel's
+    namespace."""
+    namespace_selector: LabelSelector | None = None
+    """Namespaces of those pods, by their labels (added to namespaces); {} is every
+    namespace (Kubernetes 1.22+)."""
     topology_key: LabelKey
     """Node label whose value is the domain, e.g. kubernetes.io/hostname."""
+    match_label_keys: LabelKeys | None = None
+    """Labels of the incoming pod whose values the term's pods must have too (Kubernetes
+    1.31+, needs labelSelector), e.g. pod-template-hash: this rollout's pods only."""
+    mismatch_label_keys: LabelKeys | None = None
+    """Labels of the incoming pod whose values the term's pods must not have (Kubernetes
+    1.31+, needs labelSelector)."""
 
 
-class WeightedPodAffinityTerm(_Pruned):
+class WeightedPodAffinityTerm(ApiModel):
     weight: Annotated[int, Field(ge=1, le=100)]
     """Weight of the preference, 1-100."""
     pod_affinity_term: PodAffinityTerm
     """The term preferred."""
 
 
-class PodAffinity(_Pruned):
+class PodAffinity(ApiModel):
     """Pods to run near (podAffinity) or away from (podAntiAffinity)."""
 
     required_during_scheduling_ignored_during_execution: (
@@ -511,7 +500,7 @@ class PodAffinity(_Pruned):
     """Terms the pods prefer to meet."""
 
 
-class Affinity(_Pruned):
+class Affinity(ApiModel):
     """core/v1 Affinity."""
 
     node_affinity: NodeAffinity | None = None
@@ -522,8 +511,11 @@ class Affinity(_Pruned):
     """Pods to run away from (not in the same topology domain)."""
 
 
+NodeInclusionPolicy = Literal["Honor", "Ignore"]
+
+
 class TopologySpreadConstraint(ApiModel):
-    """core/v1 TopologySpreadConstraint (the fields of Kubernetes 1.20)."""
+    """core/v1 TopologySpreadConstraint."""
 
     max_skew: Annotated[int, Field(ge=1, le=1000)]
     """Most the number of matching pods may differ between two topology domains."""
@@ -533,6 +525,18 @@ class TopologySpreadConstraint(ApiModel):
     """DoNotSchedule keeps a pod pending; ScheduleAnyway only prefers the spread."""
     label_selector: LabelSelector | None = None
     """Pods counted for the spread; unset: this SpyreModel's serving pods."""
+    min_domains: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    """Fewest eligible domains: with fewer, the global minimum counts as 0 (Kubernetes
+    1.27+; only with whenUnsatisfiable DoNotSchedule)."""
+    match_label_keys: LabelKeys | None = None
+    """Labels of the incoming pod whose values the counted pods must have too (Kubernetes
+    1.27+), e.g. pod-template-hash: each rollout spreads on its own."""
+    node_affinity_policy: NodeInclusionPolicy | None = None
+    """Honor (count only nodes the pod's nodeSelector and affinity allow) or Ignore (all
+    nodes); unset is Honor (Kubernetes 1.26+)."""
+    node_taints_policy: NodeInclusionPolicy | None = None
+    """Honor (count only nodes whose taints the pod tolerates) or Ignore (all nodes); unset
+    is Ignore (Kubernetes 1.26+)."""
 
 
 class SpyreModelSpec(ApiModel):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import ConfigDict, Field, WithJsonSchema
+from pydantic import Field, WithJsonSchema
 
-from spyre_operator.api.base import PRUNED, ApiModel
+from spyre_operator.api.base import ApiModel
 
 ConditionType = Literal[
     "Ready", "CacheReady", "Available", "Progressing", "Degraded", "Reconciling", "Stalled"
@@ -52,9 +52,7 @@ class StatusModel(ApiModel):
     """Built by the reconciler (reconcile/decide.py), so a misspelled field is an error, as
     in the spec; the stored status is read back with `model_validate(..., extra="ignore")`
     (never fail on fields a newer operator added). The API server prunes fields the schema
-    does not name (PRUNED), as before."""
-
-    model_config = ConfigDict(json_schema_extra=PRUNED)
+    does not name, as everywhere in the CRD."""
 
 
 class Condition(StatusModel):

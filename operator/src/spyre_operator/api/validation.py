@@ -7,7 +7,6 @@ fix); rules across fields run once the fields are valid (api/rules.py).
 
 from __future__ import annotations
 
-import difflib
 import re
 import types
 import typing
@@ -19,6 +18,12 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from spyre_operator.api import rules
+from spyre_operator.api.document import (
+    field_problems,
+    metadata_problems,
+    nul_problems,
+    unknown_field,
+)
 from spyre_operator.api.known_configs import known_config_warning
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.api.problem import InvalidSpec, Problem, clip, join_path, shown
@@ -86,10 +91,15 @@ def validate(obj: object) -> list[Problem]:
     return _check(obj)[1]
 
 
-def parse(obj: object, default_namespace: str = "default", kind: str = KIND) -> SpyreModel:
+def parse(
+    obj: object, default_namespace: str = "default", kind: str = KIND, *, from_file: bool = False
+) -> SpyreModel:
     """The parsed SpyreModel (or SpyreCache: the same spec, the compile of which is all
-    that counts); raises InvalidSpec with every problem if it is not valid."""
-    spec, problems = _check(obj, kind)
+    that counts); raises InvalidSpec with every problem if it is not valid. `from_file`: a
+    document as written, whose top-level keys and metadata fields are checked too; what
+    the webhook and the operator read, the API server has decoded (an unknown field there
+    is a newer Kubernetes' own)."""
+    spec, problems = _check(obj, kind, from_file)
     if problems or spec is None:
         raise InvalidSpec(problems)
     assert isinstance(obj, Mapping)
@@ -114,14 +124,18 @@ class Review:
 
 
 def review(
-    obj: object, default_namespace: str = "default", model_config: Mapping[str, Any] | None = None
+    obj: object,
+    default_namespace: str = "default",
+    model_config: Mapping[str, Any] | None = None,
+    *,
+    from_file: bool = False,
 ) -> Review:
     """Every problem of a SpyreModel (or SpyreCache) object, or the model and its
     known-config warning (`model_config`: the model's config.json, to find its entry by
-    architecture)."""
+    architecture). `from_file`: as for parse (`spyre-operator validate`)."""
     kind = CACHE_KIND if isinstance(obj, Mapping) and obj.get("kind") == CACHE_KIND else KIND
     try:
-        model = parse(obj, default_namespace, kind)
+        model = parse(obj, default_namespace, kind, from_file=from_file)
     except InvalidSpec as invalid:
         return Review(None, invalid.problems)
     return Review(model, [], known_config_warning(model.spec, model_config))
@@ -136,10 +150,12 @@ def validate_spec(spec: object) -> tuple[SpyreModelSpec | None, list[Problem]]:
     return parsed, rules.check(parsed)
 
 
-def _check(obj: object, kind: str = KIND) -> tuple[SpyreModelSpec | None, list[Problem]]:
+def _check(
+    obj: object, kind: str = KIND, from_file: bool = False
+) -> tuple[SpyreModelSpec | None, list[Problem]]:
     if not isinstance(obj, Mapping):
         return None, [Problem("", f"expected a {kind} object (a mapping), got {_described(obj)}")]
-    problems = []
+    problems = list(field_problems(obj)) if from_file else []
     if obj.get("apiVersion") != API_VERSION or obj.get("kind") != kind:
         got = clip(f"{obj.get('apiVersion')}/{obj.get('kind')}")
         problems.append(
@@ -166,6 +182,9 @@ def _check(obj: object, kind: str = KIND) -> tuple[SpyreModelSpec | None, list[P
                 f"{_described(namespace)}: quote it in YAML if it reads as another type",
             )
         )
+    problems += metadata_problems(meta)
+    for part in ("metadata", "spec"):
+        problems += nul_problems(obj.get(part), part, MAX_PROBLEMS)
     if "spec" not in obj:
         return None, _bounded([*problems, Problem("spec", "required field is missing")])
     spec, spec_problems = validate_spec(obj["spec"])
@@ -203,11 +222,7 @@ def _translate(err: ErrorDetails) -> Problem:
     if kind == "missing":
         message = "required field is missing"
     elif kind == "extra_forbidden":
-        here = _fields_at(loc[:-1])
-        guess = difflib.get_close_matches(str(loc[-1]), here, n=1)
-        message = "unknown field" + (f": did you mean {guess[0]}?" if guess else "")
-        if here and not guess:
-            message += f" (fields here: {', '.join(here)})"
+        message = unknown_field(str(loc[-1]), _fields_at(loc[:-1]))
     elif kind == "multiple_of" and isinstance(value, int):
         step = ctx["multiple_of"]
         low = value // step * step

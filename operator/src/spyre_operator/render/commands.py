@@ -146,7 +146,8 @@ def load(files: list[str], namespace: str, model_config: dict[str, Any] | None =
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             name = meta.get("name") if isinstance(meta, dict) else None
             label = f"{file}: {name if is_dns_label(name, DNS_1035) else f'document {index}'}"
-            verdict = review(doc, namespace, model_config)  # what the webhook says too
+            # what the webhook says too, and what the API server says of the rest of a file
+            verdict = review(doc, namespace, model_config, from_file=True)
             out.errors += [f"{label}: {problem}" for problem in verdict.problems]
             if verdict.model is not None:
                 out.models.append((label, verdict.model))
