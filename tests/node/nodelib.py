@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from spyre_operator.local import node_operator
@@ -10,8 +11,9 @@ from spyre_operator.local.images.containerd import import_image
 from spyre_operator.local.images.store import locked
 from spyre_operator.local.kubectl import Kubectl
 from spyre_operator.local.node import Node
+from spyre_operator.local.node_config import SPYRE_PF
 
-__all__ = ["Kubectl", "SharedNode", "import_python_image"]
+__all__ = ["Kubectl", "SharedNode", "apply", "import_python_image", "pod"]
 
 
 class SharedNode:
@@ -25,7 +27,7 @@ class SharedNode:
     def get(self) -> Node:
         if self.node is None:
             node = Node(self.folder)
-            node.up()
+            node.up(cards={SPYRE_PF: node_operator.NODE_CARDS})
             self.node = node
         return self.node
 
@@ -51,3 +53,25 @@ def import_python_image(node: Node) -> str:
         image = recipes.python_image(recipes.python_prefix())
     import_image(image, str(node.layout.containerd_socket))
     return image.name
+
+
+def pod(name: str, image: str, script: str, **spec: object) -> dict[str, object]:
+    container = {
+        "name": "main",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["python3", "-c", script],
+        **spec.pop("container", {}),  # type: ignore[dict-item]
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"restartPolicy": "Never", "containers": [container], **spec},
+    }
+
+
+def apply(kubectl: Kubectl, *docs: dict[str, object]) -> None:
+    kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+    )

@@ -9,35 +9,13 @@ import sys
 import urllib.request
 
 import pytest
-from nodelib import Kubectl
+from nodelib import Kubectl, apply, pod
 
 from spyre_operator.local.node import Node
 from spyre_operator.local.node_config import NODE_NAME, STORAGE_CLASS
 from spyre_operator.local.simulate import poll_until
 
 pytestmark = pytest.mark.node
-
-
-def pod(name: str, image: str, script: str, **spec: object) -> dict[str, object]:
-    container = {
-        "name": "main",
-        "image": image,
-        "imagePullPolicy": "Never",
-        "command": ["python3", "-c", script],
-        **spec.pop("container", {}),  # type: ignore[dict-item]
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"restartPolicy": "Never", "containers": [container], **spec},
-    }
-
-
-def apply(kubectl: Kubectl, *docs: dict[str, object]) -> None:
-    kubectl(
-        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
-    )
 
 
 def test_the_node_is_ready_and_status_shows_it(node: Node, kubectl: Kubectl) -> None:

@@ -83,6 +83,13 @@ GOOD: dict[str, dict[str, Any]] = {
     "TP 4 on 4 cards": {"tensorParallelSize": 4, "accelerator": {"count": 4}},
     "eager on CPU": {"backend": "eager"},
     "eager with cards": {"backend": "eager", "accelerator": {"count": 1}},
+    "CPU stand-in for a TP 4 model": {"backend": "inductor", "accelerator": {"count": 4}},
+    "rollout with a surge pod": {"rollout": {"maxSurge": 1, "maxUnavailable": 0}},
+    "rollout in percent": {"rollout": {"maxSurge": "0%", "maxUnavailable": "50%"}},
+    "CPU rollout without unavailable pods": {
+        "backend": "eager",
+        "rollout": {"maxUnavailable": 0},
+    },
     "inductor on CPU": {"backend": "inductor"},
     "inductor with static batching in vllm-spyre": {
         **VLLM_SPYRE,
@@ -264,20 +271,35 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "spec.accelerator.count",
         "must equal tensorParallelSize (2)",
     ),
-    "eager with a wrong card count": (
-        {"backend": "eager", "tensorParallelSize": 2, "accelerator": {"count": 1}},
-        "spec.accelerator.count",
-        "the eager backend runs on CPU: set 0 (the default) or 2",
+    "a rollout that can replace no pod": (
+        {"rollout": {"maxSurge": 0, "maxUnavailable": "0%"}},
+        "spec.rollout",
+        "maxSurge and maxUnavailable cannot both be 0",
+    ),
+    "a card rollout with no pod down and the default surge": (
+        {"rollout": {"maxUnavailable": 0}},
+        "spec.rollout.maxUnavailable",
+        "0 with maxSurge 0 (the default when the pods hold cards",
+    ),
+    "more unavailable than all replicas": (
+        {"rollout": {"maxUnavailable": "150%"}},
+        "spec.rollout.maxUnavailable",
+        "150% is more than all the replicas: use at most 100%",
+    ),
+    "a surge as a string count": (
+        {"rollout": {"maxSurge": "1"}},
+        "spec.rollout.maxSurge",
+        "must be a number of pods (0 to 100000) or a percent of the replicas such as 25%, got '1'",
+    ),
+    "a negative surge": (
+        {"rollout": {"maxSurge": -1}},
+        "spec.rollout.maxSurge",
+        "must be a number of pods",
     ),
     "compile backend for eager": (
         {"backend": "eager", "cache": {"compile": {"backend": "sendnn"}}},
         "spec.cache.compile.backend",
         "the eager backend compiles nothing",
-    ),
-    "inductor with a wrong card count": (
-        {"backend": "inductor", "tensorParallelSize": 2, "accelerator": {"count": 1}},
-        "spec.accelerator.count",
-        "the inductor backend runs on CPU: set 0 (the default) or 2",
     ),
     "inductor with continuous batching in vllm-spyre": (
         {**VLLM_SPYRE, "backend": "inductor"},

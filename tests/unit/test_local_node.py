@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from spyre_operator.cli import main
 from spyre_operator.local import install, preflight
 from spyre_operator.local.node import Node, NodeError
 from spyre_operator.local.node_config import STORAGE_CLASS
@@ -101,3 +102,18 @@ def test_down_and_status_work_where_containerd_is_not_installed(
     assert node.layout.containerd_root.name == "containerd-unknown"
     assert node.status() is None
     assert node.down() == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cards", "2"], "--cards and --vf-cards need --node"),
+        (["--node", "--vf-cards", "-1"], "count cards: use 0 or more"),
+    ],
+)
+def test_card_options_are_checked_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["cluster", "up", "--dir", str(tmp_path / "plane"), *args]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "plane").exists()

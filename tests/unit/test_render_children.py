@@ -14,12 +14,14 @@ from spyre_operator.render.children import (
     build_cache_pvc,
     build_compile_job,
     build_deployment,
+    build_pod_disruption_budget,
     build_service,
     build_weights_job,
     desired,
     endpoint_url,
     manifest_hash,
 )
+from spyre_operator.render.pod import cards
 from spyre_operator.render.weights import weights_job_name
 
 pytestmark = pytest.mark.unit
@@ -168,6 +170,72 @@ def test_every_quantity_is_a_string() -> None:
     found.append(want.pvc["spec"]["resources"]["requests"]["storage"])
     assert len(found) > 8 and all(isinstance(v, str) for v in found), found
     assert _pod(want.deployment)["containers"][0]["resources"]["limits"]["cpu"] == "4"
+
+
+def test_a_cpu_stand_in_holds_cards_as_a_card_model_does() -> None:
+    """The same arithmetic for every backend: a CPU model with accelerator.count holds that
+    many cards in its serving and compile pods, and is placed like a card model."""
+    stand_in = _model(with_spec({"backend": "inductor", "accelerator": {"count": 4}}))
+    compile_on_cards = {"cache": {"compile": {"backend": "sendnn"}}}
+    card_model = _model(with_spec({"tensorParallelSize": 4, **compile_on_cards}))
+    for role in ("serve", "precompile"):
+        assert cards(stand_in.spec, role) == cards(card_model.spec, role) == 4
+    for role in ("weights", "clean"):
+        assert cards(stand_in.spec, role) == 0
+    want = desired(stand_in)
+    for obj in (want.deployment, want.job):
+        pod = _pod(obj)
+        assert pod["containers"][0]["resources"]["limits"]["ibm.com/spyre_pf"] == "4"
+        assert {"key": "ibm.com/spyre_pf", "operator": "Exists", "effect": "NoSchedule"} in pod[
+            "tolerations"
+        ]
+    assert cards(_model(with_spec({"backend": "eager"})).spec, "serve") == 0  # the default
+
+
+def _strategy(patch: dict[str, Any]) -> dict[str, Any]:
+    strategy: dict[str, Any] = build_deployment(_model(with_spec(patch)))["spec"]["strategy"]
+    assert strategy["type"] == "RollingUpdate"
+    return strategy["rollingUpdate"]
+
+
+def test_card_models_roll_one_replica_at_a_time_without_a_surge_pod() -> None:
+    assert _strategy({}) == {"maxSurge": 0, "maxUnavailable": 1}
+    assert _strategy({"backend": "eager", "accelerator": {"count": 1}}) == {
+        "maxSurge": 0,
+        "maxUnavailable": 1,
+    }
+    # models without cards keep Kubernetes' default
+    assert _strategy({"backend": "eager"}) == {"maxSurge": "25%", "maxUnavailable": "25%"}
+
+
+def test_spec_rollout_overrides_the_default_field_by_field() -> None:
+    assert _strategy({"rollout": {"maxSurge": 1}}) == {"maxSurge": 1, "maxUnavailable": 1}
+    assert _strategy({"rollout": {"maxSurge": "50%", "maxUnavailable": 0}}) == {
+        "maxSurge": "50%",
+        "maxUnavailable": 0,
+    }
+    assert _strategy({"backend": "eager", "rollout": {"maxUnavailable": 2}}) == {
+        "maxSurge": "25%",
+        "maxUnavailable": 2,
+    }
+
+
+def test_a_disruption_budget_keeps_all_but_one_replica_of_two_or_more() -> None:
+    assert build_pod_disruption_budget(_model(with_spec({"replicas": 1}))) is None
+    model = _model(with_spec({"replicas": 2}))
+    budget = build_pod_disruption_budget(model)
+    assert budget is not None
+    assert (budget["apiVersion"], budget["kind"]) == ("policy/v1", "PodDisruptionBudget")
+    metadata = budget["metadata"]
+    assert (metadata["name"], metadata["namespace"]) == (model.name, model.namespace)
+    assert budget["spec"] == {
+        "selector": {"matchLabels": meta.server_selector(model.name)},
+        "maxUnavailable": 1,
+    }
+    selected = build_deployment(model)["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= selected.items()
+    old = build_pod_disruption_budget(model, api_version="policy/v1beta1")
+    assert old is not None and old["apiVersion"] == "policy/v1beta1"
 
 
 def test_a_user_toleration_for_the_card_resource_is_kept_alone() -> None:

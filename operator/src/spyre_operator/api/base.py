@@ -65,6 +65,44 @@ Quantity = Annotated[
 ]
 
 
+# Kubernetes IntOrString as a Deployment's maxSurge/maxUnavailable read it: a count of pods
+# or a percent of the replicas. Kept as given (an int stays an int: the API server
+# refuses "1" where it means a count).
+PERCENT = re.compile(r"^[0-9]{1,5}%$")
+_COUNT_MAX = 100_000
+
+
+def _int_or_percent(value: object) -> int | str:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _COUNT_MAX:
+        return value
+    if isinstance(value, str) and PERCENT.fullmatch(value):
+        return value
+    raise PydanticCustomError(
+        "int_or_percent",
+        "must be a number of pods (0 to {most}) or a percent of the replicas such as 25%, "
+        "got {input}",
+        {"input": shown(value), "most": _COUNT_MAX},
+    )
+
+
+IntOrPercent = Annotated[
+    int | str,
+    PlainValidator(_int_or_percent),
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "maxLength": 6,
+            "pattern": PERCENT.pattern,  # strings only, as for Quantity
+        }
+    ),
+]
+
+
+def is_zero(value: int | str) -> bool:
+    """0 or 0%: what Kubernetes refuses for both maxSurge and maxUnavailable."""
+    return int(str(value).rstrip("%")) == 0
+
+
 _SCALE = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 # Past 10**±40 a quantity is beyond anything Kubernetes counts (int64 of its units).

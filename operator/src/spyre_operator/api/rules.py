@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.base import DNS_LABEL, cpu_cores, quantity_value
+from spyre_operator.api.base import DNS_LABEL, cpu_cores, is_zero, quantity_value
 from spyre_operator.api.labels import (
     annotation_problems,
     key_problems,
@@ -23,7 +23,6 @@ from spyre_operator.api.labels import (
 from spyre_operator.api.names import GROUP
 from spyre_operator.api.problem import Problem, clip, join_path, shown
 from spyre_operator.api.spec import (
-    CPU_BACKENDS,
     SPYRE_BLOCK,
     Affinity,
     EnvFieldRef,
@@ -273,6 +272,7 @@ def continuous_batching(s: SpyreModelSpec) -> Iterator[Problem]:
 
 
 def accelerators(s: SpyreModelSpec) -> Iterator[Problem]:
+    """sendnn needs one card per rank; a CPU backend may hold any count (a stand-in)."""
     count, tp = s.accelerator_count, s.tensor_parallel_size
     if s.backend == "sendnn" and count != tp:
         yield Problem(
@@ -280,10 +280,32 @@ def accelerators(s: SpyreModelSpec) -> Iterator[Problem]:
             f"must equal tensorParallelSize ({tp}), one Spyre card per tensor-parallel rank: "
             f"set {tp} or leave it unset",
         )
-    elif s.backend in CPU_BACKENDS and count not in (0, tp):
+
+
+def rollout(s: SpyreModelSpec) -> Iterator[Problem]:
+    """A rolling update must be able to replace a pod (Kubernetes refuses 0 and 0)."""
+    chosen, effective = s.rollout, s.rolling_update
+    unavailable = effective["maxUnavailable"]
+    if isinstance(unavailable, str) and int(unavailable[:-1]) > 100:
         yield Problem(
-            "spec.accelerator.count",
-            f"the {s.backend} backend runs on CPU: set 0 (the default) or {tp}",
+            "spec.rollout.maxUnavailable",
+            f"{unavailable} is more than all the replicas: use at most 100%",
+        )
+    if not (is_zero(effective["maxSurge"]) and is_zero(unavailable)):
+        return
+    if chosen.max_surge is not None and chosen.max_unavailable is not None:
+        yield Problem(
+            "spec.rollout",
+            "maxSurge and maxUnavailable cannot both be 0: no pod could ever be replaced; "
+            "set maxUnavailable: 1 (a replica goes first, freeing its cards) or maxSurge: 1 "
+            "(an extra pod first, which needs free cards in a card model)",
+        )
+    else:
+        yield Problem(
+            "spec.rollout.maxUnavailable",
+            "0 with maxSurge 0 (the default when the pods hold cards: a surge pod would wait "
+            "for free cards) can never replace a pod: set maxSurge (e.g. 1, if the nodes "
+            "have spare cards) or leave maxUnavailable unset (1)",
         )
 
 
@@ -860,6 +882,7 @@ RULES: tuple[Rule, ...] = (
     static_shapes,
     continuous_batching,
     accelerators,
+    rollout,
     inductor_batching,
     compile_step,
     precompiled_pooling,

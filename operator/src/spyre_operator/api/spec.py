@@ -15,6 +15,7 @@ from pydantic import Field
 from spyre_operator.api import runtimes
 from spyre_operator.api.base import (
     ApiModel,
+    IntOrPercent,
     LabelMap,
     LabelValue,
     Name,
@@ -282,15 +283,17 @@ class CacheSpec(ApiModel):
 
 
 class Accelerator(ApiModel):
-    """The Spyre cards of a serving (and Spyre compile) pod."""
+    """The Spyre cards of a serving pod (and of a compile pod that compiles on cards)."""
 
     resource_name: Annotated[
         str, Field(pattern=r"^ibm\.com/(spyre|aiu)_(pf|vf)(_tier[0-2])?$", max_length=64)
     ] = "ibm.com/spyre_pf"
     """Extended resource of the Spyre device plugin (ibm.com/aiu_pf on older clusters)."""
     count: Annotated[int, Field(ge=0, le=4)] | None = None
-    """Cards per replica; must equal tensorParallelSize (default), 0 for the CPU backends
-    (eager, inductor)."""
+    """Cards per replica; with sendnn it must equal tensorParallelSize (the default). The
+    CPU backends (eager, inductor) default to 0; a count makes their pods hold that many
+    cards as a sendnn model's would while the model runs on CPU (a stand-in for a card
+    model, e.g. on a test node with fake cards)."""
 
 
 class EnvKeyRef(ApiModel):
@@ -539,6 +542,27 @@ class TopologySpreadConstraint(ApiModel):
     is Ignore (Kubernetes 1.26+)."""
 
 
+# The rolling update of a model whose serving pods hold cards: a node is usually full of
+# them (8 cards: two TP4 replicas), so a surge pod would stay Pending and the rollout
+# would never end; one replica at a time goes instead (its cards are freed before its
+# successor asks for them). Other models keep Kubernetes' default.
+CARD_ROLLOUT: tuple[int | str, int | str] = (0, 1)
+KUBERNETES_ROLLOUT: tuple[int | str, int | str] = ("25%", "25%")
+
+
+class Rollout(ApiModel):
+    """How a change replaces the serving pods (the Deployment's RollingUpdate). Each field
+    is a number of pods or a percent of the replicas; an unset one takes the default:
+    maxSurge 0 and maxUnavailable 1 for models whose pods hold cards, else Kubernetes'
+    25% and 25%."""
+
+    max_surge: IntOrPercent | None = None
+    """Pods above the replicas while a change rolls out; more than 0 needs free cards
+    for the extra pods of a card model (else they stay Pending)."""
+    max_unavailable: IntOrPercent | None = None
+    """Replicas that may be down while a change rolls out; not 0 when maxSurge is 0."""
+
+
 class SpyreModelSpec(ApiModel):
     """What to serve and how: the model, its batching, the compiled-graph cache and the
     serving pods."""
@@ -558,6 +582,7 @@ class SpyreModelSpec(ApiModel):
     cache: CacheSpec = Field(default_factory=CacheSpec)
     replicas: Annotated[int, Field(ge=0, le=1000)] = 1
     """Serving replicas; `kubectl scale`, HPA and KEDA set it through the scale subresource."""
+    rollout: Rollout = Field(default_factory=Rollout)
     image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
     """Serving image; defaults to quay.io/spyre-serving/runtime:<operator>-<flavour>-<version>."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
@@ -623,6 +648,19 @@ class SpyreModelSpec(ApiModel):
         if self.accelerator.count is not None:
             return self.accelerator.count
         return 0 if self.backend in CPU_BACKENDS else self.tensor_parallel_size
+
+    @property
+    def rolling_update(self) -> dict[str, int | str]:
+        """maxSurge and maxUnavailable of the serving Deployment: spec.rollout's, the
+        unset ones from the default of a card model (accelerator count above 0) or not."""
+        surge, unavailable = CARD_ROLLOUT if self.accelerator_count else KUBERNETES_ROLLOUT
+        chosen = self.rollout
+        return {
+            "maxSurge": surge if chosen.max_surge is None else chosen.max_surge,
+            "maxUnavailable": (
+                unavailable if chosen.max_unavailable is None else chosen.max_unavailable
+            ),
+        }
 
     @property
     def require_precompiled(self) -> bool:

@@ -12,6 +12,7 @@ from spyre_operator.local.controlplane import ControlPlane, ControlPlaneError
 from spyre_operator.local.images import cli as images_cli
 from spyre_operator.local.install import InstallError, install
 from spyre_operator.local.node import Node
+from spyre_operator.local.node_config import SPYRE_PF, SPYRE_VF
 from spyre_operator.local.tools import ToolMissing, install_tools
 
 
@@ -58,6 +59,21 @@ def register(sub: Any) -> None:
         action="store_true",
         help="also run a real node (root; one per machine): see docs/node.md",
     )
+    up.add_argument(
+        "--cards",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"with --node: N fake Spyre cards ({SPYRE_PF}) from the node's device plugin, "
+        "which the kubelet allocates to pods as real ones (default: none)",
+    )
+    up.add_argument(
+        "--vf-cards",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"with --node: N fake virtual-function cards ({SPYRE_VF})",
+    )
     up.set_defaults(func=_up)
 
     down = actions.add_parser(
@@ -92,13 +108,19 @@ def _install(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     if args.node and args.no_controller_manager:
         return _fail("--node needs the controller manager; leave out --no-controller-manager")
+    if (args.cards or args.vf_cards) and not args.node:
+        return _fail("--cards and --vf-cards need --node (cards are a node's)")
+    if args.cards < 0 or args.vf_cards < 0:
+        return _fail("--cards and --vf-cards count cards: use 0 or more")
     node = Node(args.dir) if args.node else None
     plane = node.plane if node else ControlPlane(args.dir)
     ports = {"etcd_port": args.etcd_port, "apiserver_port": args.apiserver_port}
     try:
         if node:
             state = node.up(
-                log=lambda line: print(f">> {line}", file=sys.stderr, flush=True), **ports
+                log=lambda line: print(f">> {line}", file=sys.stderr, flush=True),
+                cards={SPYRE_PF: args.cards, SPYRE_VF: args.vf_cards},
+                **ports,
             )
         else:
             state = plane.up(**ports, controller_manager=not args.no_controller_manager)

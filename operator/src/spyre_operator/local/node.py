@@ -40,6 +40,8 @@ from spyre_operator.local.images.containerd import import_image
 from spyre_operator.local.kubeapi import Api, ApiError
 from spyre_operator.local.node_config import (
     BRIDGE,
+    CARD_RESOURCES,
+    DEVICE_PLUGIN_DIR,
     NODE_IP,
     NODE_NAME,
     RUN_DIR,
@@ -50,7 +52,9 @@ from spyre_operator.local.node_config import (
 MACHINE_RECORD = RUN_DIR / "folder"
 NODE_STATE = "node.json"
 READY_TIMEOUT = 120.0
-NODE_PROCESSES = ("provisioner", PROXY, KUBELET)  # stopped before containers are removed
+DEVICE_PLUGIN = "deviceplugin"
+# stopped before containers are removed
+NODE_PROCESSES = ("provisioner", DEVICE_PLUGIN, PROXY, KUBELET)
 
 
 class NodeError(ControlPlaneError):
@@ -147,7 +151,10 @@ class Node:
         log: Callable[[str], None] = lambda _: None,
         etcd_port: int | None = None,
         apiserver_port: int | None = None,
+        cards: dict[str, int] | None = None,
     ) -> State:
+        """`cards`: fake Spyre cards per resource (ibm.com/spyre_pf: 8), advertised by
+        the node's device plugin (local/deviceplugin.py); none without."""
         found = preflight.problems()
         if found:
             raise NodeError(preflight.report(found))
@@ -159,7 +166,8 @@ class Node:
             )
         self._claim_machine()
         try:
-            return self._up(log, etcd_port, apiserver_port)
+            counted = {name: n for name, n in (cards or {}).items() if n}
+            return self._up(log, etcd_port, apiserver_port, counted)
         except BaseException:
             self.down()
             raise
@@ -205,7 +213,11 @@ class Node:
         MACHINE_RECORD.write_text(str(self.dir))
 
     def _up(
-        self, log: Callable[[str], None], etcd_port: int | None, apiserver_port: int | None
+        self,
+        log: Callable[[str], None],
+        etcd_port: int | None,
+        apiserver_port: int | None,
+        cards: dict[str, int],
     ) -> State:
         plane_bins, bins = node_binaries()
         started = time.monotonic()
@@ -274,8 +286,24 @@ class Node:
                 f"--root={self.layout.volumes}",
             ],
         )
+        if cards:
+            step("cards")
+            args = [f"--resource={name}={count}" for name, count in cards.items()]
+            plugin = self.plane.spawn(
+                state,
+                DEVICE_PLUGIN,
+                Path(sys.executable),
+                ["-m", "spyre_operator.local.deviceplugin", f"--dir={DEVICE_PLUGIN_DIR}", *args],
+            )
         step("node Ready")
         self._until("the node to be Ready", lambda: self._ready(api), state, kubelet.log)
+        if cards:
+            self._until(
+                f"the node to show its cards ({cards})",
+                lambda: self.allocatable_cards(api) == cards,
+                state,
+                plugin.log,
+            )
         self._until(
             "the default ServiceAccount's token",
             lambda: bool(
@@ -333,6 +361,27 @@ class Node:
             subprocess.run(self._ctr("tasks", "kill", "-s", "SIGKILL", cid), capture_output=True)
             subprocess.run(self._ctr("tasks", "delete", "-f", cid), capture_output=True)
             subprocess.run(self._ctr("containers", "delete", cid), capture_output=True)
+
+    def restart_kubelet(self) -> None:
+        """Stop the kubelet and start it again with the same settings (as an upgrade or
+        a crash would); the pods keep running under containerd."""
+        state = self.plane.load_state()
+        if state is None:
+            raise NodeError(f"no node runs from {self.dir}")
+        (old,) = [p for p in state.processes if p.name == KUBELET]
+        self.plane.stop(old)
+        state.processes.remove(old)
+        _, bins = node_binaries()
+        args = node_config.kubelet_args(self.layout, recipes.PAUSE)
+        self.plane.spawn(state, KUBELET, bins[KUBELET], args)
+
+    @staticmethod
+    def allocatable_cards(api: Api) -> dict[str, int]:
+        """The node's allocatable Spyre cards, per resource that has any."""
+        node = api.get(f"/api/v1/nodes/{NODE_NAME}")
+        allocatable = node.get("status", {}).get("allocatable", {})
+        found = {name: int(allocatable.get(name, "0")) for name in CARD_RESOURCES}
+        return {name: count for name, count in found.items() if count}
 
     @staticmethod
     def _ready(api: Api) -> bool:

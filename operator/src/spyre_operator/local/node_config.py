@@ -25,6 +25,13 @@ PROVISIONER_NAME = "spyre.dev/hostpath"
 RUN_DIR = Path("/run/spyre-node")
 SOCKET_PATH_MAX = 107
 
+# The kubelet 1.20 looks for device plugins here whatever --root-dir says (kubelet.sock
+# is its registration socket); the fake card plugin (local/deviceplugin.py) serves its
+# sockets beside it. Under /var/lib/kubelet, a fixed path `down` removes (host.py).
+DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+SPYRE_PF, SPYRE_VF = "ibm.com/spyre_pf", "ibm.com/spyre_vf"
+CARD_RESOURCES = (SPYRE_PF, SPYRE_VF)
+
 
 @dataclass(frozen=True)
 class Layout:

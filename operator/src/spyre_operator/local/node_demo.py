@@ -1,9 +1,10 @@
 """`spyre-operator dev --node`: the demo for real, on the local node.
 
-Brings the node up, builds and imports the images, installs the operator with the Helm
-chart, makes a tiny Granite model, applies a CPU SpyreModel for it, shows the pods as
-they really compile and start, and prints a completion fetched through the Service's
-ClusterIP. Without --keep the node is taken down at the end.
+Brings the node up (with fake Spyre cards), builds and imports the images, installs the
+operator with the Helm chart, makes a tiny Granite model, applies a CPU SpyreModel for it
+(holding one card, as a card model would), shows the pods as they really compile and
+start, and prints a completion fetched through the Service's ClusterIP. Without --keep
+the node is taken down at the end.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from spyre_operator.local.controlplane import ControlPlaneError
 from spyre_operator.local.images.store import ImageBuildError
 from spyre_operator.local.kubectl import Kubectl, KubectlError
 from spyre_operator.local.node import Node
+from spyre_operator.local.node_config import SPYRE_PF
 
 POLL = 1.0
+DEMO_CARDS = 1
 
 
 def say(message: str) -> None:
@@ -31,14 +34,19 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
     kubectl = Kubectl(node.kubeconfig)
     try:
         say("bringing up the node (root; one per machine)")
-        node.up(log=say)
+        node.up(log=say, cards={SPYRE_PF: node_operator.NODE_CARDS})
         say("images: building what is not cached (the first time: minutes), importing")
         node_operator.import_images(node, say)
         say(f"installing the operator with the Helm chart into {node_operator.NAMESPACE}")
         node_operator.install_chart(node)
         models = node_operator.make_tiny_model(directory / "models")
-        say(f"made a tiny Granite (random weights) in {models}; applying a CPU SpyreModel")
-        kubectl("apply", "-f", "-", input=json.dumps(node_operator.tiny_model(models)))
+        say(
+            f"made a tiny Granite (random weights) in {models}; applying a CPU SpyreModel "
+            f"that holds {DEMO_CARDS} of the node's {node_operator.NODE_CARDS} fake Spyre "
+            "cards, as a card model would"
+        )
+        model = node_operator.tiny_model(models, cards=DEMO_CARDS)
+        kubectl("apply", "-f", "-", input=json.dumps(model))
         status = watch(kubectl, timeout)
         if status.get("phase") != "Ready":
             say(f"the model did not get Ready: {status}")

@@ -24,6 +24,9 @@ NAMESPACE = "spyre-system"
 FLAVOUR = "sendnn-inference"
 MODEL_NAME = "tiny-granite"
 BACKEND = "inductor"  # the CPU backend with a real compiled-graph cache (docs/runtime.md)
+# Fake Spyre cards of the demo's and the node tests' node (a common Spyre node: 8 cards,
+# two TP4 replicas fill it).
+NODE_CARDS = 8
 
 
 def import_images(node: Node, log: Callable[[str], None]) -> None:
@@ -68,8 +71,10 @@ def make_tiny_model(folder: Path) -> Path:
     return folder
 
 
-def tiny_model(models: Path, name: str = MODEL_NAME) -> dict[str, Any]:
-    """A SpyreModel serving the tiny Granite from models (a folder on the node) on CPU."""
+def tiny_model(models: Path, name: str = MODEL_NAME, cards: int = 0) -> dict[str, Any]:
+    """A SpyreModel serving the tiny Granite from models (a folder on the node) on CPU;
+    with `cards` its pods hold that many Spyre cards as a card model's would (a stand-in,
+    docs/api.md "Cards")."""
     return {
         "apiVersion": "serving.spyre.dev/v1alpha1",
         "kind": "SpyreModel",
@@ -83,7 +88,7 @@ def tiny_model(models: Path, name: str = MODEL_NAME) -> dict[str, Any]:
             "image": f"{recipes.REGISTRY}/runtime-cpu:{recipes.runtime_tag(FLAVOUR)}",
             "backend": BACKEND,
             "runtime": {"flavour": FLAVOUR},
-            "accelerator": {"count": 0},
+            "accelerator": {"count": cards},
             "batching": {
                 "continuous": {"maxModelLen": 256, "maxNumSeqs": 2, "maxNumBatchedTokens": 128}
             },

@@ -181,6 +181,8 @@ def build_deployment(
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": meta.server_selector(model.name)},
+            # card models: one replica at a time, no surge pod (api/spec.py CARD_ROLLOUT)
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": spec.rolling_update},
             "progressDeadlineSeconds": startup_seconds(spec) + ROLLOUT_MARGIN_SECONDS,
             "template": {
                 "metadata": _pod_metadata(spec, labels, {meta.CACHE_KEY_ANNOTATION: key}),
@@ -202,6 +204,32 @@ def build_service(model: SpyreModel) -> dict[str, Any]:
             "ports": [
                 {"name": "http", "port": service.port, "targetPort": "http", "protocol": "TCP"}
             ],
+        },
+    }
+
+
+# policy/v1 from Kubernetes 1.21; 1.20 serves only policy/v1beta1 (the same fields here).
+POLICY_V1, POLICY_V1BETA1 = "policy/v1", "policy/v1beta1"
+# A drain (or any eviction) takes one serving replica at a time.
+DISRUPTION_MAX_UNAVAILABLE = 1
+
+
+def build_pod_disruption_budget(
+    model: SpyreModel, api_version: str = POLICY_V1
+) -> dict[str, Any] | None:
+    """The PodDisruptionBudget of a model with 2 or more replicas (None below: with one
+    replica a budget of 1 would let a drain take it anyway, and 0 would block the drain
+    for ever). `api_version`: what the cluster serves. Not in `desired` yet: the
+    reconciler does not write it."""
+    if model.spec.replicas < 2:
+        return None
+    return {
+        "apiVersion": api_version,
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(model.name, model.namespace, meta.server_labels(model.name)),
+        "spec": {
+            "selector": {"matchLabels": meta.server_selector(model.name)},
+            "maxUnavailable": DISRUPTION_MAX_UNAVAILABLE,
         },
     }
 

@@ -53,9 +53,11 @@ def startup_seconds(spec: SpyreModelSpec) -> int:
 
 
 def cards(spec: SpyreModelSpec, role: Role) -> int:
-    """Spyre cards of a pod: none for the weights Job and when the step runs on CPU
-    (eager, inductor, sendnn_compile_only)."""
-    if role in CARD_FREE or backend_for(spec, role) != "sendnn":
+    """Spyre cards of a pod: spec.accelerator's count (one per rank with sendnn, 0 unless
+    set with a CPU backend), whatever the backend runs on, so a CPU stand-in that holds
+    cards counts as a card model does; none for the weights and clean-up Jobs and for a
+    compile with sendnn_compile_only, which needs no card by design."""
+    if role in CARD_FREE or backend_for(spec, role) == "sendnn_compile_only":
         return 0
     return spec.accelerator_count
 
