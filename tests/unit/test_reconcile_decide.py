@@ -163,6 +163,10 @@ def ready_state(spec_patch: dict[str, Any] | None = None) -> tuple[dict[str, Any
         "service": service,
         "network_policy": copy.deepcopy(applied(first, "NetworkPolicy")),
         "deployment": deployment_view(live),
+        "disruption_budget": next(
+            (copy.deepcopy(a.obj) for a in first.actions if a.obj["kind"] == "PodDisruptionBudget"),
+            None,
+        ),
     }
     status = step(body(spec_patch, **first.status.to_k8s()), **kwargs).status.to_k8s()
     return kwargs, status
@@ -336,7 +340,8 @@ def test_condition_times_move_only_when_status_flips() -> None:
 def test_replicas_change_patches_the_deployment_in_place() -> None:
     kwargs, status = ready_state()
     plan = step(body({"replicas": 3}, **status), **kwargs)
-    assert [(a.verb, a.obj["kind"]) for a in plan.actions] == [("apply", "Deployment")]
+    kinds = [(a.verb, a.obj["kind"]) for a in plan.actions]
+    assert kinds == [("apply", "Deployment"), ("apply", "PodDisruptionBudget")]
     deploy = applied(plan, "Deployment")
     assert deploy["spec"]["replicas"] == 3
     assert plan.actions[0].reason == "UpdatedDeployment"
@@ -948,3 +953,23 @@ def test_the_floor_keeps_the_replicas_and_says_what_to_do() -> None:
     # a compile that found free cards takes nothing
     running = job_view(job(changed, active=1), [])
     assert step(body(CARDS, **status), **(kwargs | {"job": running})).actions == []
+
+
+def test_two_replicas_or_more_have_a_disruption_budget_kept_as_written() -> None:
+    kwargs, status = ready_state({"replicas": 2})
+    budget = kwargs["disruption_budget"]
+    assert budget["spec"] == {
+        "selector": {"matchLabels": meta.server_selector("micro-granite-cpu")},
+        "maxUnavailable": 1,
+    }
+    assert budget["metadata"]["ownerReferences"][0]["controller"] is True
+    # kept: nothing to write; changed by someone: applied again
+    assert step(body({"replicas": 2}, **status), **kwargs).actions == []
+    edited = copy.deepcopy(budget)
+    edited["spec"]["maxUnavailable"] = 0
+    again = step(body({"replicas": 2}, **status), **(kwargs | {"disruption_budget": edited}))
+    assert [(a.verb, a.obj["kind"]) for a in again.actions] == [("apply", "PodDisruptionBudget")]
+    # one replica: no budget (it would block a drain, or allow it anyway)
+    one = step(body({"replicas": 1}, **status), **kwargs)
+    (gone,) = [a for a in one.actions if a.obj["kind"] == "PodDisruptionBudget"]
+    assert (gone.verb, gone.reason) == ("delete", "DeletedPodDisruptionBudget")

@@ -8,6 +8,7 @@ import pytest
 from apilib import AFFINITY, COMMIT, example, merge, pinned, with_spec
 
 from spyre_operator.api.validation import SpyreModel, parse
+from spyre_operator.reconcile.kube import KINDS, served
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import (
@@ -234,8 +235,12 @@ def test_a_disruption_budget_keeps_all_but_one_replica_of_two_or_more() -> None:
     }
     selected = build_deployment(model)["spec"]["template"]["metadata"]["labels"]
     assert budget["spec"]["selector"]["matchLabels"].items() <= selected.items()
-    old = build_pod_disruption_budget(model, api_version="policy/v1beta1")
-    assert old is not None and old["apiVersion"] == "policy/v1beta1"
+    # a cluster that serves policy/v1beta1 only (1.20) gets it in that version
+    KINDS["PodDisruptionBudget"] = ("apis/policy/v1beta1", "poddisruptionbudgets")
+    try:
+        assert served(budget)["apiVersion"] == "policy/v1beta1"
+    finally:
+        KINDS["PodDisruptionBudget"] = ("apis/policy/v1", "poddisruptionbudgets")
 
 
 def test_a_user_toleration_for_the_card_resource_is_kept_alone() -> None:

@@ -117,6 +117,23 @@ def _apply(want: dict[str, Any], live: dict[str, Any] | None) -> list[Action]:
     return [Action("apply", want, f"Updated{kind}", f"applied the spec to {kind} {name}")]
 
 
+def _budget(
+    model: SpyreModel, want: dict[str, Any] | None, live: dict[str, Any] | None
+) -> list[Action]:
+    """The PodDisruptionBudget of 2 or more replicas (a drain takes one at a time), gone
+    below 2 (a budget of one replica would block a drain for ever, or allow it anyway)."""
+    if want is not None:
+        return _apply(want, live)
+    if live is None:
+        return []
+    me = {
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": model.name, "namespace": model.namespace},
+    }
+    said = f"deleted PodDisruptionBudget {model.name}: {model.spec.replicas} replica(s)"
+    return [Action("delete", me, "DeletedPodDisruptionBudget", said)]
+
+
 def _revision_event(old: dict[str, Any], weights: WeightsSummary | None) -> list[Event]:
     """The revision now names another commit than the one compiled before: said once.
     `old` is the stored status."""
@@ -280,6 +297,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
 
     if active_key is not None:
         actions += _apply(want.service, obs.service)
+        actions += _budget(model, want.disruption_budget, obs.disruption_budget)
 
     conds, phase = model_conditions(
         obs, model, key, cache, cache_ready, failure, rolling, queued, cleaning

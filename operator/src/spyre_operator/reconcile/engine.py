@@ -346,7 +346,8 @@ class Reconciler:
             if action in deferred:
                 self.unserved.served(action.obj["kind"])
             done.append(Event("Normal", action.reason, action.message))
-            if action.verb == "delete":  # an inventory entry went: no status to write
+            if action.verb == "delete" and action.obj["kind"] == self.kind:
+                # an inventory entry went: no status to write
                 for event in done:
                     self._say(body, event)
                 return

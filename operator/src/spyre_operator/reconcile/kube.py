@@ -115,9 +115,31 @@ KINDS = {
     "Job": ("apis/batch/v1", "jobs"),
     "Deployment": ("apis/apps/v1", "deployments"),
     "NetworkPolicy": ("apis/networking.k8s.io/v1", "networkpolicies"),
+    # policy/v1 from Kubernetes 1.21 (and only it from 1.25); 1.20 serves v1beta1, with the
+    # same fields for what the operator writes: `serve_policy` picks what the cluster has.
+    "PodDisruptionBudget": ("apis/policy/v1", "poddisruptionbudgets"),
     "SpyreModel": ("apis/serving.spyre.dev/v1alpha1", "spyremodels"),
     "SpyreCache": ("apis/serving.spyre.dev/v1alpha1", "spyrecaches"),
 }
+
+
+def served(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` in the version of its kind the operator talks to (KINDS)."""
+    version = KINDS[obj["kind"]][0].removeprefix("apis/").removeprefix("api/")
+    return obj if obj.get("apiVersion") in (None, version) else {**obj, "apiVersion": version}
+
+
+def serve_policy(kube: Kube) -> str:
+    """Talk policy/v1 where the cluster serves it, else v1beta1 (Kubernetes 1.20); the
+    group version chosen."""
+    versions = kube.request("GET", "/apis/policy").get("versions") or []
+    chosen = (
+        "policy/v1"
+        if any(v.get("groupVersion") == "policy/v1" for v in versions)
+        else ("policy/v1beta1")
+    )
+    KINDS["PodDisruptionBudget"] = (f"apis/{chosen}", "poddisruptionbudgets")
+    return chosen
 
 
 def path(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
@@ -249,7 +271,7 @@ class Kube:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         self._count("POST", obj["kind"])
-        return self.request("POST", path(obj["kind"], meta["namespace"]), obj)
+        return self.request("POST", path(obj["kind"], meta["namespace"]), served(obj))
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply as the operator's field manager, taking over conflicts."""
@@ -258,7 +280,7 @@ class Kube:
         return self.request(
             "PATCH",
             path(obj["kind"], meta["namespace"], meta["name"]),
-            obj,
+            served(obj),
             content_type=APPLY,
             query={"fieldManager": FIELD_MANAGER, "force": "true"},
         )
@@ -299,7 +321,7 @@ class Kube:
         with self._lock:
             self.dry_runs[obj["kind"]] += 1
         url = path(obj["kind"], meta["namespace"])
-        self.request("POST", url, obj, query={"dryRun": "All"})
+        self.request("POST", url, served(obj), query={"dryRun": "All"})
 
     def total_writes(self) -> int:
         with self._lock:

@@ -140,6 +140,7 @@ class Observed:
     deployment: DeploymentView | None = None
     service: dict[str, Any] | None = None
     network_policy: dict[str, Any] | None = None
+    disruption_budget: dict[str, Any] | None = None
     pod_issues: tuple[PodIssue, ...] = field(default_factory=tuple)
     unschedulable: tuple[Unschedulable, ...] = ()  # serving pods no node takes
 
@@ -158,6 +159,7 @@ class Observed:
             ("Deployment", self.deployment.live if self.deployment else None),
             ("Service", self.service),
             ("NetworkPolicy", self.network_policy),
+            ("PodDisruptionBudget", self.disruption_budget),
         ):
             if child is not None:
                 found.add((kind, child["metadata"]["name"]))
@@ -391,7 +393,7 @@ def observe(
         if inventory:
             name = meta.cleanup_job_name(key)
             cleanup_job = _job(kube, ns, name, CONTAINER_NAMES["clean"], _finished)
-    deployment = service = network_policy = None
+    deployment = service = network_policy = budget = None
     issues: tuple[PodIssue, ...] = ()
     waiting: tuple[Unschedulable, ...] = ()
     if model.serves:  # a SpyreCache only compiles
@@ -403,6 +405,7 @@ def observe(
                 issues, waiting = pod_issues(pods), unschedulable(pods)
         service = kube.get("Service", ns, model.name)
         network_policy = kube.get("NetworkPolicy", ns, model.name)
+        budget = kube.get("PodDisruptionBudget", ns, model.name)
     return Observed(
         body=body,
         pvc_exists=pvc_exists,
@@ -417,6 +420,7 @@ def observe(
         deployment=deployment,
         service=service,
         network_policy=network_policy,
+        disruption_budget=budget,
         pod_issues=issues,
         unschedulable=waiting,
     )

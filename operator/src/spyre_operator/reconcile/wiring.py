@@ -21,14 +21,20 @@ from spyre_operator.reconcile.dryrun import PARALLEL
 from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
 from spyre_operator.reconcile.events import EventPoster
 from spyre_operator.reconcile.indexes import CACHES, MODELS, IndexedKube, compile_queue
-from spyre_operator.reconcile.kube import KINDS, REQUEST_TIMEOUT, Kube, load_api_client
+from spyre_operator.reconcile.kube import (
+    KINDS,
+    REQUEST_TIMEOUT,
+    Kube,
+    load_api_client,
+    serve_policy,
+)
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.triggers import Resync, watched_count
 from spyre_operator.reconcile.watches import Source, Store, Watches
 from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
 from spyre_operator.render import meta
 
-CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy")
+CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget")
 
 
 def configure(
@@ -49,6 +55,7 @@ def configure(
     # the progress reader: a pool too small discards connections (a TLS handshake each,
     # and a WARNING) in every burst of creates.
     api = load_api_client(config.kubeconfig, pool_size=workers * PARALLEL + 4)
+    serve_policy(Kube(api))  # the PodDisruptionBudgets' version, before their watch
     stores = {  # a user's cache claim is not labelled: not every PVC is in the store
         plural: Store(plural, complete=plural != "persistentvolumeclaims")
         for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim"))

@@ -208,23 +208,19 @@ def build_service(model: SpyreModel) -> dict[str, Any]:
     }
 
 
-# policy/v1 from Kubernetes 1.21; 1.20 serves only policy/v1beta1 (the same fields here).
-POLICY_V1, POLICY_V1BETA1 = "policy/v1", "policy/v1beta1"
 # A drain (or any eviction) takes one serving replica at a time.
 DISRUPTION_MAX_UNAVAILABLE = 1
 
 
-def build_pod_disruption_budget(
-    model: SpyreModel, api_version: str = POLICY_V1
-) -> dict[str, Any] | None:
+def build_pod_disruption_budget(model: SpyreModel) -> dict[str, Any] | None:
     """The PodDisruptionBudget of a model with 2 or more replicas (None below: with one
     replica a budget of 1 would let a drain take it anyway, and 0 would block the drain
-    for ever). `api_version`: what the cluster serves. Not in `desired` yet: the
-    reconciler does not write it."""
+    for ever). In policy/v1; the client talks the version the cluster serves
+    (reconcile/kube.py: served)."""
     if model.spec.replicas < 2:
         return None
     return {
-        "apiVersion": api_version,
+        "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _metadata(model.name, model.namespace, meta.server_labels(model.name)),
         "spec": {
@@ -298,6 +294,7 @@ class Desired:
     network_policy: dict[str, Any] | None  # server-side applied, before the Deployment
     deployment: dict[str, Any] | None  # server-side applied
     service: dict[str, Any] | None  # server-side applied
+    disruption_budget: dict[str, Any] | None = None  # server-side applied; 2+ replicas
 
     def objects(self) -> list[dict[str, Any]]:
         """In creation order."""
@@ -308,6 +305,7 @@ class Desired:
             self.network_policy,
             self.deployment,
             self.service,
+            self.disruption_budget,
         )
         return [obj for obj in found if obj is not None]
 
@@ -344,12 +342,15 @@ def desired(
             deployment = _finish(
                 build_deployment(model, platform, commit), model, uid, controller=True, hashed=True
             )
-    network_policy = service = None
+    network_policy = service = budget = None
     if model.serves:
         network_policy = _finish(
             build_network_policy(model), model, uid, controller=True, hashed=True
         )
         service = _finish(build_service(model), model, uid, controller=True, hashed=True)
+        built = build_pod_disruption_budget(model)
+        if built is not None:
+            budget = _finish(built, model, uid, controller=True, hashed=True)
     return Desired(
         pvc=build_cache_pvc(spec, model.namespace) if spec.cache.volume.create else None,
         weights=weights,
@@ -357,4 +358,5 @@ def desired(
         network_policy=network_policy,
         deployment=deployment,
         service=service,
+        disruption_budget=budget,
     )

@@ -1,0 +1,60 @@
+"""A model of 2 or more replicas has a PodDisruptionBudget (a drain takes one replica at a
+time), in the version of the policy API the cluster serves (policy/v1beta1 on this 1.20
+API server), kept as written, and removed below 2 replicas."""
+# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cluster_sim import (  # noqa: F401 (fixtures)
+    Operator,
+    kube,
+    model,
+    operator,
+    spec_patch,
+    to_ready,
+    wait_for,
+)
+
+from spyre_operator.reconcile.kube import Kube
+
+pytestmark = pytest.mark.integration
+
+BUDGETS = "/apis/policy/v1beta1/namespaces/{}/poddisruptionbudgets/m"
+
+
+def budget(kube: Kube, namespace: str) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = kube.request("GET", BUDGETS.format(namespace))
+    except Exception as err:  # 404: none
+        if getattr(err, "not_found", False):
+            return None
+        raise
+    return found
+
+
+def test_two_replicas_have_a_budget_kept_as_written_and_gone_at_one(
+    kube: Kube, namespace: str, operator: Operator
+) -> None:
+    doc = model(namespace, "m")
+    doc["spec"]["replicas"] = 2
+    to_ready(kube, doc)
+    found = wait_for(lambda: budget(kube, namespace), "the PodDisruptionBudget")
+    assert found["spec"]["maxUnavailable"] == 1
+    assert found["spec"]["selector"]["matchLabels"]["serving.spyre.dev/model"] == "m"
+    assert found["metadata"]["ownerReferences"][0]["name"] == "m"
+    # someone lets a drain take every replica: taken back
+    kube.request(
+        "PATCH",
+        BUDGETS.format(namespace),
+        {"spec": {"maxUnavailable": 2}},
+        content_type="application/merge-patch+json",
+    )
+    wait_for(
+        lambda: ((b := budget(kube, namespace)) and b["spec"]["maxUnavailable"] == 1) or None,
+        "the budget as written",
+    )
+    spec_patch(kube, namespace, "m", {"replicas": 1})
+    wait_for(lambda: budget(kube, namespace) is None or None, "no budget at 1 replica")
