@@ -20,12 +20,12 @@ from spyre_operator.reconcile import allocator, compiles, metrics, options, trig
 from spyre_operator.reconcile.dryrun import PARALLEL
 from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
 from spyre_operator.reconcile.events import EventPoster
-from spyre_operator.reconcile.indexes import CACHES, MODELS, IndexedKube, compile_queue
+from spyre_operator.reconcile.indexes import CACHES, MODELS, IndexedKube, compile_queue, stored
 from spyre_operator.reconcile.kube import KINDS, REQUEST_TIMEOUT, Kube, load_api_client
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.triggers import Resync, watched_count
 from spyre_operator.reconcile.watches import Source, Store, Watches
-from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
+from spyre_operator.reconcile.workqueue import Key, WorkQueue
 from spyre_operator.render import meta
 
 CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy")
@@ -65,11 +65,15 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
     interval = options.progress_seconds()
     progress = ProgressReader(kube, interval) if interval else None  # shared like starts
 
-    def reconcile(key: Key, copy: Copy) -> float | None:
-        return memo.reconcilers[key[0]].reconcile(key[1], key[2], copy)
+    def reconcile(key: Key) -> float | None:
+        return memo.reconcilers[key[0]].reconcile(key[1], key[2])
+
+    def seen(key: Key, version: str) -> None:
+        memo.reconcilers[key[0]].listed(key[1], key[2], version)
 
     memo.queue = WorkQueue(reconcile, complain)
     shared = metrics.Metrics()
+    watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.reconcilers = {
         kind: Reconciler(
             kube,
@@ -81,11 +85,11 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
             metrics=shared,
             progress=progress,
             unserved=unserved,
+            stored=functools.partial(stored, watched[kind]),
         )
         for kind in (KIND, CACHE_KIND)
     }
     memo.watches = start_watches(memo.reconcilers, stores)
-    watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.resync = Resync(
         kube,
         memo.queue,
@@ -93,6 +97,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping
         options.resync_seconds(),
         namespaces=options.namespaces(),
         after_pass=allocator.trim,  # a pass's pages of bodies, and a burst's, freed
+        seen=seen,
     )
     port = options.metrics_port()
     if port:
