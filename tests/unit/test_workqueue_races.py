@@ -7,7 +7,9 @@ nothing is lost once the queue is drained.
 
 The same machine finds the two lost-work races of the old design, whose queue carried the
 events' copies and whose reconciler skipped a run whose copy was the echo of its status
-write: `CopyingQueue` models that queue, with each fix switchable."""
+write (`CopyingQueue` models that queue, with each fix switchable), and what was still lost
+with both fixes: an echo's copy queued behind a failed run was skipped as a success and
+cancelled the retry; a resync left a key alone whose queued run was such an echo."""
 
 from __future__ import annotations
 
