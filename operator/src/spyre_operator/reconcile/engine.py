@@ -2,9 +2,9 @@
 
 Everything is derived from the cluster on each pass (the SpyreModel as the watch store
 holds it, its children and its stored status). Between passes the reconciler keeps only the
-resourceVersion of its own last status write (its watch echo needs no run), the specs
-whose dry runs passed,
-the next progress reading of a running compile (progress.py), the compile Jobs it
+resourceVersion of its own last status write (its watch echo needs no run, and a store
+that has not shown it yet is read around), the specs whose dry runs passed, the next
+progress reading of a running compile (progress.py), the compile Jobs it
 created a moment ago that the watch has not brought yet, and a kind found not served (the
 SpyreCache CRD missing: no inventory entries for a while), so a restarted operator continues
 where the last one stopped. When a reconcile runs is the work queue's business
