@@ -198,7 +198,7 @@ def test_a_running_compile_is_reconciled_again_for_its_progress_an_idle_model_is
     assert kube.total_writes() == writes + 2
 
     # the work queue keeps the promise: one run pending in 60 s, cancelled when forgotten
-    rec.queue = WorkQueue(lambda k, copy: rec.reconcile(k[1], k[2], copy), complain, clock)
+    rec.queue = WorkQueue(lambda k: rec.reconcile(k[1], k[2]), complain, clock)
     rec.enqueue(NS, MODEL)
     assert rec.queue.process(block=False)
     key = (KIND, NS, MODEL)

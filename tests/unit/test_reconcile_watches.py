@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from apilib import example
 
-from spyre_operator.reconcile.indexes import IndexedKube, index_entry
+from spyre_operator.reconcile.indexes import IndexedKube, index_entry, model_entry, stored
 from spyre_operator.reconcile.kube import ApiError
 from spyre_operator.reconcile.observe import pod_issues
 from spyre_operator.reconcile.watches import SELECTOR, Source, Store, Watch, Watches
@@ -275,3 +276,22 @@ def test_entries_of_separately_parsed_events_share_their_keys_and_short_strings(
     )
     assert key_a is key_b and value_a is value_b  # one object each, not one per entry
     assert a["status"]["message"] == long and a["status"]["message"] is not b["status"]["message"]
+
+
+def test_a_model_is_indexed_whole_but_its_managed_fields_for_its_reconciles_to_read() -> None:
+    """The watch store the reconciles read (kopf's index): the object as its event brought
+    it, without the managedFields, with the compile Job it wants (the compile queue)."""
+    body = example("micro-granite-cpu")
+    body["metadata"] |= {"namespace": "ns", "resourceVersion": "7", "uid": "u"}
+    # its weights downloaded (the example's revision): it wants its compile Job
+    body["status"] = {
+        "weights": {"state": "Ready", "commit": "6e9c6465a9d7e5e9fa35004a29f0c90befa7d23f"}
+    }
+    body["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    (key, entry), *_ = model_entry(body).items()
+    metadata = {k: v for k, v in body["metadata"].items() if k != "managedFields"}
+    assert key == ("ns", "micro-granite-cpu") and entry.body == body | {"metadata": metadata}
+    assert entry.want is not None and entry.want.name == "micro-granite-cpu"
+    index = {key: [entry]}  # kopf's index: key -> the values of the objects under it
+    assert stored(index, "ns", "micro-granite-cpu") is entry.body
+    assert stored(index, "ns", "other") is None

@@ -15,7 +15,7 @@ from spyre_operator.reconcile import triggers, workqueue
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.kube import ApiError, Kube
 from spyre_operator.reconcile.triggers import Resync, watched_count
-from spyre_operator.reconcile.workqueue import Copy, Key, Listed, WorkQueue
+from spyre_operator.reconcile.workqueue import Key, WorkQueue
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit
@@ -33,15 +33,15 @@ class Clock:
 
 
 class Recorder:
-    """A handler that records its runs (key, copy) and fails while told to."""
+    """A handler that records its runs (keys) and fails while told to."""
 
     def __init__(self) -> None:
-        self.runs: list[tuple[Key, Copy]] = []
+        self.runs: list[Key] = []
         self.failing: dict[Key, int] = {}  # key -> failures still to come
         self.said: list[tuple[Key, float, str | None]] = []  # (key, delay, said before)
 
-    def __call__(self, key: Key, copy: Copy) -> None:
-        self.runs.append((key, copy))
+    def __call__(self, key: Key) -> None:
+        self.runs.append(key)
         if self.failing.get(key):
             self.failing[key] -= 1
             raise RuntimeError(f"failure {len(self.runs)}")
@@ -60,44 +60,32 @@ def drain(q: WorkQueue) -> None:
         pass
 
 
-def test_a_key_queued_twice_runs_once_with_the_latest_copy() -> None:
+def test_a_key_queued_twice_runs_once_in_its_first_place() -> None:
     rec = Recorder()
     q = queue(rec)
-    q.add(A, {"v": 1})
+    q.add(A)
     q.add(B)
-    q.add(A, {"v": 2})
-    q.add(A, {"v": 3})
+    q.add(A)
+    q.add(A)
     drain(q)
-    assert rec.runs == [(A, {"v": 3}), (B, None)]  # A keeps its place, runs once
-
-
-def test_a_trigger_without_a_copy_makes_the_run_read_afresh() -> None:
-    """A copy could be the echo of the reconciler's own status write (skipped); a child's
-    event coalesced with it must still run the reconcile."""
-    rec = Recorder()
-    q = queue(rec)
-    q.add(A, {"v": 1})
-    q.add(A)  # a child changed
-    q.add(A, {"v": 2})  # a later event of A itself
-    drain(q)
-    assert rec.runs == [(A, None)]
+    assert rec.runs == [A, B]  # A keeps its place, runs once
 
 
 def test_a_key_added_while_it_runs_runs_once_more_after_behind_the_others() -> None:
     rec = Recorder()
     q = queue(rec)
 
-    def handler(key: Key, copy: Copy) -> None:
-        rec(key, copy)
+    def handler(key: Key) -> None:
+        rec(key)
         if len(rec.runs) == 1:  # while A runs: A three times, then B
-            for c in ({"v": 1}, {"v": 2}, {"v": 3}):
-                q.add(A, c)
+            for _ in range(3):
+                q.add(A)
             q.add(B)
 
     q.handle = handler
     q.add(A)
     drain(q)
-    assert rec.runs == [(A, None), (B, None), (A, {"v": 3})]
+    assert rec.runs == [A, B, A]
 
 
 def test_one_key_never_runs_twice_at_once_and_never_blocks_the_others() -> None:
@@ -109,7 +97,7 @@ def test_one_key_never_runs_twice_at_once_and_never_blocks_the_others() -> None:
     overlap: list[Key] = []
     release = threading.Event()
 
-    def handler(key: Key, copy: Copy) -> None:
+    def handler(key: Key) -> None:
         with lock:
             running[key] += 1
             runs[key] += 1
@@ -187,29 +175,29 @@ def failed_once() -> tuple[WorkQueue, Recorder, Clock]:
 
 def test_an_event_runs_a_failing_key_at_once_and_its_success_cancels_the_retry() -> None:
     q, rec, clock = failed_once()
-    q.add(A, {"v": 2})  # its spec changed: no reason to wait
+    q.add(A)  # its spec changed: no reason to wait
     assert q.process(block=False)
-    assert rec.runs[-1] == (A, {"v": 2}) and q.retry_in(A) is None
+    assert rec.runs == [A, A] and q.retry_in(A) is None
     clock.now += 60
     assert not q.process(block=False)  # the retry is gone
 
 
-def test_a_deleted_key_loses_its_retry_and_a_queued_run_reads_afresh() -> None:
+def test_a_deleted_key_loses_its_retry_and_a_queued_run_finds_it_gone() -> None:
     q, rec, clock = failed_once()
-    q.add(A, {"v": 1})
+    q.add(A)
     q.forget(A)  # its DELETED event
     assert (q.retry_in(A), q.failures(A)) == (None, 0)
     drain(q)
     clock.now += 60
     drain(q)
-    assert rec.runs == [(A, None), (A, None)]
+    assert rec.runs == [A, A]
 
 
 def test_a_run_that_asks_to_run_again_is_queued_then_not_before() -> None:
     """A running compile's progress: the reconcile returns when it wants to run again."""
     clock, runs = Clock(), []
 
-    def handle(key: Key, copy: Copy) -> float | None:
+    def handle(key: Key) -> float | None:
         runs.append(clock.now)
         return 60.0 if len(runs) < 3 else None
 
@@ -230,11 +218,11 @@ def test_a_run_that_asks_to_run_again_is_queued_then_not_before() -> None:
 
 
 def test_a_run_that_asks_for_nothing_keeps_the_run_asked_for_before() -> None:
-    """The echo of a status write (a run that decides nothing) does not cancel the
-    retention's or the progress' run; a success cancels a retry."""
+    """A run that decides nothing (it started before what made the other ask) does not
+    cancel the retention's or the progress' run; a success cancels a retry."""
     clock, answers = Clock(), [3600.0, None]
 
-    def handle(key: Key, copy: Copy) -> float | None:
+    def handle(key: Key) -> float | None:
         return answers.pop(0)
 
     q = WorkQueue(handle, Recorder().complain, clock=clock)
@@ -250,8 +238,8 @@ def test_a_hot_key_does_not_starve_the_others() -> None:
     rec = Recorder()
     q = queue(rec)
 
-    def handler(key: Key, copy: Copy) -> None:
-        rec(key, copy)
+    def handler(key: Key) -> None:
+        rec(key)
         if key == A:
             q.add(A)
             q.add(A)
@@ -262,18 +250,18 @@ def test_a_hot_key_does_not_starve_the_others() -> None:
     q.add(C)
     for _ in range(7):
         q.process(block=False)
-    assert [key for key, _ in rec.runs] == [A, B, C, A, A, A, A]
+    assert rec.runs == [A, B, C, A, A, A, A]
     q.add(B)  # a newcomer runs right after the hot key's current turn
     q.process(block=False)
     q.process(block=False)
-    assert [key for key, _ in rec.runs[-2:]] == [A, B]
+    assert rec.runs[-2:] == [A, B]
 
 
 def test_shutdown_lets_the_run_in_progress_finish_and_stops_the_workers() -> None:
     entered, release = threading.Event(), threading.Event()
     done: list[Key] = []
 
-    def handler(key: Key, copy: Copy) -> None:
+    def handler(key: Key) -> None:
         entered.set()
         assert release.wait(WAIT)
         done.append(key)
@@ -325,19 +313,20 @@ class Lister:
 
 
 class Lane:
-    """The queue's resync side, recorded: (seconds since the start, key, copy) per key."""
+    """The queue's resync side, recorded: (seconds since the start, key) per key, and the
+    resourceVersion the LIST brought of each (`seen`)."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock, self.start = clock, clock.now
-        self.added: list[tuple[float, Key, Any]] = []
-        self.listings: list[bool] = []
+        self.added: list[tuple[float, Key]] = []
+        self.versions: list[tuple[Key, str]] = []
         self.waiting = 0
 
-    def listing(self, sent: bool = True) -> None:
-        self.listings.append(sent)
+    def resync(self, key: Key) -> None:
+        self.added.append((self.clock.now - self.start, key))
 
-    def resync(self, key: Key, copy: Any = None) -> None:
-        self.added.append((self.clock.now - self.start, key, copy))
+    def seen(self, key: Key, version: str) -> None:
+        self.versions.append((key, version))
 
     def resyncs_waiting(self) -> int:
         return self.waiting
@@ -359,6 +348,7 @@ def run_resync(
         return clock.now >= start + (passes + 1) * period
 
     kube: Any = lister
+    kw.setdefault("seen", lane.seen)
     resync = Resync(kube, lane, lambda: count, period, clock=clock, wait=wait, **kw)
     resync.run()
     return resync
@@ -371,23 +361,15 @@ def test_the_resync_lists_in_pages_and_spreads_each_pass_over_its_period() -> No
     lane = Lane(clock)
     run_resync(lister, lane, clock, 100, passes=2)
     keys = [(KIND, "ns", f"m{i}") for i in range(3)] + [(CACHE_KIND, "ns", "c")]
-    assert [(when, key) for when, key, _ in lane.added] == [
-        (p * 100 + 25 * i, k) for p in (1, 2) for i, k in enumerate(keys)
-    ]
-    # Each with its listed copy (no GET), marked as listed, without its managedFields.
-    _, _, copy = lane.added[0]
-    assert isinstance(copy, Listed) and copy["metadata"] == {
-        "namespace": "ns",
-        "name": "m0",
-        "resourceVersion": "7",
-    }
+    assert lane.added == [(p * 100 + 25 * i, k) for p in (1, 2) for i, k in enumerate(keys)]
+    # Each key only (its run reads the watch store), the version listed told first: a
+    # store that missed an event is read around.
+    assert lane.versions == [(k, "7") for k in keys] * 2
     assert lister.queries[:3] == [
         (MODELS_URL, {"limit": str(triggers.PAGE)}),
         (MODELS_URL, {"limit": str(triggers.PAGE), "continue": f"{MODELS_URL}@2"}),
         (CACHES_URL, {"limit": str(triggers.PAGE)}),
     ]
-    # The queue learns of each LIST before it is sent, and when the pass is over.
-    assert lane.listings == [True, True, True, False] * 2
 
 
 def test_the_next_page_is_listed_only_when_the_last_one_is_queued() -> None:
@@ -413,7 +395,7 @@ def test_the_resync_waits_while_the_queue_holds_a_page_of_its_keys() -> None:
     lane.resyncs_waiting = waiting  # type: ignore[method-assign]
     run_resync(lister, lane, clock, 100, passes=1, kinds=[KIND], count=2)
     # the second object as far after the first as the spread says, less the CATCH_UP
-    assert [when for when, _, _ in lane.added] == [110, 160 - triggers.CATCH_UP]
+    assert [when for when, _ in lane.added] == [110, 160 - triggers.CATCH_UP]
     assert looks[0] == 100 and looks[-1] == 160 - triggers.CATCH_UP
 
 
@@ -442,7 +424,7 @@ def test_a_slow_list_moves_the_rest_of_the_pass_back_and_an_overrun_the_next_pas
             after_pass=lambda: trims.append(1),
         )
     # 2nd pass: from 200 to 395, so the 3rd starts at 395, not at 300 (no pass at once)
-    assert [when for when, _, _ in lane.added] == [103, 150, 350, 395, 425, 470]
+    assert [when for when, _ in lane.added] == [103, 150, 350, 395, 425, 470]
     assert (resync.passes, resync.last_pass) == (3, (2, 75.0)) and len(trims) == 3
     said = [r.getMessage() for r in caplog.records]
     assert said == [
@@ -466,7 +448,7 @@ def test_a_pass_keeps_pace_with_a_count_that_grows_while_it_runs() -> None:
     kube: Any = lister
     count = lambda: 2 if len(lane.added) < 2 else 4  # noqa: E731
     Resync(kube, lane, count, 100, kinds=[KIND], clock=clock, wait=wait).run()
-    assert [when for when, _, _ in lane.added[:4]] == [100, 150, 175, 200]
+    assert [when for when, _ in lane.added[:4]] == [100, 150, 175, 200]
 
 
 def test_an_expired_continue_token_is_followed_by_the_one_its_410_brings() -> None:
@@ -475,7 +457,7 @@ def test_an_expired_continue_token_is_followed_by_the_one_its_410_brings() -> No
     lister.expire[f"{MODELS_URL}@1"] = f"{MODELS_URL}@2"  # m1 changed meanwhile: skipped
     lane = Lane(clock)
     run_resync(lister, lane, clock, 100, passes=1, kinds=[KIND], count=3)
-    assert [key[2] for _, key, _ in lane.added] == ["m0", "m2"]
+    assert [key[2] for _, key in lane.added] == ["m0", "m2"]
     assert [q.get("continue") for _, q in lister.queries] == [
         None,
         f"{MODELS_URL}@1",
@@ -492,13 +474,12 @@ def test_a_410_without_a_token_or_an_error_ends_the_pass_and_the_next_pass_lists
     lane = Lane(clock)
     with caplog.at_level(logging.WARNING):
         run_resync(lister, lane, clock, 100, passes=2, kinds=[KIND], count=2)
-    assert [(when, key[2]) for when, key, _ in lane.added] == [
+    assert [(when, key[2]) for when, key in lane.added] == [
         (100, "m0"),
         (200, "m0"),
         (250, "m1"),
     ]
     assert "resync pass stopped: 410 Gone" in caplog.text
-    assert lane.listings[-1] is False
 
 
 def test_a_namespaced_operator_lists_each_watched_namespace() -> None:
@@ -507,7 +488,7 @@ def test_a_namespaced_operator_lists_each_watched_namespace() -> None:
     lister = Lister({url: [listed_body(KIND, url.split("/")[5], "m")] for url in urls})
     lane = Lane(clock)
     run_resync(lister, lane, clock, 100, passes=1, kinds=[KIND], namespaces=["a", "b"], count=2)
-    assert [key for _, key, _ in lane.added] == [(KIND, "a", "m"), (KIND, "b", "m")]
+    assert [key for _, key in lane.added] == [(KIND, "a", "m"), (KIND, "b", "m")]
 
 
 def test_ten_thousand_models_resync_at_under_fifty_requests_per_second_by_default() -> None:
@@ -519,7 +500,7 @@ def test_ten_thousand_models_resync_at_under_fifty_requests_per_second_by_defaul
     lister = Lister({MODELS_URL: models, CACHES_URL: caches})
     lane = Lane(clock)
     run_resync(lister, lane, clock, period, passes=1, count=2 * n)
-    per_second = collections.Counter(int(when) for when, _, _ in lane.added)
+    per_second = collections.Counter(int(when) for when, _ in lane.added)
     assert sum(per_second.values()) == 2 * n and len(lister.queries) == 2 * n // triggers.PAGE
     # reconciles (no GET each) plus the LISTs: 20,000 / 300 s = 66.7 reconciles a second
     assert max(per_second.values()) <= 67 and len(lister.queries) / period < 0.2
@@ -544,7 +525,7 @@ def queued_reconcilers(q: WorkQueue) -> dict[str, Reconciler]:
     }
 
 
-def test_the_triggers_only_queue_a_model_with_its_copy_or_for_a_fresh_read() -> None:
+def test_the_triggers_only_queue_keys_and_an_echo_of_a_status_write_none() -> None:
     rec = Recorder()
     q = queue(rec)
     reconcilers = queued_reconcilers(q)
@@ -556,15 +537,16 @@ def test_the_triggers_only_queue_a_model_with_its_copy_or_for_a_fresh_read() -> 
     triggers.child_changed(reconcilers, "ADDED", service)  # made by the reconciler: nothing
     triggers.child_changed(reconcilers, "MODIFIED", service)
     drain(q)
-    assert rec.runs == [
-        (A, body),
-        (("SpyreCache", "ns", "a"), body | {"kind": CACHE_KIND}),
-        (B, None),
-    ]
-    triggers.model_event(reconcilers[KIND], "MODIFIED", body)
-    triggers.model_event(reconcilers[KIND], "DELETED", body)  # still queued: reads afresh
+    assert rec.runs == [A, ("SpyreCache", "ns", "a"), B]
+    reconcilers[KIND]._written[("ns", "a")] = "8"  # what its status write returned
+    echo = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "8"}}
+    triggers.model_event(reconcilers[KIND], "MODIFIED", echo)
     drain(q)
-    assert rec.runs[-1] == (A, None)
+    assert len(rec.runs) == 3 and reconcilers[KIND].stats["echoes"] == 1
+    triggers.model_event(reconcilers[KIND], "MODIFIED", body)  # not the echo: runs
+    triggers.model_event(reconcilers[KIND], "DELETED", body)  # still queued: finds it gone
+    drain(q)
+    assert rec.runs[3:] == [A]
 
 
 def test_the_resync_waits_for_what_triggers_queued_and_leaves_queued_keys_alone() -> None:
@@ -574,12 +556,13 @@ def test_the_resync_waits_for_what_triggers_queued_and_leaves_queued_keys_alone(
     q.resync(B)
     q.add(C)
     q.resync(C)  # queued already: that run is as good
-    q.add(B, {"v": 1})  # a trigger: B runs with the others, not as a resync
+    q.add(B)  # a trigger: B runs with the others, not as a resync
+    assert q.resyncs_waiting() == 1
     drain(q)
-    assert rec.runs == [(C, None), (B, {"v": 1}), (A, None)]
+    assert rec.runs == [C, B, A]
 
-    def handler(key: Key, copy: Copy) -> None:
-        rec(key, copy)
+    def handler(key: Key) -> None:
+        rec(key)
         q.resync(key)  # while it runs: nothing more
 
     q.handle = handler
@@ -588,8 +571,9 @@ def test_the_resync_waits_for_what_triggers_queued_and_leaves_queued_keys_alone(
     q.forget(B)
     q.resync(B)
     q.forget(B)  # deleted meanwhile: not run
+    assert q.resyncs_waiting() == 1
     drain(q)
-    assert rec.runs[3:] == [(A, None)]
+    assert rec.runs[3:] == [A]
 
 
 def test_a_key_put_later_waits_for_the_triggered_ones_and_runs_after_its_own_run() -> None:
@@ -600,16 +584,16 @@ def test_a_key_put_later_waits_for_the_triggered_ones_and_runs_after_its_own_run
     q.later(A)
     q.add(B)
     assert not q.idle()
-    q.add(C, {"v": 1})
-    q.later(C)  # queued already: that run is as good, read afresh (an echo skips a run)
-    q.resync(D, Listed({"v": 0}))
-    q.later(D)  # in the low lane already, as a resync key: owed all the same
-    q.add(D, {"v": 1})  # the echo of D's status write, say: D runs now, afresh
+    q.add(C)
+    q.later(C)  # queued already: that run starts after this, as good
+    q.resync(D)
+    q.later(D)  # in the low lane already, as a resync key: one run
+    q.add(D)  # a trigger: D runs now, with the triggered ones
     drain(q)
-    assert rec.runs == [(B, None), (C, None), (D, None), (A, None)] and q.idle()
+    assert rec.runs == [B, C, D, A] and q.idle()
 
-    def handler(key: Key, copy: Copy) -> None:
-        rec(key, copy)
+    def handler(key: Key) -> None:
+        rec(key)
         if len(rec.runs) == 5:  # while A runs: A later, and B by a trigger
             q.later(A)
             q.add(B)
@@ -617,18 +601,18 @@ def test_a_key_put_later_waits_for_the_triggered_ones_and_runs_after_its_own_run
     q.handle = handler
     q.add(A)
     drain(q)
-    assert rec.runs[4:] == [(A, None), (B, None), (A, None)]  # A again, after B
+    assert rec.runs[4:] == [A, B, A]  # A again, after B
 
-    def added_meanwhile(key: Key, copy: Copy) -> None:
-        rec(key, copy)
+    def added_meanwhile(key: Key) -> None:
+        rec(key)
         if len(rec.runs) == 8:
             q.later(A)
-            q.add(A, {"v": 2})  # a trigger as well (the echo of A's status write, say)
+            q.add(A)  # a trigger as well
 
     q.handle = added_meanwhile
     q.add(A)
     drain(q)
-    assert rec.runs[7:] == [(A, None), (A, None)]  # one run more, not two, read afresh
+    assert rec.runs[7:] == [A, A]  # one run more, not two
     q.handle = handler
     q.later(B)
     q.forget(B)  # deleted meanwhile: not run
@@ -656,71 +640,19 @@ def test_a_new_compile_job_without_its_entry_has_its_owners_reconciled_later() -
     triggers.child_changed(reconcilers, "ADDED", job)
     q.add(B)  # a trigger's key runs first
     drain(q)
-    assert rec.runs == [(B, None), (A, None)]
+    assert rec.runs == [B, A]
     entry = owner | {"kind": CACHE_KIND, "name": meta.inventory_name("k" * 64)}
     job["metadata"]["ownerReferences"] = [owner, entry]
     triggers.child_changed(reconcilers, "ADDED", job)  # owned by its entry: nothing
     drain(q)
-    assert rec.runs == [(B, None), (A, None)]
-
-
-def test_a_resync_key_runs_with_its_listed_copy_unless_a_trigger_queued_it_since() -> None:
-    rec = Recorder()
-    q = queue(rec)
-    a, b, c = (Listed({"v": n}) for n in "abc")
-    q.resync(A, a)  # not after a LIST: no copy to trust
-    drain(q)
-    q.listing()
-    q.add(B, {"v": "event"})
-    drain(q)  # B ran from its event's copy after the LIST was sent: the listed one is older
-    q.resync(A, a)
-    q.resync(B, b)
-    q.resync(C, c)
-    q.add(C, {"v": "newer"})  # a trigger takes the resync's place, with its own copy
-    assert q.resyncs_waiting() == 2
-    drain(q)
-    assert rec.runs == [(A, None), (B, {"v": "event"}), (C, {"v": "newer"}), (A, a), (B, None)]
-    q.listing(sent=False)  # the pass is over: triggers are no longer tracked
-    q.add(A)
-    assert q._since_listing is None
-
-
-def test_the_listed_copy_of_a_deleted_key_is_dropped() -> None:
-    rec = Recorder()
-    q = queue(rec)
-    q.listing()
-    q.resync(A, Listed({"v": 1}))
-    q.forget(A)
-    assert q.resyncs_waiting() == 0
-    drain(q)
-    assert rec.runs == []
-
-
-def test_a_backlog_keeps_at_most_max_copies_beyond_them_runs_read_afresh(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(workqueue, "MAX_COPIES", 2)
-    rec = Recorder()
-    q = queue(rec)
-    q.add(A, {"v": 1})
-    q.add(A, {"v": 2})  # replaces its own copy: still one kept
-    q.add(B, {"v": 3})
-    q.add(C, {"v": 4})  # the third: not kept
-    q.forget(B)  # its copy dropped: room for one
-    q.add(D, {"v": 5})
-    drain(q)
-    assert rec.runs == [(A, {"v": 2}), (B, None), (C, None), (D, {"v": 5})]
-    q.add(A, {"v": 6})  # every copy was handed to its run: room again
-    q.add(B, {"v": 7})
-    drain(q)
-    assert rec.runs[4:] == [(A, {"v": 6}), (B, {"v": 7})]
+    assert rec.runs == [B, A]
 
 
 def test_idle_while_fewer_triggered_keys_wait_than_there_are_workers() -> None:
     """A trickle of triggered keys does not hold off the low lane's entries for ever."""
     release, taken = threading.Event(), threading.Semaphore(0)
 
-    def blocked(key: Key, copy: Copy) -> None:
+    def blocked(key: Key) -> None:
         taken.release()
         release.wait(30)
 
@@ -752,4 +684,4 @@ def test_a_pod_added_queues_its_model_the_start_up_listing_does_not() -> None:
     assert rec.runs == []
     triggers.pod_changed(reconcilers, "ADDED", pod)
     drain(q)
-    assert rec.runs == [(A, None)]
+    assert rec.runs == [A]

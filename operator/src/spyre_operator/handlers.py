@@ -55,7 +55,7 @@ def cleanup(memo: kopf.Memo, **_: Any) -> None:
 @kopf.index(GROUP, VERSION, PLURAL, id=indexes.MODELS)
 @kopf.index(GROUP, VERSION, CACHE_PLURAL, id=indexes.CACHES)
 def spyremodels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return indexes.model_entry(body)  # what the resync walks and the compile queue reads
+    return indexes.model_entry(body)  # what the reconciles and the compile queue read
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

@@ -1,9 +1,10 @@
 """One level-based reconcile of a SpyreModel: observe -> decide -> apply -> status.
 
-Everything is derived from the cluster on each pass (the SpyreModel, its children and its
-stored status). Between passes the reconciler keeps only the resourceVersion of its own
-last status write (to skip the watch echo of that write), the specs whose dry runs passed,
-the next progress reading of a running compile (progress.py), the compile Jobs it
+Everything is derived from the cluster on each pass (the SpyreModel as the watch store
+holds it, its children and its stored status). Between passes the reconciler keeps only the
+resourceVersion of its own last status write (its watch echo needs no run, and a store
+that has not shown it yet is read around), the specs whose dry runs passed, the next
+progress reading of a running compile (progress.py), the compile Jobs it
 created a moment ago that the watch has not brought yet, and a kind found not served (the
 SpyreCache CRD missing: no inventory entries for a while), so a restarted operator continues
 where the last one stopped. When a reconcile runs is the work queue's business
@@ -13,6 +14,7 @@ compiling one again after the progress interval.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -167,13 +169,15 @@ class Reconciler:
         progress: ProgressReader | None = None,
         unserved: Unserved | None = None,
         settings: Settings | None = None,
+        stored: Callable[[str, str], dict[str, Any] | None] | None = None,
     ):
         """`compile_queue` reads the compile queue from the cluster (None: no limits);
         `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both, and
         so is `unserved`; `queue` runs the reconciles the triggers ask for (`enqueue`);
         `metrics` may be shared too, and so may `progress`, which reads a running
-        compile's progress (None: not read); `settings`: the operator's (None: the
-        defaults)."""
+        compile's progress (None: not read). `stored` reads the object from the watch
+        store (None: not there; without it every pass GETs it); `settings`: the operator's
+        (None: the defaults)."""
         self.kube, self.emit, self.clock = kube, emit, clock
         self.kind = kind
         self._compile_queue = compile_queue
@@ -183,16 +187,38 @@ class Reconciler:
         self.progress = progress
         self.stats: Counter[str] = Counter()
         self.metrics = metrics or Metrics()
+        self.stored = stored or (lambda namespace, name: None)
         self._written: dict[tuple[str, str], str] = {}  # resourceVersion of our last status write
+        # written, but the store has not shown that version yet (nor a GET one as new)
+        self._ahead: set[tuple[str, str]] = set()
+        self._afresh: set[tuple[str, str]] = set()  # the store may have missed an event
         self.settings = settings or Settings()
         self.dry_runs = DryRuns(kube, self.settings.platform)
         self._guard = threading.Lock()
 
-    def enqueue(self, namespace: str, name: str, body: dict[str, Any] | None = None) -> None:
-        """Have the object reconciled by the queue's workers (never blocks); `body`: the
-        copy its own event brought (None: read it afresh)."""
+    def enqueue(self, namespace: str, name: str, version: str | None = None) -> None:
+        """Have the object reconciled by the queue's workers (never blocks), unless
+        `version` (the resourceVersion its own event brought) is the one our last status
+        write returned: the echo of that write needs no run (any child that changed since
+        sends its own event)."""
         assert self.queue is not None, "a Reconciler without a queue only reconciles"
-        self.queue.add((self.kind, namespace, name), body)
+        if version is not None:
+            with self._guard:
+                echo = self._written.get((namespace, name)) == version
+                if echo:
+                    self._ahead.discard((namespace, name))
+            if echo:
+                self.stats["echoes"] += 1
+                return
+        self.queue.add((self.kind, namespace, name))
+
+    def listed(self, namespace: str, name: str, version: str) -> None:
+        """The resync listed the object at `version`: a store that holds another one may
+        have missed an event (or a newer one came since), so its next pass reads afresh."""
+        held = self.stored(namespace, name)
+        if held is not None and held["metadata"].get("resourceVersion") != version:
+            with self._guard:
+                self._afresh.add((namespace, name))
 
     def enqueue_later(self, namespace: str, name: str) -> None:
         """Have the object reconciled once no reconcile a trigger asked for waits (its
@@ -204,29 +230,20 @@ class Reconciler:
         """The object is gone: drop what is kept about it."""
         with self._guard:
             self._written.pop((namespace, name), None)
+            self._ahead.discard((namespace, name))
+            self._afresh.discard((namespace, name))
         if self.queue is not None:
             self.queue.forget((self.kind, namespace, name))
         self.dry_runs.forget(namespace, name)
         self.metrics.forget(self.kind, (namespace, name))
 
-    def reconcile(
-        self, namespace: str, name: str, body: dict[str, Any] | None = None
-    ) -> float | None:
-        """Reconcile one SpyreModel; `body` is a recent copy if the caller has one. Not
-        twice at once for one object (the queue runs each key once at a time); a copy
-        from an event that is the echo of our own status write is skipped, one the resync
-        listed is not (`Listed`: the resync is the safety net for lost events). Returns
-        when to reconcile again without an event (seconds), if at all."""
+    def reconcile(self, namespace: str, name: str) -> float | None:
+        """Reconcile one SpyreModel, read from the watch store (`read`). Not twice at once
+        for one object (the queue runs each key once at a time). Returns when to reconcile
+        again without an event (seconds), if at all."""
         started = time.perf_counter()
-        if (
-            body is not None
-            and not isinstance(body, workqueue.Listed)
-            and self._is_echo(namespace, name, body)
-        ):
-            self.stats["echoes"] += 1
-            return None
         try:
-            return self._reconcile(namespace, name, body)
+            return self._reconcile(namespace, name, self.read(namespace, name))
         except Exception as err:
             self.stats["errors"] += 1
             reason = f"http_{err.status}" if isinstance(err, ApiError) else type(err).__name__
@@ -236,12 +253,19 @@ class Reconciler:
             self.stats["reconciles"] += 1
             self.metrics.reconciled(time.perf_counter() - started)
 
-    def _is_echo(self, namespace: str, name: str, body: dict[str, Any]) -> bool:
-        """The watch event of our own status write: the object is exactly what the last
-        pass left (any child that changed since sends its own event)."""
+    def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object from the watch store, as a copy to decide from; None (read it with a
+        GET) if the store lacks it, has not shown our last status write yet (it would
+        decide from the status before it), or the resync found it behind."""
+        where = (namespace, name)
+        body = self.stored(namespace, name)
+        version = None if body is None else body["metadata"].get("resourceVersion")
         with self._guard:
-            written = self._written.get((namespace, name))
-        return written is not None and written == body["metadata"].get("resourceVersion")
+            ahead = where in self._ahead and version != self._written[where]
+            behind = ahead or where in self._afresh
+            self._afresh.discard(where)
+            self._ahead.discard(where)  # this pass reads our write, or newer
+        return None if body is None or behind else copy.deepcopy(body)
 
     def _reconcile(self, namespace: str, name: str, body: dict[str, Any] | None) -> float | None:
         for _ in range(MAX_ATTEMPTS):
@@ -361,9 +385,9 @@ class Reconciler:
             written = write_status(self.kube, self.kind, body, patch)
             self.stats["status_writes"] += 1
             with self._guard:
-                self._written[(meta["namespace"], meta["name"])] = written["metadata"][
-                    "resourceVersion"
-                ]
+                where = (meta["namespace"], meta["name"])
+                self._written[where] = written["metadata"]["resourceVersion"]
+                self._ahead.add(where)
         self.metrics.status(self.kind, (meta["namespace"], meta["name"]), written_status)
         for event in [] if events else said:
             self._say(body, event)

@@ -1,12 +1,12 @@
 """What the operator keeps of the watched objects: the children the reconciler reads
-instead of GETs (the stores of watches.py), and the compile Job each SpyreModel and
-SpyreCache wants (kopf indexes; the compile queue)."""
+instead of GETs (the stores of watches.py), and each SpyreModel and SpyreCache with the
+compile Job it wants (kopf indexes: the store its reconcile reads; the compile queue)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from sys import intern
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kubernetes import client
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from spyre_operator.reconcile.watches import Store
 
 MANAGED = {"app.kubernetes.io/managed-by": "spyre-operator"}
-MODELS = "spyremodels"  # the index of SpyreModels -> the compile Job each wants (handlers.py)
+MODELS = "spyremodels"  # the index of SpyreModels -> Entry (handlers.py)
 CACHES = "spyrecaches"  # the same of SpyreCaches
 
 KEPT_METADATA = (
@@ -132,11 +132,27 @@ def equalities(selector: str) -> dict[str, str]:
 
 
 # ----- the compile queue, from the indexes ----------------------------------------------
-def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], compiles.Want | None]:
-    """A SpyreModel as the index keeps it: the compile Job it wants (the resync walks the
-    keys)."""
+class Entry(NamedTuple):
+    """A SpyreModel (or SpyreCache) as its index keeps it."""
+
+    body: dict[str, Any]  # without its managedFields (never read; the largest part)
+    want: compiles.Want | None  # the compile Job it wants (the compile queue)
+
+
+def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], Entry]:
+    """A SpyreModel as the index keeps it, for its reconciles to read (`stored`) and the
+    compile queue (the resync counts the keys)."""
     metadata = body["metadata"]
-    return {(metadata["namespace"], metadata["name"]): compiles.wanted(plain(body))}
+    kept = plain({k: v for k, v in body.items() if k != "metadata"})
+    kept["metadata"] = plain({k: v for k, v in metadata.items() if k != "managedFields"})
+    return {(metadata["namespace"], metadata["name"]): Entry(kept, compiles.wanted(kept))}
+
+
+def stored(index: Mapping[Any, Any], namespace: str, name: str) -> dict[str, Any] | None:
+    """The object `index` (of model_entry) holds under (namespace, name); shared: read it,
+    never change it."""
+    entries = list(index.get((namespace, name), ()))
+    return entries[0].body if entries else None
 
 
 def _values(index: Mapping[Any, Any]) -> list[Any]:
@@ -160,7 +176,10 @@ def compile_queue(
         if not (view.succeeded or view.failed):
             running.add(ref)
     wanting = tuple(
-        w for index in wants for w in _values(index) if w is not None and w.ref not in known
+        w
+        for index in wants
+        for w in (e.want for e in _values(index))
+        if w is not None and w.ref not in known
     )
     return compiles.Queue(limits, frozenset(running), wanting, frozenset(known))
 

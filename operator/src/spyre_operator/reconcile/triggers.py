@@ -16,7 +16,7 @@ from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.indexes import plain
 from spyre_operator.reconcile.kube import KINDS, ApiError, Kube, one_line, path
 from spyre_operator.reconcile.observe import job_view
-from spyre_operator.reconcile.workqueue import Key, Listed, WorkQueue
+from spyre_operator.reconcile.workqueue import Key, WorkQueue
 from spyre_operator.render import meta
 
 log = logging.getLogger(__name__)
@@ -34,20 +34,20 @@ CATCH_UP = 5.0
 
 class Resync(threading.Thread):
     """Every `period` seconds, each SpyreModel and SpyreCache (`kinds`, in the watched
-    `namespaces`; none: all) is queued once with the copy a paged LIST brought (no GET per
-    object), spread evenly over the period: each object period / n after the last one (n:
-    `count()`, read as the pass goes), so the reconciles of a pass (and their API
-    requests) come at n / period per second instead of all at once (WorkQueue.resync,
-    behind what the triggers queued). The next page is listed when the last one is
-    queued, and not while the queue holds a page's worth of the resync's keys not taken
-    yet (the workers lag): one page or two of bodies in memory, never all of them. An
-    expired continue token (410) is followed by the one its answer brings (the rest of
-    the list, from a newer state); without one (or on any other error), the pass ends
-    there and the next one lists again. The first pass starts one period after the start
-    (the start-up listing reconciled everything), each next one a period after the last
-    one started, or when it ended if it took longer. `passes` and `last_pass` (objects,
-    seconds from its start to its last object queued) tell the metrics how passes keep
-    up with their period; `after_pass` runs after each one (the allocator's trim).
+    `namespaces`; none: all) that a paged LIST brings is queued once (its run reads the watch
+    store: no GET per object; `seen` is told each object's resourceVersion, so a store that
+    missed an event is read around), spread evenly over the period: each object period / n after
+    the last one (n: `count()`, read as the pass goes), so the reconciles of a pass (and their
+    API requests) come at n / period per second instead of all at once (WorkQueue.resync, behind
+    what the triggers queued). The next page is listed when the last one is queued, and not
+    while the queue holds a page's worth of the resync's keys not taken yet (the workers lag):
+    one page of bodies in memory, never all of them. An expired continue token (410) is followed
+    by the one its answer brings (the rest of the list, from a newer state); without one (or on
+    any other error), the pass ends there and the next one lists again. The first pass starts
+    one period after the start (the start-up listing reconciled everything), each next one a
+    period after the last one started, or when it ended if it took longer. `passes` and
+    `last_pass` (objects, seconds from its start to its last object queued) tell the metrics how
+    passes keep up with their period; `after_pass` runs after each one (the allocator's trim).
     `clock` and `wait` (returns True once stopped) are injectable for tests."""
 
     def __init__(
@@ -61,9 +61,10 @@ class Resync(threading.Thread):
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[float], bool] | None = None,
         after_pass: Callable[[], object] = lambda: None,
+        seen: Callable[[Key, str], object] = lambda key, version: None,
     ) -> None:
         super().__init__(name="resync", daemon=True)
-        self.after_pass = after_pass
+        self.after_pass, self.seen = after_pass, seen
         self.kube, self.queue, self.count, self.period = kube, queue, count, period
         self.kinds, self.namespaces, self.clock = tuple(kinds), tuple(namespaces), clock
         self._stop = threading.Event()
@@ -84,8 +85,6 @@ class Resync(threading.Thread):
                     return
             except Exception as err:  # the API server away, a timeout: the next pass
                 log.warning("resync pass stopped: %s (again in %gs)", one_line(err), self.period)
-            finally:
-                self.queue.listing(sent=False)
 
     def one_pass(self, start: float) -> bool:
         """Queue every object, spread from `start` on; True once stopped. A pass up to
@@ -93,11 +92,12 @@ class Resync(threading.Thread):
         later than that (a very slow LIST, a full queue) moves the rest back by the
         excess: a pass far behind never catches up in a burst."""
         due, queued = start, 0
-        for key, body in self.listed():
+        for key, version in self.listed():
             if self._wait_until(due) or self._wait_for_room():
                 return True
             due = max(due, self.clock() - CATCH_UP)
-            self.queue.resync(key, body)
+            self.seen(key, version)
+            self.queue.resync(key)
             queued += 1
             # The next a period's n-th later, n counted now: a pass that started before a
             # burst of creates keeps pace with it (10,000 models: 6 instead of 67/s).
@@ -121,14 +121,13 @@ class Resync(threading.Thread):
                 return True
         return False
 
-    def listed(self) -> Iterator[tuple[Key, Listed]]:
-        """Every object of each kind, page by page (the queue told before each LIST)."""
+    def listed(self) -> Iterator[tuple[Key, str]]:
+        """Every object of each kind and its resourceVersion, page by page."""
         for kind in self.kinds:
             for url in self._urls(kind):
                 token = ""
                 while True:
                     query = {"limit": str(PAGE)} | ({"continue": token} if token else {})
-                    self.queue.listing()
                     try:
                         page = self.kube.request("GET", url, query=query)
                     except ApiError as err:
@@ -138,9 +137,9 @@ class Resync(threading.Thread):
                         log.info("resync: the %s list expired: continued from a newer state", kind)
                         continue
                     for body in page.get("items") or []:
-                        metadata = trimmed(body)["metadata"]
+                        metadata = body["metadata"]
                         key = (kind, metadata["namespace"], metadata["name"])
-                        yield key, Listed(body)
+                        yield key, metadata["resourceVersion"]
                     token = (page.get("metadata") or {}).get("continue") or ""
                     if not token:
                         break
@@ -172,19 +171,13 @@ def watched_count(watched: Mapping[str, Any]) -> int:
 
 def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
     """Any event of a SpyreModel (the start-up listing too, so this is also the resume):
-    reconcile from the copy the event brings."""
+    reconcile it (its run reads the watch store, which kopf's index updated before this
+    handler), unless the event is the echo of the reconciler's own status write."""
     metadata = body["metadata"]
     if event_type == "DELETED":
         reconciler.forget(metadata["namespace"], metadata["name"])
     else:
-        reconciler.enqueue(metadata["namespace"], metadata["name"], trimmed(plain(body)))
-
-
-def trimmed(body: dict[str, Any]) -> dict[str, Any]:
-    """`body` without its managedFields (never read; the largest part of a SpyreModel):
-    the copy a queued key keeps."""
-    body["metadata"].pop("managedFields", None)
-    return body
+        reconciler.enqueue(metadata["namespace"], metadata["name"], metadata["resourceVersion"])
 
 
 def owners(obj: Mapping[str, Any], kind: str = KIND) -> list[str]:

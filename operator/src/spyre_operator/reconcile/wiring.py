@@ -31,7 +31,7 @@ from spyre_operator.reconcile.kube import (
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.triggers import Resync, watched_count
 from spyre_operator.reconcile.watches import Source, Store, Watches
-from spyre_operator.reconcile.workqueue import Copy, Key, WorkQueue
+from spyre_operator.reconcile.workqueue import Key, WorkQueue
 from spyre_operator.render import meta
 
 CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget")
@@ -74,11 +74,15 @@ def configure(
     interval = config.progress_seconds
     progress = ProgressReader(kube, interval) if interval else None  # shared like starts
 
-    def reconcile(key: Key, copy: Copy) -> float | None:
-        return memo.reconcilers[key[0]].reconcile(key[1], key[2], copy)
+    def reconcile(key: Key) -> float | None:
+        return memo.reconcilers[key[0]].reconcile(key[1], key[2])
+
+    def seen(key: Key, version: str) -> None:
+        memo.reconcilers[key[0]].listed(key[1], key[2], version)
 
     memo.queue = WorkQueue(reconcile, complain)
     shared = metrics.Metrics()
+    watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.reconcilers = {
         kind: Reconciler(
             kube,
@@ -103,6 +107,7 @@ def configure(
         config.resync_seconds,
         namespaces=list(config.namespaces),
         after_pass=allocator.trim,  # a pass's pages of bodies, and a burst's, freed
+        seen=seen,
     )
     port = config.metrics_port
     if port:
