@@ -66,7 +66,8 @@ _COUNTERS = (
 )
 _LINE = re.compile(re.escape(MARKER) + r" pid=(\d+)((?: [a-z_]+=\d+)+)")
 # The plugins' last warmup line: continuous batching, then static shapes and pooling.
-_WARMUP_DONE = re.compile(r"^\[WARMUP\] (?:Finished in|All .* finished in)")
+WARMUP_DONE = r"\[WARMUP\] (?:Finished in|All .* finished in)"
+_WARMUP_DONE = re.compile("^" + WARMUP_DONE)
 
 
 @dataclass(frozen=True)
