@@ -175,8 +175,8 @@ def refusal(environ: Mapping[str, str]) -> str:
         f"{switch} but this serving pod would compile a graph with inductor that the cache "
         f"of key {key} does not hold (its inductor cache, loaded from "
         f"{environ.get(TORCHINDUCTOR_CACHE_DIR, '?')}, misses it). Serving pods never compile: "
-        "the key's cache is incomplete; compile it again (delete its READY to make the "
-        "operator's compile Job run) or turn requirePrecompiled off."
+        "the key's cache is incomplete (changed after its compile Job, or compiled by another "
+        "image); compile the key again, or turn requirePrecompiled off."
     )
 
 

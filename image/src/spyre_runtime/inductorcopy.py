@@ -1,7 +1,7 @@
-"""A serving pod's own copy of the key's inductor caches: inductor writes even when every
-lookup hits (lock files, the generated modules it loads), and serving pods write nothing
-under the key's directory. The copy costs what the compile Job's small inductor folder
-weighs; the pod's temporary directory (an emptyDir) holds it.
+"""A serving pod's own copy of the key's inductor caches: inductor keeps lock files in its
+cache and writes there whatever it does not find, and serving pods write nothing under the
+key's directory. The copy costs what the compile Job's inductor folder weighs; the pod's
+temporary directory (an emptyDir) holds it.
 
 Only the standard library: `serve` runs this before exec'ing vLLM.
 """
