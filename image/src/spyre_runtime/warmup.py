@@ -151,12 +151,16 @@ FIRST_PROMPT = "Hello world"
 
 
 def serve_first_requests(engine: Any) -> None:
-    """Run FIRST_REQUESTS through the engine, one at a time, so the graphs they compile
-    land in the key's caches."""
+    """Run FIRST_REQUESTS through the engine, so the graphs they compile land in the key's
+    caches: each alone, then together (vLLM 0.17 compiles its logprobs helper for a batch
+    of one and for larger batches apart)."""
     from vllm import SamplingParams
 
-    for i, params in enumerate(FIRST_REQUESTS):
-        engine.add_request(f"spyre-runtime-first-{i}", FIRST_PROMPT, SamplingParams(**params))
+    rounds = [[params] for params in FIRST_REQUESTS] + [list(FIRST_REQUESTS)]
+    for n, batch in enumerate(rounds):
+        for i, params in enumerate(batch):
+            request_id = f"spyre-runtime-first-{n}-{i}"
+            engine.add_request(request_id, FIRST_PROMPT, SamplingParams(**params))
         while engine.has_unfinished_requests():
             engine.step()
 
