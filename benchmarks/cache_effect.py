@@ -139,7 +139,7 @@ def time_pod(cluster: Kubectl, doc: dict[str, Any]) -> Start:
     node_operator.complete(pod["status"]["podIP"], port, "Hello", timeout=120)
     to_answer = time.monotonic() - started
     log = cluster("logs", "--timestamps", name)
-    warmed = [r for r in compilereport.parse(log).values() if r.warmed]
+    warmed = compilereport.startup(log).values()
     cluster("delete", "pod", name, "--wait=true", "--timeout=120s")
     compile_seconds = sum(r.compile_ms for r in warmed) / 1000
     return Start(to_ready, to_answer, phases(log, created, ready_at), compile_seconds)

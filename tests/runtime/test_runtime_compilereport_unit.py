@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import tomllib
@@ -46,6 +47,15 @@ def test_the_line_reads_back_per_process_last_one_wins() -> None:
     assert loaded.from_cache and not loaded.compiled
     assert CompileCounts(5, 3, 2, 0, 1, 0, 0, 3).compiled  # a graph inductor cannot cache
     assert parse("no report here") == {}
+
+
+def test_the_start_up_report_is_each_processs_warmed_line() -> None:
+    warmed = dataclasses.replace(counts(812, 1, 1, 0), compile_ms=1500, warmed=1)
+    later = counts(812, 2, 1, 1)  # a request compiled after the warmup
+    log = "\n".join([counts(812, 1, 1, 0).line(), warmed.line(), later.line()])
+    assert compilereport.startup(log) == {812: warmed}
+    assert parse(log) == {812: later}
+    assert not warmed.compiled and later.compiled
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,9 @@ compile; a hit through the AOTAutograd cache counts too), `aotautograd_*` the AO
 cache's; `compile_ms` the milliseconds spent in torch.compile (tracing and cache loads
 included); `warmed=1` marks the line printed when the warmup finished: that process's
 start-up report. A process compiled nothing when its last line has `fxgraph_miss=0
-fxgraph_bypass=0`; it loaded from the cache when `fxgraph_hit` is above 0. `parse` and
-`CompileCounts` read it back (the operator, tests, node stories).
+fxgraph_bypass=0`; it loaded from the cache when `fxgraph_hit` is above 0. `parse` (each
+pid's last line), `startup` (each pid's `warmed=1` line) and `CompileCounts` read them back
+(the operator, tests, node stories).
 
 With REQUIRE_CACHED_ENV set (`serve` sets it when the spec requires precompiled graphs),
 inductor generating code before the warmup has finished (a graph the key's cache does not
@@ -97,15 +98,25 @@ class CompileCounts:
         return f"{MARKER} pid={self.pid} {counts}"
 
 
-def parse(text: str) -> dict[int, CompileCounts]:
-    """The last report of each pid in a log."""
-    found: dict[int, CompileCounts] = {}
+def _lines(text: str) -> list[CompileCounts]:
+    found = []
     for match in _LINE.finditer(text):
         values = dict(pair.split("=") for pair in match.group(2).split())
-        found[int(match.group(1))] = CompileCounts(
-            pid=int(match.group(1)), **{k: int(v) for k, v in values.items()}
+        found.append(
+            CompileCounts(pid=int(match.group(1)), **{k: int(v) for k, v in values.items()})
         )
     return found
+
+
+def parse(text: str) -> dict[int, CompileCounts]:
+    """The last report of each pid in a log."""
+    return {counts.pid: counts for counts in _lines(text)}
+
+
+def startup(text: str) -> dict[int, CompileCounts]:
+    """Each pid's start-up report in a log: its `warmed=1` line (later lines of the pid
+    count compiles after the warmup, a request's)."""
+    return {counts.pid: counts for counts in _lines(text) if counts.warmed}
 
 
 @dataclass
