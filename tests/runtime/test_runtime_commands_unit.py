@@ -110,6 +110,38 @@ def test_serve_gives_inductor_its_own_copy_of_the_keys_cache(
     assert exec_env.get(REQUIRE_CACHED_ENV) == ("1" if require else None)
 
 
+@pytest.mark.parametrize("change", ["removed", "truncated"])
+def test_serve_refuses_a_cache_whose_inductor_files_changed_since_the_compile(
+    env: dict[str, str], execs: list[Any], monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """READY's manifest: a cache emptied (or cut short) by hand is seen before vLLM
+    starts; files added since (another compile of the key) do not matter."""
+    cache_dir = ready_cache(env)
+    inductor = cache_dir / "inductor"
+    (inductor / "fxgraph").mkdir(parents=True)
+    for name in ("fxgraph/fa", "fxgraph/fb"):
+        (inductor / name).write_bytes(b"graph")
+    marker = json.loads((cache_dir / READY_NAME).read_text())
+    write_ready(cache_dir, {**marker, "inductorFiles": {"fxgraph/fa": 5, "fxgraph/fb": 5}})
+    (inductor / "fxgraph" / "added-later").write_bytes(b"x")
+    with pytest.raises(Exec):
+        cli.main(["serve", "/m"])  # all there: serves
+
+    if change == "removed":
+        (inductor / "fxgraph" / "fb").unlink()
+    else:
+        (inductor / "fxgraph" / "fb").write_bytes(b"gr")
+    monkeypatch.setenv("VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS", "1")
+    assert cli.main(["serve", "/m"]) == serve.EXIT_CACHE_NOT_READY
+    assert len(execs) == 1
+    result = summary(env)
+    assert result["reason"] == "CacheNotReady"
+    assert (
+        "lacks 1 of the 2 inductor files its compile wrote (such as inductor/fxgraph/fb)"
+        in (result["message"])
+    )
+
+
 def test_serve_copies_no_inductor_cache_of_a_key_not_ready(
     env: dict[str, str], execs: list[Any]
 ) -> None:
@@ -218,6 +250,9 @@ def test_precompile_publishes_catalog_then_ready(
         seen.update(child_env)
         assert not (Path(env["TORCH_SENDNN_CACHE_DIR"]) / READY_NAME).exists()
         (Path(env["TORCH_SENDNN_CACHE_DIR"]) / "graph.bin").write_bytes(b"g" * 5000)
+        kernel = Path(child_env["TORCHINDUCTOR_CACHE_DIR"]) / "ab" / "cabc.so"
+        kernel.parent.mkdir(parents=True)
+        kernel.write_bytes(b"k" * 300)
         return {"ok": True, "catalogData": data, "timings": {"engineSeconds": 1.0}}
 
     monkeypatch.setattr(precompile, "_run_warmup", fake_warmup)
@@ -233,8 +268,12 @@ def test_precompile_publishes_catalog_then_ready(
     assert ready["config"] == CONFIG
     assert set(ready["versions"]) == {"spyre_runtime", "vllm", "vllm_spyre", "torch"}
     assert ready["timings"]["engineSeconds"] == 1.0
+    # the warmup compiled into the key's inductor folder; READY keeps its manifest
+    assert seen["TORCHINDUCTOR_CACHE_DIR"] == str(cache_dir / "inductor")
+    assert ready["inductorFiles"] == {"ab/cabc.so": 300}
     catalog_bytes = (cache_dir / "pre_compiled_cache_catalog.json").stat().st_size
-    assert ready["bytes"] == 5000 + catalog_bytes + (cache_dir / ".catalog.lock").stat().st_size
+    lock_bytes = (cache_dir / ".catalog.lock").stat().st_size
+    assert ready["bytes"] == 5000 + 300 + catalog_bytes + lock_bytes
     assert summary(env) == {
         "ok": True,
         "cacheKey": env["SPYRE_SERVING_CACHE_KEY"],

@@ -1,13 +1,16 @@
-"""A serving pod's own copy of the key's inductor caches: inductor keeps lock files in its
-cache and writes there whatever it does not find, and serving pods write nothing under the
-key's directory. The copy costs what the compile Job's inductor folder weighs; the pod's
-temporary directory (an emptyDir) holds it.
+"""The key's inductor cache as serving pods use it: what the compile wrote (READY keeps a
+manifest, so a cache emptied or cut short since is seen before vLLM starts), and each
+pod's own copy of it. inductor keeps lock files in its cache and writes there whatever it
+does not find, and serving pods write nothing under the key's directory: the copy costs
+what the compile Job's inductor folder weighs, in the pod's temporary directory (an
+emptyDir).
 
 Only the standard library: `serve` runs this before exec'ing vLLM.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -16,6 +19,27 @@ from pathlib import Path
 from .space import tree_bytes
 
 PREFIX = "spyre-inductor-"
+
+
+def manifest(folder: Path) -> dict[str, int]:
+    """Every regular file under `folder` (relative path -> size); empty if it is absent."""
+    found: dict[str, int] = {}
+    for top, _, names in os.walk(folder):
+        for name in names:
+            path = Path(top, name)
+            if path.is_file() and not path.is_symlink():
+                found[str(path.relative_to(folder))] = path.stat().st_size
+    return found
+
+
+def lacking(expected: dict[str, int], folder: Path) -> list[str]:
+    """The files of `expected` that `folder` lacks or holds with another size, sorted
+    (files added since do not matter: another compile of the key may add some)."""
+    return sorted(
+        name
+        for name, size in expected.items()
+        if not (folder / name).is_file() or (folder / name).stat().st_size != size
+    )
 
 
 @dataclass(frozen=True)
@@ -32,5 +56,4 @@ def private_copy(source: Path | None, parent: Path | None = None) -> Copied:
     if source is None or not source.is_dir():
         return Copied(target, 0, 0)
     shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
-    files = sum(1 for p in target.rglob("*") if p.is_file())
-    return Copied(target, files, tree_bytes(target))
+    return Copied(target, len(manifest(target)), tree_bytes(target))
