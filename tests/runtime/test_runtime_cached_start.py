@@ -195,11 +195,13 @@ def test_a_start_that_would_compile_with_the_require_switch_stops_at_that_graph(
 def test_without_the_switch_a_start_with_no_cache_compiles_and_says_so(
     runtime: Runtime, backend: str, tmp_path: Path, server: Any
 ) -> None:
-    """The control: the same report says so when a serving start compiles (into its own
-    copy: the key's directory is not even made)."""
+    """The control: the same report says so when a serving process compiles, at start-up
+    or at its first logprobs request (into its own copy: the key's directory is not even
+    made)."""
     workload = in_own_tmp(decoder(runtime, backend=backend), tmp_path)
-    _, log = server(workload, tmp_path, require_precompiled=False)
+    port, log = server(workload, tmp_path, require_precompiled=False)
+    assert "never precompiled; vLLM will compile" in log.read_text(errors="replace")
+    complete(port, workload.args[0], logprobs=2)
     text = log.read_text(errors="replace")
-    assert "never precompiled; vLLM will compile" in text
-    assert [r for r in startup(text).values() if r.compiled], reports(text)
+    assert [r for r in parse(text).values() if r.compiled], reports(text)
     assert not (tmp_path / cache_key(workload.config)).exists()
