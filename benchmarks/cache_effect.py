@@ -10,9 +10,11 @@ template, alternating two kinds, `--runs` of each:
   compiling  the same template with an empty cache (an emptyDir instead of the volume)
              and the require-precompiled switch off, so vLLM compiles at start-up.
 For each pod: create -> Ready (its readiness probe) and create -> first completion
-(asked at the pod's IP). Prints every run, then median, spread and the ratio
-compiling / cached. Needs root and `spyre-operator cluster install --node`; takes the
-node down at the end.
+(asked at the pod's IP), and where the start-up went: the phases between milestones of
+its own log (`kubectl logs --timestamps`, see PHASES) and the seconds spent in
+torch.compile (its compile report). Prints every run, then median, spread and the ratio
+compiling / cached, and the median of each phase. Needs root and `spyre-operator cluster
+install --node`; takes the node down at the end.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +36,23 @@ from spyre_operator.local import node_operator, preflight
 from spyre_operator.local.kubectl import Kubectl
 from spyre_operator.local.node import Node
 from spyre_operator.local.simulate import poll_until
+from spyre_runtime import compilereport
 
 WAIT = 1800
 KINDS = ("cached", "compiling")
+# Start-up phases: each ends at the first log line matching its pattern (both flavours'
+# plugins, vLLM 0.17 and 0.28), or at Ready; it starts where the one before ended, the
+# first at the pod's creation. A milestone not found folds its phase into the next.
+PHASES: tuple[tuple[str, str | None], ...] = (
+    ("container start", r"spyre-runtime INFO"),  # serve's first line: the pod runs
+    ("imports", r"non-default args"),  # vLLM imported, its API server being set up
+    ("engine start", r"load model\.\.\."),  # engine core process, the plugin's worker
+    ("weights load", r"load model took"),
+    ("engine setup", r"\[WARMUP\]"),  # KV cache, the warmup's first step
+    ("warmup: trace, compile or cache load", compilereport.WARMUP_DONE),
+    ("server start", r"Application startup complete"),
+    ("readiness", None),  # the readiness probe saw it
+)
 
 
 def bare_pod(template: dict[str, Any], name: str, kind: str) -> dict[str, Any]:
@@ -61,10 +80,50 @@ def is_ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def time_pod(cluster: Kubectl, doc: dict[str, Any]) -> tuple[float, float]:
-    """Seconds from create to Ready and to the first completion at the pod's IP."""
+def _timestamp(line: str) -> tuple[float, str] | None:
+    """(epoch seconds, text) of a `kubectl logs --timestamps` line (RFC 3339, nanoseconds)."""
+    stamp, _, text = line.partition(" ")
+    found = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", stamp)
+    if found is None:
+        return None
+    whole, fraction, zone = found.groups()
+    seconds = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone)).timestamp()
+    return seconds + float(f"0.{fraction or 0}"), text
+
+
+def phases(log: str, created: float, ready: float) -> dict[str, float | None]:
+    """Seconds of each of PHASES in a pod's timestamped log (created and ready: epoch
+    seconds); None for a milestone the log lacks (its time goes to the next phase)."""
+    lines = [found for line in log.splitlines() if (found := _timestamp(line))]
+    result: dict[str, float | None] = {}
+    previous = created
+    for name, pattern in PHASES:
+        if pattern is None:
+            at: float | None = ready
+        else:
+            at = next((t for t, text in lines if t >= previous and re.search(pattern, text)), None)
+        if at is None:
+            result[name] = None
+            continue
+        result[name] = at - previous
+        previous = at
+    return result
+
+
+@dataclass
+class Start:
+    to_ready: float
+    to_answer: float
+    phases: dict[str, float | None]
+    compile_seconds: float  # in torch.compile, engine core (trace and compile or load)
+
+
+def time_pod(cluster: Kubectl, doc: dict[str, Any]) -> Start:
+    """Seconds from create to Ready and to the first completion at the pod's IP, and
+    where the start-up went."""
     name = doc["metadata"]["name"]
     started = time.monotonic()
+    created = time.time()
     cluster("create", "-f", "-", input=json.dumps(doc))
 
     def ready() -> dict[str, Any] | None:
@@ -75,11 +134,15 @@ def time_pod(cluster: Kubectl, doc: dict[str, Any]) -> tuple[float, float]:
 
     pod = poll_until(ready, f"{name} Ready", WAIT, interval=0.5)
     to_ready = time.monotonic() - started
+    ready_at = time.time()
     port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
     node_operator.complete(pod["status"]["podIP"], port, "Hello", timeout=120)
     to_answer = time.monotonic() - started
+    log = cluster("logs", "--timestamps", name)
+    warmed = compilereport.startup(log).values()
     cluster("delete", "pod", name, "--wait=true", "--timeout=120s")
-    return to_ready, to_answer
+    compile_seconds = sum(r.compile_ms for r in warmed) / 1000
+    return Start(to_ready, to_answer, phases(log, created, ready_at), compile_seconds)
 
 
 def summary(values: list[float]) -> str:
@@ -98,7 +161,8 @@ def measure(node: Node, folder: Path, runs: int, backend: str) -> None:
     name = model["metadata"]["name"]
     started = time.monotonic()
     cluster("apply", "-f", "-", input=json.dumps(model))
-    cluster("wait", "--for=jsonpath={.status.phase}=Ready", f"--timeout={WAIT}s", f"sm/{name}")
+    # kubectl's own timeout, and the subprocess's a little longer (Kubectl.wait)
+    cluster.wait(f"sm/{name}", "jsonpath={.status.phase}=Ready", timeout=WAIT)
     first_deploy = time.monotonic() - started
     print(f"first deploy, apply -> Ready: {first_deploy:.1f} s", flush=True)
     template = cluster.get(f"deployment/{name}")["spec"]["template"]
@@ -106,25 +170,44 @@ def measure(node: Node, folder: Path, runs: int, backend: str) -> None:
     poll_until(
         lambda: not cluster.get(f"deployment/{name}")["status"].get("replicas"), "0", WAIT, 1.0
     )
-    figures: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
+    figures: dict[str, list[Start]] = {kind: [] for kind in KINDS}
     for run in range(1, runs + 1):
         for kind in KINDS:
-            figures[kind].append(time_pod(cluster, bare_pod(template, f"{kind}-{run}", kind)))
-            to_ready, to_answer = figures[kind][-1]
+            start = time_pod(cluster, bare_pod(template, f"{kind}-{run}", kind))
+            figures[kind].append(start)
             print(
-                f"run {run} {kind:9}: Ready {to_ready:6.1f} s, answer {to_answer:6.1f} s",
+                f"run {run} {kind:9}: Ready {start.to_ready:6.1f} s, answer "
+                f"{start.to_answer:6.1f} s; {breakdown(start)}",
                 flush=True,
             )
     print(f"\nbackend {backend}, {runs} runs of each kind, pod create -> ...")
-    for index, what in enumerate(("Ready", "first completion")):
+    for what in ("to_ready", "to_answer"):
         medians = {}
         for kind in KINDS:
-            values = [f[index] for f in figures[kind]]
+            values = [getattr(f, what) for f in figures[kind]]
             medians[kind] = statistics.median(values)
-            print(f"  {what:16} {kind:9} {summary(values)}")
-        print(
-            f"  {what:16} ratio compiling / cached: {medians['compiling'] / medians['cached']:.2f}x"
-        )
+            print(f"  {LABELS[what]:16} {kind:9} {summary(values)}")
+        ratio = medians["compiling"] / medians["cached"]
+        print(f"  {LABELS[what]:16} ratio compiling / cached: {ratio:.2f}x")
+    print("\nstart-up phases, median seconds (cached | compiling):")
+    for name, _ in PHASES:
+        cells = [median_of([f.phases[name] for f in figures[kind]]) for kind in KINDS]
+        print(f"  {name:38} {' | '.join(cells)}")
+    cells = [median_of([f.compile_seconds for f in figures[kind]]) for kind in KINDS]
+    print(f"  {'of which in torch.compile':38} {' | '.join(cells)}")
+
+
+LABELS = {"to_ready": "Ready", "to_answer": "first completion"}
+
+
+def median_of(values: list[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    return f"{statistics.median(known):6.1f}" if known else "     ?"
+
+
+def breakdown(start: Start) -> str:
+    parts = [f"{name} {'?' if s is None else f'{s:.1f}'}" for name, s in start.phases.items()]
+    return ", ".join(parts) + f" (torch.compile {start.compile_seconds:.1f})"
 
 
 def main() -> int:

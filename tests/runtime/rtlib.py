@@ -43,11 +43,9 @@ def contract_env(
     `backend` (a CPU one: eager unless given) as the operator renders it."""
     key = key or cache_key(config)
     prefix = PREFIX[flavour]
-    backend = config.get("backend", "eager")
-    inductor = {"TORCHINDUCTOR_CACHE_DIR": str(root / key / "inductor")}
     return {
-        f"{prefix}DYNAMO_BACKEND": backend,
-        **(inductor if backend == "inductor" else {}),
+        f"{prefix}DYNAMO_BACKEND": config.get("backend", "eager"),
+        "TORCHINDUCTOR_CACHE_DIR": str(root / key / "inductor"),
         "SPYRE_SERVING_FLAVOUR": flavour,
         "SPYRE_SERVING_CACHE_KEY": key,
         "SPYRE_SERVING_CACHE_ROOT": str(root),

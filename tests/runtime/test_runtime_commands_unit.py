@@ -17,6 +17,7 @@ from rtlib import contract_env
 
 from spyre_runtime import cli, precompile, serve, space
 from spyre_runtime.catalog import read_catalog, write_ready
+from spyre_runtime.compilereport import REQUIRE_CACHED_ENV
 from spyre_runtime.contract import READY_NAME
 
 pytestmark = pytest.mark.unit
@@ -32,8 +33,13 @@ class Exec(Exception):
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     values = contract_env("vllm-spyre", tmp_path, CONFIG, tmp_path / "termination-log")
+    pod_tmp = tmp_path / "pod-tmp"  # the pod's temporary directory (an emptyDir)
+    pod_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(pod_tmp))
     for name in list(os.environ):
-        if name.startswith(("SPYRE_SERVING_", "TORCH_SENDNN_", "VLLM_SPYRE_", "SENDNN_")):
+        if name.startswith(
+            ("SPYRE_SERVING_", "TORCH_SENDNN_", "TORCHINDUCTOR_", "VLLM_SPYRE_", "SENDNN_")
+        ):
             monkeypatch.delenv(name)
     for name, value in values.items():
         monkeypatch.setenv(name, value)
@@ -75,6 +81,89 @@ def test_serve_execs_vllm_with_the_cache_env(env: dict[str, str], execs: list[An
     # the compile report (spyre_runtime.compilereport) is loaded next to the plugin
     assert exec_env["VLLM_PLUGINS"] == "spyre,spyre_runtime"
     assert "torch" not in sys.modules and "vllm" not in sys.modules
+
+
+def inductor_files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("require", [False, True])
+def test_serve_gives_inductor_its_own_copy_of_the_keys_cache(
+    env: dict[str, str], execs: list[Any], monkeypatch: pytest.MonkeyPatch, require: bool
+) -> None:
+    """inductor writes even when every lookup hits: it gets a copy in the pod's temporary
+    directory, and the key's directory stays as the compile Job left it."""
+    cache_dir = ready_cache(env)
+    graph = cache_dir / "inductor" / "fxgraph" / "ab" / "fabc"
+    graph.parent.mkdir(parents=True)
+    graph.write_bytes(b"compiled graph")
+    monkeypatch.setenv("VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS", str(int(require)))
+    before = inductor_files(cache_dir)
+    with pytest.raises(Exec):
+        cli.main(["serve", "/m"])
+    exec_env = execs[0][1]
+    private = Path(exec_env["TORCHINDUCTOR_CACHE_DIR"])
+    assert private.parent == Path(tempfile.gettempdir()) and cache_dir not in private.parents
+    assert inductor_files(private) == inductor_files(cache_dir / "inductor")
+    assert inductor_files(cache_dir) == before
+    # a start-up that would compile anyway is stopped (spyre_runtime.compilereport)
+    assert exec_env.get(REQUIRE_CACHED_ENV) == ("1" if require else None)
+
+
+@pytest.mark.parametrize("change", ["removed", "truncated"])
+def test_serve_refuses_a_cache_whose_inductor_files_changed_since_the_compile(
+    env: dict[str, str], execs: list[Any], monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """READY's manifest: a cache emptied (or cut short) by hand is seen before vLLM
+    starts; files added since (another compile of the key) do not matter."""
+    cache_dir = ready_cache(env)
+    inductor = cache_dir / "inductor"
+    (inductor / "fxgraph").mkdir(parents=True)
+    for name in ("fxgraph/fa", "fxgraph/fb"):
+        (inductor / name).write_bytes(b"graph")
+    marker = json.loads((cache_dir / READY_NAME).read_text())
+    write_ready(cache_dir, {**marker, "inductorFiles": {"fxgraph/fa": 5, "fxgraph/fb": 5}})
+    (inductor / "fxgraph" / "added-later").write_bytes(b"x")
+    with pytest.raises(Exec):
+        cli.main(["serve", "/m"])  # all there: serves
+
+    if change == "removed":
+        (inductor / "fxgraph" / "fb").unlink()
+    else:
+        (inductor / "fxgraph" / "fb").write_bytes(b"gr")
+    monkeypatch.setenv("VLLM_SPYRE_REQUIRE_PRECOMPILED_DECODERS", "1")
+    assert cli.main(["serve", "/m"]) == serve.EXIT_CACHE_NOT_READY
+    assert len(execs) == 1
+    result = summary(env)
+    assert result["reason"] == "CacheNotReady"
+    assert (
+        "lacks 1 of the 2 inductor files its compile wrote (such as inductor/fxgraph/fb)"
+        in (result["message"])
+    )
+
+
+def test_serve_copies_no_inductor_cache_of_a_key_not_ready(
+    env: dict[str, str], execs: list[Any]
+) -> None:
+    """A key without READY may be half written (its compile Job still runs)."""
+    partial = Path(env["TORCHINDUCTOR_CACHE_DIR"]) / "fxgraph"
+    partial.mkdir(parents=True)
+    (partial / "half").write_bytes(b"...")
+    with pytest.raises(Exec):
+        cli.main(["serve", "/m"])
+    assert inductor_files(Path(execs[0][1]["TORCHINDUCTOR_CACHE_DIR"])) == {}
+
+
+def test_an_inductor_cache_outside_the_key_is_refused(
+    env: dict[str, str],
+    execs: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/elsewhere")
+    assert cli.main(["serve", "/m"]) == 2
+    assert execs == []
+    assert "TORCHINDUCTOR_CACHE_DIR=/elsewhere disagrees with" in caplog.text
 
 
 def test_serve_without_a_cache_warns_and_runs(
@@ -161,6 +250,9 @@ def test_precompile_publishes_catalog_then_ready(
         seen.update(child_env)
         assert not (Path(env["TORCH_SENDNN_CACHE_DIR"]) / READY_NAME).exists()
         (Path(env["TORCH_SENDNN_CACHE_DIR"]) / "graph.bin").write_bytes(b"g" * 5000)
+        kernel = Path(child_env["TORCHINDUCTOR_CACHE_DIR"]) / "ab" / "cabc.so"
+        kernel.parent.mkdir(parents=True)
+        kernel.write_bytes(b"k" * 300)
         return {"ok": True, "catalogData": data, "timings": {"engineSeconds": 1.0}}
 
     monkeypatch.setattr(precompile, "_run_warmup", fake_warmup)
@@ -176,8 +268,12 @@ def test_precompile_publishes_catalog_then_ready(
     assert ready["config"] == CONFIG
     assert set(ready["versions"]) == {"spyre_runtime", "vllm", "vllm_spyre", "torch"}
     assert ready["timings"]["engineSeconds"] == 1.0
+    # the warmup compiled into the key's inductor folder; READY keeps its manifest
+    assert seen["TORCHINDUCTOR_CACHE_DIR"] == str(cache_dir / "inductor")
+    assert ready["inductorFiles"] == {"ab/cabc.so": 300}
     catalog_bytes = (cache_dir / "pre_compiled_cache_catalog.json").stat().st_size
-    assert ready["bytes"] == 5000 + catalog_bytes + (cache_dir / ".catalog.lock").stat().st_size
+    lock_bytes = (cache_dir / ".catalog.lock").stat().st_size
+    assert ready["bytes"] == 5000 + 300 + catalog_bytes + lock_bytes
     assert summary(env) == {
         "ok": True,
         "cacheKey": env["SPYRE_SERVING_CACHE_KEY"],

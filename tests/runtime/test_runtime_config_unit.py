@@ -30,6 +30,7 @@ def test_the_operators_env_parses(flavour: str, tmp_path: Path) -> None:
     assert cfg.cache_env(env) == {
         "TORCH_SENDNN_CACHE_ENABLE": "1",
         "TORCH_SENDNN_CACHE_DIR": str(cfg.cache_dir),
+        "TORCHINDUCTOR_CACHE_DIR": str(cfg.cache_dir / "inductor"),
     }
 
 

@@ -315,7 +315,7 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "inductor cache dir in env": (
         {"env": [{"name": "TORCHINDUCTOR_CACHE_DIR", "value": "/tmp/x"}]},
         "spec.env[0].name",
-        "TORCHINDUCTOR_CACHE_DIR is set by the operator: with backend inductor it is",
+        "TORCHINDUCTOR_CACHE_DIR is set by the operator: it is inductor's cache",
     ),
     "compile on CPU in vllm-spyre": (
         {**VLLM_SPYRE, "cache": {"compile": {"backend": "sendnn_compile_only"}}},

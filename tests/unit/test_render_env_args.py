@@ -129,8 +129,16 @@ def test_inductor_keeps_its_cache_in_the_key_directory() -> None:
     assert serve["SENDNN_INFERENCE_REQUIRE_PRECOMPILED_DECODERS"] == "1"
     spec = _spec(obj)
     assert spec.accelerator_count == 0
-    assert "TORCHINDUCTOR_CACHE_DIR" not in _env(with_spec({"backend": "eager"}))
-    assert "TORCHINDUCTOR_CACHE_DIR" not in _env(with_spec({}))
+
+
+@pytest.mark.parametrize("backend", ["eager", "sendnn"])
+def test_every_backend_keeps_inductors_cache_in_the_key_directory(backend: str) -> None:
+    """vLLM's sampler helpers compile with inductor whatever the model's backend: the
+    compile Job fills their cache too (the pods copy it, spyre_runtime.serve)."""
+    obj = with_spec({"backend": backend})
+    for env in (_env(obj), _env(obj, "precompile")):
+        key = env["SPYRE_SERVING_CACHE_KEY"]
+        assert env["TORCHINDUCTOR_CACHE_DIR"] == f"/var/cache/spyre/{key}/inductor"
 
 
 def test_tkv_override_and_user_env_come_last() -> None:

@@ -18,11 +18,14 @@ from typing import Any
 from .config import RuntimeConfig, config_differences
 from .contract import (
     CATALOG_NAME,
+    INDUCTOR_CACHE_SUBDIR,
+    INDUCTOR_FILES,
     READY_NAME,
     SPYRE_SERVING_CACHE_KEY,
     SPYRE_SERVING_CACHE_ROOT,
     SPYRE_SERVING_COMPILE_CONFIG,
 )
+from .inductorcopy import lacking
 
 LOCK_NAME = ".catalog.lock"
 
@@ -115,6 +118,17 @@ def check_cache(cfg: RuntimeConfig) -> CacheState:
             f"cache {cache_dir} was compiled for a different configuration: "
             + "; ".join(differences),
             differences,
+            marker,
+        )
+    # READYs written before the manifest have none: nothing to compare
+    expected: dict[str, int] = marker.get(INDUCTOR_FILES) or {}
+    gone = lacking(expected, cache_dir / INDUCTOR_CACHE_SUBDIR)
+    if gone:
+        return CacheState(
+            False,
+            f"cache {cache_dir} lacks {len(gone)} of the {len(expected)} inductor files its "
+            f"compile wrote (such as {INDUCTOR_CACHE_SUBDIR}/{gone[0]}): it was changed since",
+            [],
             marker,
         )
     return CacheState(True, f"cache {cache_dir} is READY for this configuration", [], marker)

@@ -17,6 +17,7 @@ from .compilereport import with_plugin
 from .contract import (
     DEFAULT_TERMINATION_LOG,
     FLAVOURS,
+    INDUCTOR_CACHE_SUBDIR,
     SPYRE_SERVING_CACHE_KEY,
     SPYRE_SERVING_CACHE_ROOT,
     SPYRE_SERVING_COMPILE_CONFIG,
@@ -24,6 +25,7 @@ from .contract import (
     SPYRE_SERVING_TERMINATION_LOG,
     TORCH_SENDNN_CACHE_DIR,
     TORCH_SENDNN_CACHE_ENABLE,
+    TORCHINDUCTOR_CACHE_DIR,
     VLLM_PLUGINS,
     Flavour,
 )
@@ -75,22 +77,33 @@ class RuntimeConfig:
         assert cache_dir is not None
         return cache_dir
 
-    def cache_env(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """The torch_sendnn cache variables for this key (empty without a key).
-
-        The operator sets them too; a TORCH_SENDNN_CACHE_DIR pointing elsewhere would make
-        the plugin read another catalog than the one checked here, so it is an error.
-        """
+    @property
+    def inductor_cache_dir(self) -> Path | None:
+        """inductor's caches for this key, which the compile Job fills (every backend)."""
         cache_dir = self.cache_dir
-        if cache_dir is None:
+        return None if cache_dir is None else cache_dir / INDUCTOR_CACHE_SUBDIR
+
+    def cache_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The torch_sendnn and inductor cache variables for this key (empty without a key).
+
+        The operator sets them too; one pointing elsewhere would make the plugin or inductor
+        read another cache than the one checked here, so it is an error.
+        """
+        cache_dir, inductor_dir = self.cache_dir, self.inductor_cache_dir
+        if cache_dir is None or inductor_dir is None:
             return {}
-        given = environ.get(TORCH_SENDNN_CACHE_DIR)
-        if given and os.path.normpath(given) != os.path.normpath(cache_dir):
-            raise ContractError(
-                f"{TORCH_SENDNN_CACHE_DIR}={given} disagrees with {SPYRE_SERVING_CACHE_ROOT}/"
-                f"{SPYRE_SERVING_CACHE_KEY} ({cache_dir})"
-            )
-        return {TORCH_SENDNN_CACHE_ENABLE: "1", TORCH_SENDNN_CACHE_DIR: str(cache_dir)}
+        expected = {
+            TORCH_SENDNN_CACHE_DIR: cache_dir,
+            TORCHINDUCTOR_CACHE_DIR: inductor_dir,
+        }
+        for name, path in expected.items():
+            given = environ.get(name)
+            if given and os.path.normpath(given) != os.path.normpath(path):
+                raise ContractError(
+                    f"{name}={given} disagrees with {SPYRE_SERVING_CACHE_ROOT}/"
+                    f"{SPYRE_SERVING_CACHE_KEY} ({path})"
+                )
+        return {TORCH_SENDNN_CACHE_ENABLE: "1", **{k: str(v) for k, v in expected.items()}}
 
     def vllm_env(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The environment vLLM runs with: the pod's, the cache variables for this key, and

@@ -128,6 +128,9 @@ FLAVOURS: dict[str, Flavour] = {
 # <root>/<cacheKey>/: the plugin's catalog (a JSON list), and READY, written last.
 CATALOG_NAME: Final = "pre_compiled_cache_catalog.json"
 READY_NAME: Final = "READY"
+# READY's manifest of <root>/<cacheKey>/inductor/ (relative path -> size): `serve` finds a
+# cache emptied or cut short since the compile before vLLM starts.
+INDUCTOR_FILES: Final = "inductorFiles"
 # Hub weights: <root>/<WEIGHTS_DIR>/<id>/<commit>/, which the pods mount read-only.
 WEIGHTS_DIR: Final = "weights"
 

@@ -22,7 +22,15 @@ from typing import Any, cast
 from . import __version__
 from .catalog import upsert_catalog_entry, write_ready
 from .config import ContractError, RuntimeConfig
-from .contract import HEARTBEAT_SECONDS, READY_NAME, Flavour, Summary
+from .contract import (
+    HEARTBEAT_SECONDS,
+    INDUCTOR_CACHE_SUBDIR,
+    INDUCTOR_FILES,
+    READY_NAME,
+    Flavour,
+    Summary,
+)
+from .inductorcopy import manifest
 from .report import STARTED_ENV, Progress, failure, log, write_summary
 from .space import shortfall, tree_bytes
 from .warmup import current_step_path
@@ -137,6 +145,7 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
             "config": cfg.compile_config,
             "flavour": cfg.flavour.name,
             "catalogEntry": entry,
+            INDUCTOR_FILES: manifest(cache_dir / INDUCTOR_CACHE_SUBDIR),
             "versions": found,
             "timings": {
                 **result["timings"],

@@ -1,4 +1,5 @@
-"""`serve`: check the cache for this key, then become `vllm serve` (exec, no child).
+"""`serve`: check the cache for this key, give inductor its own copy of the key's inductor
+caches, then become `vllm serve` (exec, no child).
 
 Nothing here imports torch or vLLM: the check costs milliseconds, and after exec signals
 and the exit code belong to vLLM alone.
@@ -12,8 +13,10 @@ import sys
 from collections.abc import Mapping
 
 from .catalog import CacheState, check_cache
+from .compilereport import REQUIRE_CACHED_ENV
 from .config import RuntimeConfig
-from .contract import CACHE_NOT_READY
+from .contract import CACHE_NOT_READY, TORCHINDUCTOR_CACHE_DIR
+from .inductorcopy import private_copy
 from .report import failure, log, write_summary
 
 EXIT_CACHE_NOT_READY = 3
@@ -49,6 +52,15 @@ def serve(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
         return EXIT_CACHE_NOT_READY
     else:
         log.warning("%s; vLLM will compile the graphs it needs at start-up", state.summary)
+    # inductor reads the key's caches through a copy of its own (inductorcopy.py); a cache
+    # not ready may be half written, inductor then starts empty.
+    copied = private_copy(cfg.inductor_cache_dir if state.ready else None)
+    env[TORCHINDUCTOR_CACHE_DIR] = str(copied.path)
+    log.info(
+        "inductor cache: %d files, %d bytes copied to %s", copied.files, copied.bytes, copied.path
+    )
+    if cfg.require_precompiled:
+        env[REQUIRE_CACHED_ENV] = "1"  # compilereport.py stops a start-up that would compile
     command = vllm_command(cfg)
     log.info("exec %s", " ".join(command))
     sys.stdout.flush()

@@ -1,4 +1,5 @@
-"""The warmup child of `precompile`: vLLM's own engine start-up, then a clean shutdown.
+"""The warmup child of `precompile`: vLLM's own engine start-up, a decoder's first
+requests (what they compile beyond the plugin's warmup), then a clean shutdown.
 
 Run as `python -m spyre_runtime.warmup <result.json> <vllm serve args...>`. The arguments go
 through `vllm serve`'s own parser and engine-config path (same usage context as the API
@@ -139,6 +140,31 @@ def start_engine(vllm_config: Any) -> Any:
     )
 
 
+# What a user's first requests compile beyond the plugin's warmup: vLLM's sampler helpers
+# for logprobs (torch.compile with inductor on every backend), greedy and sampled. Short,
+# so they fit static warmup shapes too (new tokens >= 2).
+FIRST_REQUESTS = (
+    {"max_tokens": 2, "temperature": 0.0, "logprobs": 2},
+    {"max_tokens": 2, "temperature": 1.0, "top_p": 0.9, "logprobs": 1},
+)
+FIRST_PROMPT = "Hello world"
+
+
+def serve_first_requests(engine: Any) -> None:
+    """Run FIRST_REQUESTS through the engine, so the graphs they compile land in the key's
+    caches: each alone, then together (vLLM 0.17 compiles its logprobs helper for a batch
+    of one and for larger batches apart)."""
+    from vllm import SamplingParams
+
+    rounds = [[params] for params in FIRST_REQUESTS] + [list(FIRST_REQUESTS)]
+    for n, batch in enumerate(rounds):
+        for i, params in enumerate(batch):
+            request_id = f"spyre-runtime-first-{n}-{i}"
+            engine.add_request(request_id, FIRST_PROMPT, SamplingParams(**params))
+        while engine.has_unfinished_requests():
+            engine.step()
+
+
 def current_step_path(result: Path) -> Path:
     """Where the warmup keeps its step in progress, for the parent's heartbeat."""
     return result.with_name(result.name + ".step")
@@ -187,6 +213,12 @@ def run(vllm_args: Sequence[str], progress: Progress | None = None) -> Mapping[s
         started = time.monotonic()
         engine = start_engine(vllm_config)
         timings["engineSeconds"] = round(time.monotonic() - started, 3)
+        if vllm_config.model_config.runner_type != "pooling":
+            phase = "serving the first requests (logprobs)"
+            progress.step("requests", phase)
+            started = time.monotonic()
+            serve_first_requests(engine)
+            timings["requestsSeconds"] = round(time.monotonic() - started, 3)
         data = catalog_data(flavour, vllm_config)
         phase = "shutting the engine down"
         progress.step("shutdown", phase)

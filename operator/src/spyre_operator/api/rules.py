@@ -385,9 +385,8 @@ def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:
         elif e.name == contract.TORCHINDUCTOR_CACHE_DIR:
             yield Problem(
                 f"{path}.name",
-                f"{e.name} is set by the operator: with backend inductor it is inductor's "
-                "cache in the cache key's directory, which the compile Job fills for the "
-                "serving pods: remove it",
+                f"{e.name} is set by the operator: it is inductor's cache in the cache "
+                "key's directory, which the compile Job fills for the serving pods: remove it",
             )
         elif runtimes.is_reserved_env(e.name):
             yield Problem(

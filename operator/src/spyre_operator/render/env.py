@@ -30,13 +30,10 @@ def backend_for(spec: SpyreModelSpec, role: Role) -> str:
     return spec.backend if role == "serve" else spec.compile_backend
 
 
-def _backend_env(spec: SpyreModelSpec, backend: str, cache_dir: str) -> dict[str, str]:
-    """What the backend's own stack reads: nothing for eager; for inductor its cache, in the
-    key's directory (the compile Job fills it, serving pods of the key load from it); the
-    Spyre stack's settings (torch_sendnn, deeptools) for the sendnn backends."""
-    if backend == "inductor":
-        return {contract.TORCHINDUCTOR_CACHE_DIR: f"{cache_dir}/{contract.INDUCTOR_CACHE_SUBDIR}"}
-    if backend == "eager":
+def _backend_env(spec: SpyreModelSpec, backend: str) -> dict[str, str]:
+    """What the backend's own stack reads: nothing more for the CPU backends; the Spyre
+    stack's settings (torch_sendnn, deeptools) for the sendnn backends."""
+    if backend in ("inductor", "eager"):
         return {}
     if backend == "sendnn_compile_only":
         device = "COMPILE"  # what the plugin sets itself for this backend
@@ -142,7 +139,11 @@ def container_env(
         # Never the hub: a hub model was downloaded by the weights Job, the others are
         # read from their volume (a model that still needs a download fails at once).
         rt.HF_HUB_OFFLINE: "1",
-        **_backend_env(spec, backend, cache_dir),
+        # inductor's caches, in the key's directory on every backend: inductor compiles the
+        # model (backend inductor) and vLLM's sampler helpers (every backend). The compile
+        # Job fills them; `serve` copies them to the pod and points this variable there.
+        contract.TORCHINDUCTOR_CACHE_DIR: f"{cache_dir}/{contract.INDUCTOR_CACHE_SUBDIR}",
+        **_backend_env(spec, backend),
         **_plugin_env(spec, role, backend),
     }
     if cb is not None and cb.max_batch_tkv_limit is not None:
