@@ -1,6 +1,7 @@
 """The chart's monitoring in a real Prometheus: the chart-installed operator on the node is
 scraped with the configuration its PodMonitor (and the serving ServiceMonitor) stand for
-(tests/node/promlib.py translates the rendered objects as the Prometheus Operator does),
+(tests/node/promlib.py translates the rendered objects as the Prometheus Operator does,
+and stands in for the Kubernetes discovery Debian's Prometheus is built without),
 the chart's PrometheusRule is evaluated, and the alerts Prometheus' HTTP API reports must
 name each SpyreModel by its own namespace and name: two models with one name in two
 namespaces, one Failed (its model folder is empty: the compile fails at once), one stuck
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 from nodelib import Kubectl, SharedNode
-from promlib import Prometheus, scrape_configs
+from promlib import KubernetesTargets, Prometheus, scrape_configs
 
 from spyre_operator.local import node_operator
 from spyre_operator.local.node import Node
@@ -76,11 +77,12 @@ def monitored(
     assert {d["kind"] for d in monitors} == {"PodMonitor", "ServiceMonitor"}
     scrapes = [job for d in monitors for job in scrape_configs(d, node.kubeconfig)]
     (rule,) = [d for d in objects if d["kind"] == "PrometheusRule"]
-    prometheus = Prometheus(tmp_path_factory.mktemp("prometheus"))
+    folder = tmp_path_factory.mktemp("prometheus")
+    prometheus, targets = Prometheus(folder), KubernetesTargets(node.kubeconfig, folder)
     system = Kubectl(node.kubeconfig, "default")
     namespaces = [f"mon-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     try:
-        prometheus.start(scrapes, rule["spec"]["groups"], interval="5s")
+        prometheus.start(scrapes, targets, rule["spec"]["groups"], interval="5s")
         for namespace in namespaces:
             system("create", "namespace", namespace)
         models = tmp_path_factory.mktemp("models")
