@@ -32,10 +32,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from spyre_operator.local import node_operator, preflight
-from spyre_operator.local.kubectl import Kubectl
-from spyre_operator.local.node import Node
-from spyre_operator.local.simulate import poll_until
+from spyre_devcluster import node_operator, preflight
+from spyre_devcluster.kubectl import Kubectl
+from spyre_devcluster.node import Node
+from spyre_devcluster.simulate import poll_until
 from spyre_runtime import compilereport
 
 WAIT = 1800

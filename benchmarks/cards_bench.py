@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spyre_operator.local import node_operator, preflight
-from spyre_operator.local.kubectl import Kubectl
-from spyre_operator.local.node import Node
-from spyre_operator.local.node_config import SPYRE_PF
-from spyre_operator.local.simulate import poll_until
+from spyre_devcluster import node_operator, preflight
+from spyre_devcluster.kubectl import Kubectl
+from spyre_devcluster.node import Node
+from spyre_devcluster.node_config import SPYRE_PF
+from spyre_devcluster.simulate import poll_until
 
 CARDS = 4
 WAIT = 2400.0

@@ -35,11 +35,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from spyre_devcluster.controlplane import ControlPlane
+from spyre_devcluster.simulate import poll_until
 from spyre_operator.api.crd import build_crd
 from spyre_operator.api.names import API_VERSION, KIND, PLURAL
-from spyre_operator.local.controlplane import ControlPlane
-from spyre_operator.local.simulate import poll_until
-from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
+from spyre_operator.kube.client import ApiError, Kube, load_api_client
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PLAIN: dict[str, Any] = {

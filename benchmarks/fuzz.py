@@ -326,11 +326,11 @@ def server(cases: list[tuple[str, str]], wait_seconds: float, directory: Path) -
     from cluster_sim import kube_for
     from urllib3.exceptions import ReadTimeoutError
 
+    from spyre_devcluster import simulate
+    from spyre_devcluster.controlplane import ControlPlane, free_port
+    from spyre_devcluster.operator_process import OperatorProcess
     from spyre_operator.api.validation import InvalidSpec, parse
-    from spyre_operator.local import simulate
-    from spyre_operator.local.controlplane import ControlPlane, free_port
-    from spyre_operator.local.operator_process import OperatorProcess
-    from spyre_operator.reconcile.kube import ApiError, path
+    from spyre_operator.kube.client import ApiError, path
     from spyre_operator.render.children import desired
 
     plane = ControlPlane(directory / "plane")
@@ -418,7 +418,7 @@ def refusals(kube: Any, objects: list[dict[str, Any]]) -> str:
     template (a Job or Deployment is admitted with an image a Pod is refused for), in the
     namespace's default ServiceAccount (whether a named one exists is not the spec's
     validity). Only 400 and 422 are refusals: 409 is an object the operator created."""
-    from spyre_operator.reconcile.kube import ApiError
+    from spyre_operator.kube.client import ApiError
 
     bodies = list(objects)
     for obj in objects:

@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "images"))
 from ctdlib import private_containerd
 
-from spyre_operator.local.images import recipes
-from spyre_operator.local.images.containerd import import_image
+from spyre_devcluster.images import recipes
+from spyre_devcluster.images.containerd import import_image
 
 DEFAULT = ["pause", "operator", "runtime-cpu"]
 

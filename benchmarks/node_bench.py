@@ -27,11 +27,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from spyre_operator.local import node_operator, preflight
-from spyre_operator.local.controlplane import ControlPlane
-from spyre_operator.local.images import recipes
-from spyre_operator.local.kubectl import Kubectl
-from spyre_operator.local.node import Node
+from spyre_devcluster import node_operator, preflight
+from spyre_devcluster.controlplane import ControlPlane
+from spyre_devcluster.images import recipes
+from spyre_devcluster.kubectl import Kubectl
+from spyre_devcluster.node import Node
 
 
 def timed(figures: dict[str, list[float]], name: str, step: Callable[[], object]) -> None:

@@ -57,13 +57,13 @@ import yaml
 from kubernetes import client, watch
 from urllib3.exceptions import ProtocolError
 
+from spyre_devcluster import simulate
+from spyre_devcluster.controlplane import ControlPlane, free_port
+from spyre_devcluster.operator_process import OperatorProcess
 from spyre_operator.api.validation import parse
+from spyre_operator.controller import metrics
 from spyre_operator.controller.settings import Settings
-from spyre_operator.local import simulate
-from spyre_operator.local.controlplane import ControlPlane, free_port
-from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import metrics
-from spyre_operator.reconcile.kube import KINDS, ApiError, Kube, load_api_client
+from spyre_operator.kube.client import KINDS, ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
 from spyre_operator.render.meta import compile_job_name

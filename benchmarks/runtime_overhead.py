@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"))
 from rtlib import REPO, Runtime, stop, wait_for_server
 
-from spyre_operator.local.controlplane import free_port
+from spyre_devcluster.controlplane import free_port
 
 LIMITS = {"max_model_len": 256, "max_num_seqs": 2, "max_num_batched_tokens": 256}
 BARE_WARMUP = "import sys; from vllm import LLM; LLM(model=sys.argv[1], **{})"

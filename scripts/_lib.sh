@@ -6,13 +6,14 @@ CACHE="${SPYRE_SERVING_CACHE:-$HOME/.cache/spyre-serving}"
 VENV="$ROOT/.venv"
 
 ensure_venv() {
-  local stamp="$VENV/.installed-$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+  local stamp="$VENV/.installed-$(cat "$ROOT/pyproject.toml" "$ROOT/devcluster/pyproject.toml" | sha256sum | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     echo ">> preparing the project venv in .venv (first run takes a minute)" >&2
     [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
     # explicit `|| return`: set -e is off inside functions called from `&&` chains
     "$VENV/bin/pip" install --quiet --upgrade pip >&2 || return 1
-    "$VENV/bin/pip" install --quiet -e "$ROOT[operator,dev]" >&2 || return 1
+    # the dev cluster is a distribution of its own (devcluster/): the operator image lacks it
+    "$VENV/bin/pip" install --quiet -e "$ROOT[operator,dev]" -e "$ROOT/devcluster" >&2 || return 1
     rm -f "$VENV"/.installed-*
     touch "$stamp"
   fi
@@ -50,12 +51,12 @@ ensure_floor_venv() {
   FLOOR_VENV="$ROOT/.venv-floor"
   local pins
   pins=$(floor_pins) || return 1
-  local stamp="$FLOOR_VENV/.installed-$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+  local stamp="$FLOOR_VENV/.installed-$(cat "$ROOT/pyproject.toml" "$ROOT/devcluster/pyproject.toml" | sha256sum | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     echo ">> preparing .venv-floor with the minimum versions: $(echo $pins)" >&2
     [ -x "$FLOOR_VENV/bin/python" ] || python3 -m venv "$FLOOR_VENV"
     "$FLOOR_VENV/bin/pip" install --quiet --upgrade pip >&2 || return 1
-    "$FLOOR_VENV/bin/pip" install --quiet -e "$ROOT[operator,dev]" $pins >&2 || return 1
+    "$FLOOR_VENV/bin/pip" install --quiet -e "$ROOT[operator,dev]" -e "$ROOT/devcluster" $pins >&2 || return 1
     rm -f "$FLOOR_VENV"/.installed-*
     touch "$stamp"
   fi

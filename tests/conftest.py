@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from spyre_operator.local.controlplane import ControlPlane
-from spyre_operator.local.tools import tool
+from spyre_devcluster.controlplane import ControlPlane
+from spyre_devcluster.tools import tool
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from spyre_operator.local.tools import tool
+from spyre_devcluster.tools import tool
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "spyre-operator"

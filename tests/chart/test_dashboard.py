@@ -13,7 +13,7 @@ import pytest
 import yaml
 from chartlib import find, render
 
-from spyre_operator.local.tools import install_promtool
+from spyre_devcluster.tools import install_promtool
 
 pytestmark = pytest.mark.chart
 

@@ -28,13 +28,13 @@ from chartlib import (
     service_account_kubeconfig,
 )
 
+from spyre_devcluster import simulate
+from spyre_devcluster.controlplane import free_port
+from spyre_devcluster.operator_process import OperatorProcess
 from spyre_operator.api.crd import build_cache_crd, build_crd
 from spyre_operator.api.validation import validate
 from spyre_operator.cli import build_parser
-from spyre_operator.local import simulate
-from spyre_operator.local.controlplane import free_port
-from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile.kube import Kube, load_api_client
+from spyre_operator.kube.client import Kube, load_api_client
 
 pytestmark = pytest.mark.chart
 

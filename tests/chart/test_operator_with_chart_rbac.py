@@ -3,7 +3,7 @@
 Ready on the real control plane, and the Argo CD health check then says Healthy.
 
 The control plane has no kubelet and no Job/Deployment controllers: the test plays them
-with spyre_operator.local.simulate (as admin, the way the cluster would).
+with spyre_devcluster.simulate (as admin, the way the cluster would).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from chartlib import (
     service_account_kubeconfig,
 )
 
-from spyre_operator.local import simulate
-from spyre_operator.local.controlplane import free_port
-from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.local.simulate import poll_until
-from spyre_operator.reconcile.kube import Kube, load_api_client
+from spyre_devcluster import simulate
+from spyre_devcluster.controlplane import free_port
+from spyre_devcluster.operator_process import OperatorProcess
+from spyre_devcluster.simulate import poll_until
+from spyre_operator.kube.client import Kube, load_api_client
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.chart

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from chartlib import find, render, template
 
-from spyre_operator.local.tools import install_promtool
-from spyre_operator.reconcile.triggers import CATCH_UP
+from spyre_devcluster.tools import install_promtool
+from spyre_operator.controller.triggers import CATCH_UP
 
 pytestmark = pytest.mark.chart
 

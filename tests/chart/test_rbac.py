@@ -21,7 +21,7 @@ from kubernetes import client, config
 
 import spyre_operator.handlers  # noqa: F401  (its decorators fill kopf's default registry)
 from spyre_operator.api.names import CACHE_PLURAL, GROUP, PLURAL
-from spyre_operator.reconcile import kube as operator_kube
+from spyre_operator.kube import client as operator_kube
 
 pytestmark = pytest.mark.chart
 
@@ -56,27 +56,27 @@ OPERATOR_CALLS = (
     Call("create", "persistentvolumeclaims", why="decide: CreatedCacheVolume"),
     Call("create", "jobs", "batch", why="decide: CreatedCompileJob, CreatedCleanupJob"),
     Call("patch", "jobs", "batch", why="reconcile/apply: add_owner (shared Job), mark"),
-    Call("list", "jobs", "batch", why="reconcile/watches.py"),
-    Call("watch", "jobs", "batch", why="reconcile/watches.py"),
+    Call("list", "jobs", "batch", why="kube/watches.py"),
+    Call("watch", "jobs", "batch", why="kube/watches.py"),
     Call("create", "deployments", "apps", why="server-side apply of a new Deployment"),
     Call("patch", "deployments", "apps", why="server-side apply; the replicas patch"),
-    Call("list", "deployments", "apps", why="reconcile/watches.py"),
-    Call("watch", "deployments", "apps", why="reconcile/watches.py"),
+    Call("list", "deployments", "apps", why="kube/watches.py"),
+    Call("watch", "deployments", "apps", why="kube/watches.py"),
     Call("create", "services", why="server-side apply of a new Service"),
     Call("patch", "services", why="server-side apply"),
-    Call("list", "services", why="reconcile/watches.py"),
-    Call("watch", "services", why="reconcile/watches.py"),
+    Call("list", "services", why="kube/watches.py"),
+    Call("watch", "services", why="kube/watches.py"),
     Call("create", "networkpolicies", "networking.k8s.io", why="server-side apply, new"),
     Call("patch", "networkpolicies", "networking.k8s.io", why="server-side apply"),
-    Call("list", "networkpolicies", "networking.k8s.io", why="reconcile/watches.py"),
-    Call("watch", "networkpolicies", "networking.k8s.io", why="reconcile/watches.py"),
+    Call("list", "networkpolicies", "networking.k8s.io", why="kube/watches.py"),
+    Call("watch", "networkpolicies", "networking.k8s.io", why="kube/watches.py"),
     Call("create", "poddisruptionbudgets", "policy", why="server-side apply, new"),
     Call("patch", "poddisruptionbudgets", "policy", why="server-side apply"),
     Call("delete", "poddisruptionbudgets", "policy", why="fewer than 2 replicas"),
-    Call("list", "poddisruptionbudgets", "policy", why="reconcile/watches.py"),
-    Call("watch", "poddisruptionbudgets", "policy", why="reconcile/watches.py"),
+    Call("list", "poddisruptionbudgets", "policy", why="kube/watches.py"),
+    Call("watch", "poddisruptionbudgets", "policy", why="kube/watches.py"),
     Call("list", "pods", why="observe: compile pod summaries, stuck serving pods"),
-    Call("watch", "pods", why="reconcile/watches.py (pod_changed)"),
+    Call("watch", "pods", why="kube/watches.py (pod_changed)"),
     Call("get", "pods", subresource="log", why="progress.py: a running compile's newest step"),
     Call("create", "events", why="events.EventPoster"),
 )

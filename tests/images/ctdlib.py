@@ -13,8 +13,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from spyre_operator.local.images.recipes import PAUSE
-from spyre_operator.local.simulate import poll_until
+from spyre_devcluster.images.recipes import PAUSE
+from spyre_devcluster.simulate import poll_until
 
 CONFIG = """version = 2
 root = "{dir}/root"

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from ctdlib import private_containerd
 
-from spyre_operator.local.images import build, recipes, rootfs
-from spyre_operator.local.images.containerd import GC_ROOT, Ctr, import_image
-from spyre_operator.local.images.oci import chain_ids, write_layer
-from spyre_operator.local.images.store import Image
-from spyre_operator.local.simulate import poll_until
+from spyre_devcluster.images import build, recipes, rootfs
+from spyre_devcluster.images.containerd import GC_ROOT, Ctr, import_image
+from spyre_devcluster.images.oci import chain_ids, write_layer
+from spyre_devcluster.images.store import Image
+from spyre_devcluster.simulate import poll_until
 
 pytestmark = pytest.mark.images
 

@@ -1,6 +1,6 @@
 """Helpers of the operator integration tests: the CRD, the operator as a real subprocess
 (`spyre-operator run`), polling, and SpyreModel bodies. The cluster's part (kubelet, Job
-and Deployment controllers) is played by spyre_operator.local.simulate, the same
+and Deployment controllers) is played by spyre_devcluster.simulate, the same
 module `spyre-operator dev --simulate` uses."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from spyre_devcluster import simulate
+from spyre_devcluster.controlplane import free_port
+from spyre_devcluster.operator_process import OperatorProcess
 from spyre_operator.api.validation import parse
-from spyre_operator.local import simulate
-from spyre_operator.local.controlplane import free_port
-from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile import metrics
-from spyre_operator.reconcile.kube import ApiError, Kube, load_api_client
+from spyre_operator.controller import metrics
+from spyre_operator.kube.client import ApiError, Kube, load_api_client
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
-from spyre_operator.render.weights import weights_job_name
+from spyre_operator.render.weights_job import weights_job_name
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 90.0  # seconds; generous: a loaded 2-core machine runs apiserver, etcd and us

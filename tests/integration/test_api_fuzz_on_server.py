@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spyre_operator.api.validation import review
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile.dryrun import STAND_IN_COMMIT
-from spyre_operator.reconcile.kube import ApiError, Kube
 from spyre_operator.render.children import desired
 
 sys.path.insert(0, str(ROOT / "tests" / "unit"))

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from cluster_sim import kube_for, wait_for
 
+from spyre_devcluster import simulate
 from spyre_operator.api.names import API_VERSION, KIND
 from spyre_operator.api.validation import validate
-from spyre_operator.local import simulate
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from spyre_operator.local.binaries import find_binaries
-from spyre_operator.local.tools import tool
+from spyre_devcluster.binaries import find_binaries
+from spyre_devcluster.tools import tool
 
 pytestmark = pytest.mark.integration
 

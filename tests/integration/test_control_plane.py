@@ -10,8 +10,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from spyre_operator.local.simulate import poll_until
-from spyre_operator.reconcile.kube import MERGE, ApiError, Kube, load_api_client
+from spyre_devcluster.simulate import poll_until
+from spyre_operator.kube.client import MERGE, ApiError, Kube, load_api_client
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_for,
 )
 
-from spyre_operator.reconcile.kube import Kube, path
+from spyre_operator.kube.client import Kube, path
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.integration

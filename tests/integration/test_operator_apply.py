@@ -28,12 +28,12 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_for,
 )
 
+from spyre_devcluster import simulate
 from spyre_operator.api.validation import parse
-from spyre_operator.local import simulate
-from spyre_operator.reconcile.kube import Kube
+from spyre_operator.kube.client import Kube
 from spyre_operator.render import meta
 from spyre_operator.render.children import desired
-from spyre_operator.render.weights import is_commit
+from spyre_operator.render.weights_job import is_commit
 
 pytestmark = pytest.mark.integration
 

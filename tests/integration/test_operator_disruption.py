@@ -18,7 +18,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_for,
 )
 
-from spyre_operator.reconcile.kube import Kube
+from spyre_operator.kube.client import Kube
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,9 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_phase,
 )
 
+from spyre_devcluster import simulate
 from spyre_operator.api.validation import validate
-from spyre_operator.local import simulate
-from spyre_operator.reconcile.kube import Kube
+from spyre_operator.kube.client import Kube
 
 pytestmark = pytest.mark.integration
 

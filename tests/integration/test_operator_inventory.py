@@ -29,11 +29,11 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 )
 from test_operator_caches import precompile
 
+from spyre_devcluster import simulate
 from spyre_operator.api.crd import build_cache_crd
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse
-from spyre_operator.local import simulate
-from spyre_operator.reconcile.kube import ApiError, Kube
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 

@@ -24,8 +24,8 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 )
 
 from kstatus_rules import kstatus
-from spyre_operator.local import simulate
-from spyre_operator.reconcile.kube import Kube
+from spyre_devcluster import simulate
+from spyre_operator.kube.client import Kube
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_phase,
 )
 
-from spyre_operator.local.tools import install_promtool
-from spyre_operator.reconcile.kube import Kube
+from spyre_devcluster.tools import install_promtool
+from spyre_operator.kube.client import Kube
 
 pytestmark = pytest.mark.integration
 

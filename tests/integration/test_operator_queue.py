@@ -23,9 +23,9 @@ from cluster_sim import (
     wait_phase,
 )
 
-from spyre_operator.local import simulate
-from spyre_operator.reconcile.compiles import ordinal
-from spyre_operator.reconcile.kube import Kube
+from spyre_devcluster import simulate
+from spyre_operator.kube.client import Kube
+from spyre_operator.reconcile.compile_queue import ordinal
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_phase,
 )
 
-from spyre_operator.local import simulate
-from spyre_operator.reconcile.kube import STRATEGIC, Kube, path
+from spyre_devcluster import simulate
+from spyre_operator.kube.client import STRATEGIC, Kube, path
 
 pytestmark = pytest.mark.integration
 

@@ -19,10 +19,10 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_for,
 )
 
+from spyre_devcluster import simulate
 from spyre_operator.api.validation import parse
-from spyre_operator.local import simulate
-from spyre_operator.reconcile.kube import Kube
-from spyre_operator.render.weights import weights_job_name
+from spyre_operator.kube.client import Kube
+from spyre_operator.render.weights_job import weights_job_name
 
 pytestmark = pytest.mark.integration
 

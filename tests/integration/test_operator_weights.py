@@ -1,7 +1,7 @@
 """The weights step of hub models on the real API server: one download per model and
 revision, the revision resolved to a commit that the cache key uses, the hub's refusals in
 status, and a moved branch as a deliberate, visible event. The weights pods are played
-(spyre_operator.local.simulate); tests/runtime/test_runtime_weights.py runs the real
+(spyre_devcluster.simulate); tests/runtime/test_runtime_weights.py runs the real
 download against a local hub, tests/node the whole flow with real pods."""
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 
@@ -29,12 +29,12 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     wait_phase,
 )
 
+from spyre_devcluster import simulate
 from spyre_operator.api.validation import parse
-from spyre_operator.local import simulate
-from spyre_operator.reconcile.kube import Kube
+from spyre_operator.kube.client import Kube
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
-from spyre_operator.render.weights import weights_job_name
+from spyre_operator.render.weights_job import weights_job_name
 
 pytestmark = pytest.mark.integration
 

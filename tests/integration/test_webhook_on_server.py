@@ -30,11 +30,11 @@ import yaml
 from cluster_sim import ROOT, condition, free_port, kube_for, wait_for, wait_phase
 from cryptography import x509
 
+from spyre_devcluster import simulate
+from spyre_devcluster.operator_process import OperatorProcess
 from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, PLURAL, VERSION
 from spyre_operator.api.validation import review, validate
-from spyre_operator.local import simulate
-from spyre_operator.local.operator_process import OperatorProcess
-from spyre_operator.reconcile.kube import ApiError, Kube, path
+from spyre_operator.kube.client import ApiError, Kube, path
 from spyre_operator.webhook import certs
 from spyre_operator.webhook.keeper import WEBHOOK_CONFIGURATIONS
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from nodelib import Kubectl, SharedNode, import_python_image
 
-from spyre_operator.local import node_operator, preflight
-from spyre_operator.local.node import Node
+from spyre_devcluster import node_operator, preflight
+from spyre_devcluster.node import Node
 
 
 @pytest.fixture(scope="session")

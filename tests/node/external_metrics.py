@@ -16,8 +16,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from spyre_operator.local.kubectl import Kubectl
-from spyre_operator.local.node_config import NODE_IP
+from spyre_devcluster.kubectl import Kubectl
+from spyre_devcluster.node_config import NODE_IP
 from spyre_operator.webhook import certs
 from spyre_operator.webhook.server import load_into
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spyre_operator.local import node_operator
-from spyre_operator.local.images import recipes
-from spyre_operator.local.images.containerd import import_image
-from spyre_operator.local.images.store import locked
-from spyre_operator.local.kubectl import Kubectl
-from spyre_operator.local.node import Node
-from spyre_operator.local.node_config import SPYRE_PF
+from spyre_devcluster import node_operator
+from spyre_devcluster.images import recipes
+from spyre_devcluster.images.containerd import import_image
+from spyre_devcluster.images.store import locked
+from spyre_devcluster.kubectl import Kubectl
+from spyre_devcluster.node import Node
+from spyre_devcluster.node_config import SPYRE_PF
 
 __all__ = ["Kubectl", "SharedNode", "apply", "import_python_image", "pod"]
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
-from spyre_operator.local.controlplane import free_port
-from spyre_operator.local.kubectl import Kubectl
-from spyre_operator.local.simulate import poll_until
-from spyre_operator.local.tools import install_prometheus
+from spyre_devcluster.controlplane import free_port
+from spyre_devcluster.kubectl import Kubectl
+from spyre_devcluster.simulate import poll_until
+from spyre_devcluster.tools import install_prometheus
 
 # The keys of a RelabelConfig in the CRD, and in Prometheus' configuration file.
 RELABEL_KEYS = {

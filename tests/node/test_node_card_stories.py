@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from nodelib import Kubectl, SharedNode
 
-from spyre_operator.local import node_operator
-from spyre_operator.local.kubectl import KubectlError
-from spyre_operator.local.node_config import NODE_NAME, SPYRE_PF
-from spyre_operator.local.simulate import poll_until
+from spyre_devcluster import node_operator
+from spyre_devcluster.kubectl import KubectlError
+from spyre_devcluster.node_config import NODE_NAME, SPYRE_PF
+from spyre_devcluster.simulate import poll_until
 
 pytestmark = pytest.mark.node
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from nodelib import Kubectl, apply, pod
 
-from spyre_operator.local import node_operator
-from spyre_operator.local.deviceplugin import device_ids, env_name
-from spyre_operator.local.node import DEVICE_PLUGIN, Node
-from spyre_operator.local.node_config import NODE_NAME, SPYRE_PF
-from spyre_operator.local.simulate import poll_until
+from spyre_devcluster import node_operator
+from spyre_devcluster.deviceplugin import device_ids, env_name
+from spyre_devcluster.node import DEVICE_PLUGIN, Node
+from spyre_devcluster.node_config import NODE_NAME, SPYRE_PF
+from spyre_devcluster.simulate import poll_until
 
 SHARED_CARDS = node_operator.NODE_CARDS
 

@@ -9,9 +9,9 @@ import os
 import pytest
 from nodelib import Kubectl, SharedNode, import_python_image
 
-from spyre_operator.local import host
-from spyre_operator.local.node import MACHINE_RECORD, Node, NodeError
-from spyre_operator.local.node_config import NODE_IP
+from spyre_devcluster import host
+from spyre_devcluster.node import MACHINE_RECORD, Node, NodeError
+from spyre_devcluster.node_config import NODE_IP
 
 pytestmark = pytest.mark.node
 

@@ -20,9 +20,9 @@ import pytest
 from nodelib import Kubectl, SharedNode
 from promlib import KubernetesTargets, Prometheus, scrape_configs
 
-from spyre_operator.local import node_operator
-from spyre_operator.local.node import Node
-from spyre_operator.local.simulate import Timeout, poll_until
+from spyre_devcluster import node_operator
+from spyre_devcluster.node import Node
+from spyre_devcluster.simulate import Timeout, poll_until
 
 pytestmark = pytest.mark.node
 

@@ -29,14 +29,14 @@ from external_metrics import ExternalMetrics
 from nodelib import Kubectl, SharedNode
 
 from kstatus_rules import kstatus
+from spyre_devcluster import node_operator
+from spyre_devcluster.hub import LocalHub
+from spyre_devcluster.kubectl import KubectlError
+from spyre_devcluster.node import Node
+from spyre_devcluster.node_config import NODE_IP
+from spyre_devcluster.simulate import poll_until
+from spyre_devcluster.tools import tool
 from spyre_operator.api.names import API_VERSION
-from spyre_operator.local import node_operator
-from spyre_operator.local.hub import LocalHub
-from spyre_operator.local.kubectl import KubectlError
-from spyre_operator.local.node import Node
-from spyre_operator.local.node_config import NODE_IP
-from spyre_operator.local.simulate import poll_until
-from spyre_operator.local.tools import tool
 from spyre_runtime import compilereport
 
 pytestmark = pytest.mark.node

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from nodelib import Kubectl
 
+from spyre_devcluster import node_operator
+from spyre_devcluster.kubectl import KubectlError
+from spyre_devcluster.node import Node
+from spyre_devcluster.simulate import poll_until
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import review, validate
-from spyre_operator.local import node_operator
-from spyre_operator.local.kubectl import KubectlError
-from spyre_operator.local.node import Node
-from spyre_operator.local.simulate import poll_until
 
 pytestmark = pytest.mark.node
 

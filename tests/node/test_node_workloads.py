@@ -11,9 +11,9 @@ import urllib.request
 import pytest
 from nodelib import Kubectl, apply, pod
 
-from spyre_operator.local.node import Node
-from spyre_operator.local.node_config import NODE_NAME, STORAGE_CLASS
-from spyre_operator.local.simulate import poll_until
+from spyre_devcluster.node import Node
+from spyre_devcluster.node_config import NODE_NAME, STORAGE_CLASS
+from spyre_devcluster.simulate import poll_until
 
 pytestmark = pytest.mark.node
 

@@ -15,7 +15,7 @@ from rtlib import (
     wait_for_server,
 )
 
-from spyre_operator.local.controlplane import free_port
+from spyre_devcluster.controlplane import free_port
 
 
 @pytest.fixture(scope="session", params=["vllm-spyre", "sendnn-inference"])

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from spyre_operator.local.controlplane import free_port
-from spyre_operator.local.simulate import Timeout, poll_until
+from spyre_devcluster.controlplane import free_port
+from spyre_devcluster.simulate import Timeout, poll_until
 from spyre_runtime.contract import CATALOG_NAME, READY_NAME
 
 ENGINE_TIMEOUT = 900  # one engine start-up on a loaded 2-core machine, generously

@@ -29,7 +29,7 @@ from rtlib import (
     termination,
 )
 
-from spyre_operator.local.simulate import poll_until
+from spyre_devcluster.simulate import poll_until
 from spyre_runtime.contract import CATALOG_NAME, READY_NAME
 
 pytestmark = pytest.mark.runtime

@@ -1,6 +1,6 @@
 """`spyre-runtime weights` with each flavour's own huggingface_hub (0.36 in vllm-spyre's venv,
 2.x in sendnn-inference's), pointed with HF_ENDPOINT at the local hub the test starts
-(spyre_operator.local.hub) serving the tiny models. No engine: seconds per test, except
+(spyre_devcluster.hub) serving the tiny models. No engine: seconds per test, except
 the one that serves a completion from the downloaded directory.
 """
 
@@ -20,8 +20,8 @@ import httpx
 import pytest
 from rtlib import Result, Runtime, Workload, stop, termination
 
-from spyre_operator.local.hub import LocalHub
-from spyre_operator.local.simulate import poll_until
+from spyre_devcluster.hub import LocalHub
+from spyre_devcluster.simulate import poll_until
 from spyre_runtime.weightstore import MANIFEST_NAME
 
 pytestmark = pytest.mark.runtime

@@ -12,8 +12,8 @@ import pytest
 from apilib import AFFINITY, BASE, EXAMPLES, merge, with_spec
 
 from spyre_operator.api import rules
+from spyre_operator.api.placement_rules import PREFERRED, REQUIRED
 from spyre_operator.api.problem import InvalidSpec, Problem
-from spyre_operator.api.rules import PREFERRED, REQUIRED
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.validation import MAX_PROBLEMS, parse, validate
 from spyre_operator.cli import main

@@ -12,8 +12,8 @@ from apilib import pinned, with_spec
 from kubernetes import client
 from pydantic import BaseModel
 
-from spyre_operator.api import spec as api
-from spyre_operator.api.rules import SERVING_SELECTOR_KEYS
+from spyre_operator.api import k8s_types as api
+from spyre_operator.api.placement_rules import SERVING_SELECTOR_KEYS
 from spyre_operator.api.validation import parse, validate
 from spyre_operator.render import meta
 from spyre_operator.render.children import desired

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from spyre_operator.local.images import build, debian, recipes, rootfs
-from spyre_operator.local.images.containerfile import ContainerfileError, parse
-from spyre_operator.local.images.oci import ImageConfig
-from spyre_operator.local.images.store import ImageBuildError
+from spyre_devcluster.images import build, debian, recipes, rootfs
+from spyre_devcluster.images.containerfile import ContainerfileError, parse
+from spyre_devcluster.images.oci import ImageConfig
+from spyre_devcluster.images.store import ImageBuildError
 
 pytestmark = pytest.mark.unit
 

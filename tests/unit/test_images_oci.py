@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spyre_operator.local.images.oci import (
+from spyre_devcluster.images.oci import (
     ANNOTATION_NAME,
     Blob,
     ImageConfig,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from spyre_operator.local.images import store
-from spyre_operator.local.images.oci import ImageConfig
+from spyre_devcluster.images import store
+from spyre_devcluster.images.oci import ImageConfig
 
 pytestmark = pytest.mark.unit
 

@@ -15,8 +15,8 @@ from typing import Any
 import grpc
 import pytest
 
-from spyre_operator.local import deviceplugin_api as api
-from spyre_operator.local.deviceplugin import (
+from spyre_devcluster import deviceplugin_api as api
+from spyre_devcluster.deviceplugin import (
     KUBELET_SOCKET,
     CardPlugin,
     device_ids,
@@ -27,7 +27,7 @@ from spyre_operator.local.deviceplugin import (
     socket_id,
     socket_name,
 )
-from spyre_operator.local.node_config import SPYRE_PF, SPYRE_VF
+from spyre_devcluster.node_config import SPYRE_PF, SPYRE_VF
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from spyre_operator.local.hub import LocalHub
+from spyre_devcluster.hub import LocalHub
 
 pytestmark = pytest.mark.unit
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from spyre_devcluster import install, preflight
+from spyre_devcluster.node import Node, NodeError
+from spyre_devcluster.node_config import STORAGE_CLASS
+from spyre_devcluster.provisioner import volume_for, wants_volume
 from spyre_operator.cli import main
-from spyre_operator.local import install, preflight
-from spyre_operator.local.node import Node, NodeError
-from spyre_operator.local.node_config import STORAGE_CLASS
-from spyre_operator.local.provisioner import volume_for, wants_volume
 
 pytestmark = pytest.mark.unit
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from spyre_operator.local import install, tools
-from spyre_operator.local.binaries import BinariesMissing, find_binaries
+from spyre_devcluster import install, tools
+from spyre_devcluster.binaries import BinariesMissing, find_binaries
 
 pytestmark = pytest.mark.unit
 

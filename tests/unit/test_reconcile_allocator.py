@@ -1,4 +1,4 @@
-"""The operator's C allocator arenas (reconcile/allocator.py), counted by glibc itself."""
+"""The operator's C allocator arenas (controller/allocator.py), counted by glibc itself."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 THREADS = """
 import ctypes, os, sys, threading
 from spyre_operator.controller.settings import from_env
-from spyre_operator.reconcile.allocator import limit_arenas
+from spyre_operator.controller.allocator import limit_arenas
 told = from_env(os.environ).malloc_arena_max  # as `run` reads it
 print(limit_arenas(told=told) if sys.argv[1] == "limit" else None, flush=True)
 blocks, together = [], threading.Barrier(8)
@@ -53,7 +53,7 @@ def test_the_environment_wins() -> None:
 
 HOLES = """
 import sys
-from spyre_operator.reconcile.allocator import limit_arenas, trim
+from spyre_operator.controller.allocator import limit_arenas, trim
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * 4096
 blocks = [bytearray(4096) for _ in range(20_000)]  # 80 MB from the heap, below the last

@@ -11,7 +11,7 @@ from apilib import example, merge
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import parse
 from spyre_operator.controller.settings import Settings
-from spyre_operator.reconcile.compiles import Limits, Queue, Want, line, ordinal, turn, wanted
+from spyre_operator.reconcile.compile_queue import Limits, Queue, Want, line, ordinal, turn, wanted
 from spyre_operator.reconcile.conditions import find
 from spyre_operator.reconcile.decide import decide
 from spyre_operator.reconcile.observe import Observed

@@ -12,7 +12,7 @@ from apilib import example, merge
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse, validate
 from spyre_operator.controller.settings import Settings
-from spyre_operator.reconcile.cache import duration
+from spyre_operator.reconcile.cache_status import duration
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import (
     Plan,
@@ -28,11 +28,11 @@ from spyre_operator.reconcile.observe import (
     unschedulable,
 )
 from spyre_operator.reconcile.progress import Reading
-from spyre_operator.reconcile.weights import pinned_weights, weights_commit, weights_summary
+from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.pod import Platform
-from spyre_operator.render.weights import weights_job_name
+from spyre_operator.render.weights_job import weights_job_name
 from spyre_runtime.contract import Step
 
 pytestmark = pytest.mark.unit

@@ -13,13 +13,13 @@ from apilib import example
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import validate
 from spyre_operator.controller.settings import Settings
+from spyre_operator.controller.workqueue import WorkQueue
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile import engine
 from spyre_operator.reconcile.apply import execute
-from spyre_operator.reconcile.compiles import Limits, Queue
+from spyre_operator.reconcile.compile_queue import Limits, Queue
 from spyre_operator.reconcile.conditions import Event, find
 from spyre_operator.reconcile.engine import Reconciler, complain
-from spyre_operator.reconcile.kube import ApiError, Kube
-from spyre_operator.reconcile.workqueue import WorkQueue
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit

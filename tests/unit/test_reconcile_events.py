@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import urllib3
 
-from spyre_operator.reconcile import events
+from spyre_operator.controller import events
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile.conditions import Event, event_name
-from spyre_operator.reconcile.kube import ApiError, Kube
 
 pytestmark = pytest.mark.unit
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from spyre_operator.reconcile.kube import APPLY, STRATEGIC, ApiError, Kube, load_api_client
+from spyre_operator.kube.client import APPLY, STRATEGIC, ApiError, Kube, load_api_client
 
 pytestmark = pytest.mark.unit
 

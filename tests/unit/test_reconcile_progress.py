@@ -18,10 +18,10 @@ from kubernetes import client
 from test_reconcile_engine import NS, FakeKube, Sink, finish, finish_weights
 
 from spyre_operator.api.names import KIND
+from spyre_operator.controller.workqueue import WorkQueue
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile.engine import Reconciler, complain
-from spyre_operator.reconcile.kube import ApiError, Kube
 from spyre_operator.reconcile.progress import LIMIT_BYTES, TAIL_LINES, ProgressReader, Reading
-from spyre_operator.reconcile.workqueue import WorkQueue
 from spyre_runtime.contract import Step, step_line
 from spyre_runtime.report import LOG_FORMAT
 

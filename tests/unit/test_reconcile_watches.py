@@ -1,4 +1,4 @@
-"""The children's watches (reconcile/watches.py) against a scripted API server: the store
+"""The children's watches (kube/watches.py) against a scripted API server: the store
 and its first listing, paging, events after the store, bookmarks, and the re-list of an
 expired watch with what changed meanwhile delivered."""
 
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from apilib import example
 
-from spyre_operator.reconcile.indexes import IndexedKube, index_entry, model_entry, stored
-from spyre_operator.reconcile.kube import ApiError
+from spyre_operator.kube.client import ApiError
+from spyre_operator.kube.indexed import IndexedKube, index_entry, model_entry, stored
+from spyre_operator.kube.watches import SELECTOR, Source, Store, Watch, Watches
 from spyre_operator.reconcile.observe import pod_issues
-from spyre_operator.reconcile.watches import SELECTOR, Source, Store, Watch, Watches
 from spyre_operator.render import meta
 
 

@@ -8,7 +8,7 @@ import pytest
 from apilib import AFFINITY, COMMIT, example, merge, pinned, with_spec
 
 from spyre_operator.api.validation import SpyreModel, parse
-from spyre_operator.reconcile.kube import KINDS, served
+from spyre_operator.kube.client import KINDS, served
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import (
@@ -23,7 +23,7 @@ from spyre_operator.render.children import (
     manifest_hash,
 )
 from spyre_operator.render.pod import cards
-from spyre_operator.render.weights import weights_job_name
+from spyre_operator.render.weights_job import weights_job_name
 
 pytestmark = pytest.mark.unit
 

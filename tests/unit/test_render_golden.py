@@ -16,7 +16,7 @@ from apilib import COMMIT, EXAMPLES, load_example
 
 from spyre_operator.api.validation import parse
 from spyre_operator.render.children import desired
-from spyre_operator.render.weights import is_commit
+from spyre_operator.render.weights_job import is_commit
 from spyre_operator.render.yamlio import dump_documents
 
 pytestmark = pytest.mark.unit

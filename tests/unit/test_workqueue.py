@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
-from spyre_operator.reconcile import triggers, workqueue
+from spyre_operator.controller import triggers, workqueue
+from spyre_operator.controller.triggers import Resync, watched_count
+from spyre_operator.controller.workqueue import Key, WorkQueue
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile.engine import Reconciler
-from spyre_operator.reconcile.kube import ApiError, Kube
-from spyre_operator.reconcile.triggers import Resync, watched_count
-from spyre_operator.reconcile.workqueue import Key, WorkQueue
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit

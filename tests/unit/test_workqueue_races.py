@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from spyre_operator.api.names import KIND
+from spyre_operator.controller.workqueue import Key, WorkQueue, retry_delay
+from spyre_operator.kube.client import Kube
 from spyre_operator.reconcile.engine import Reconciler
-from spyre_operator.reconcile.kube import Kube
-from spyre_operator.reconcile.workqueue import Key, WorkQueue, retry_delay
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from spyre_operator import __version__
-from spyre_operator.local import commands as local_commands
-from spyre_operator.reconcile import commands as operator_commands
-from spyre_operator.reconcile import install_check
+from spyre_operator.controller import check_install, run
 from spyre_operator.render import commands as render_commands
 
 
@@ -24,9 +22,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     render_commands.register(sub)
-    local_commands.register(sub)
-    operator_commands.register(sub)
-    install_check.register(sub)
+    run.register(sub)
+    check_install.register(sub)
+    try:  # `cluster` and `dev`: the dev cluster's distribution, which the image lacks
+        from spyre_devcluster import commands as devcluster_commands
+    except ImportError:
+        pass
+    else:
+        devcluster_commands.register(sub)
     return parser
 
 

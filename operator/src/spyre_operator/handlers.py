@@ -1,14 +1,14 @@
 """kopf handlers: decorators only, each a few lines calling spyre_operator.reconcile.
 
 Every trigger queues the same level-based reconcile (reconcile/engine.py, run by the
-workers of reconcile/workqueue.py): any event of a
+workers of controller/workqueue.py): any event of a
 SpyreModel (including the listing at start-up, which is the resume), the operator's own
 periodic resync (the safety net against lost events, a thread started at start-up), and
 changes of the Jobs, Deployments, Services, NetworkPolicies and Pods the operator
 manages. Only kopf's event and index handlers are used, so kopf itself never writes to a
 SpyreModel: no finalizer, no annotations, nothing in the (strict) status; failed
 reconciles are retried by the queue. kopf watches only SpyreModels and SpyreCaches: the
-children (and the cache PVCs) are watched by reconcile/watches.py, filtered by label on the
+children (and the cache PVCs) are watched by kube/watches.py, filtered by label on the
 API server (kopf filters labels itself, after receiving every object), and read from its
 stores, not with GETs. With `--webhook-port`, a validating admission webhook
 (spyre_operator.webhook) refuses invalid SpyreModels and SpyreCaches at `kubectl apply`.
@@ -22,7 +22,8 @@ import kopf
 
 from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, KIND, PLURAL, VERSION
 from spyre_operator.controller import settings as operator_settings
-from spyre_operator.reconcile import indexes, triggers, wiring
+from spyre_operator.controller import triggers, wiring
+from spyre_operator.kube import indexed
 
 SETTINGS = operator_settings.current()  # `run`'s flags, or the environment
 WEBHOOK = bool(SETTINGS.webhook_port)  # off: kopf refuses admission handlers without a server
@@ -52,10 +53,10 @@ def cleanup(memo: kopf.Memo, **_: Any) -> None:
     wiring.shutdown(memo)
 
 
-@kopf.index(GROUP, VERSION, PLURAL, id=indexes.MODELS)
-@kopf.index(GROUP, VERSION, CACHE_PLURAL, id=indexes.CACHES)
+@kopf.index(GROUP, VERSION, PLURAL, id=indexed.MODELS)
+@kopf.index(GROUP, VERSION, CACHE_PLURAL, id=indexed.CACHES)
 def spyremodels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return indexes.model_entry(body)  # what the reconciles and the compile queue read
+    return indexed.model_entry(body)  # what the reconciles and the compile queue read
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

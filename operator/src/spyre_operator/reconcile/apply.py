@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from spyre_operator.kube.client import STRATEGIC, ApiError, Kube
 from spyre_operator.reconcile.decide import Action
-from spyre_operator.reconcile.kube import STRATEGIC, ApiError, Kube
 
 
 def add_owner(

@@ -30,8 +30,13 @@ from spyre_operator.api.status import (
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile import inventory
-from spyre_operator.reconcile.cache import Failure, cache_condition, cache_summary, waiting_pod
-from spyre_operator.reconcile.compiles import Turn, Want, turn
+from spyre_operator.reconcile.cache_status import (
+    Failure,
+    cache_condition,
+    cache_summary,
+    waiting_pod,
+)
+from spyre_operator.reconcile.compile_queue import Turn, Want, turn
 from spyre_operator.reconcile.conditions import (
     Cond,
     Event,
@@ -42,7 +47,7 @@ from spyre_operator.reconcile.drift import needs_apply
 from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.model_status import model_conditions
 from spyre_operator.reconcile.observe import JobView, Observed
-from spyre_operator.reconcile.weights import weights_commit
+from spyre_operator.reconcile.weights_status import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import build_cleanup_job, desired, endpoint_url

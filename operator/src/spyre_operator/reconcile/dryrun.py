@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.reconcile.kube import ApiError, Kube, one_line
+from spyre_operator.kube.client import ApiError, Kube, one_line
 from spyre_operator.render.children import desired, manifest_hash
 from spyre_operator.render.pod import Platform
 

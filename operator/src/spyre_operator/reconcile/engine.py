@@ -25,10 +25,12 @@ from typing import Any, Protocol
 from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import InvalidSpec, Problem
 from spyre_operator.api.validation import parse
+from spyre_operator.controller import workqueue
+from spyre_operator.controller.metrics import Metrics
 from spyre_operator.controller.settings import Settings
-from spyre_operator.reconcile import workqueue
+from spyre_operator.kube.client import ApiError, Kube, one_line
 from spyre_operator.reconcile.apply import execute, write_status
-from spyre_operator.reconcile.compiles import JobRef, Queue, is_compile_start
+from spyre_operator.reconcile.compile_queue import JobRef, Queue, is_compile_start
 from spyre_operator.reconcile.conditions import (
     Event,
     announce,
@@ -44,8 +46,6 @@ from spyre_operator.reconcile.decide import (
     decide_invalid,
 )
 from spyre_operator.reconcile.dryrun import DryRuns
-from spyre_operator.reconcile.kube import ApiError, Kube, one_line
-from spyre_operator.reconcile.metrics import Metrics
 from spyre_operator.reconcile.model_status import with_apply_failure
 from spyre_operator.reconcile.observe import observe
 from spyre_operator.reconcile.progress import ProgressReader

@@ -18,8 +18,8 @@ from spyre_operator.api.status import (
     Phase,
 )
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.reconcile.cache import Failure, cache_condition, waiting_pod, waits
-from spyre_operator.reconcile.compiles import Turn
+from spyre_operator.reconcile.cache_status import Failure, cache_condition, waiting_pod, waits
+from spyre_operator.reconcile.compile_queue import Turn
 from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, render_conditions
 from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.observe import Observed

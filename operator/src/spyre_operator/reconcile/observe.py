@@ -2,7 +2,7 @@
 
 `observe` reads the children (a handful of GETs and a list of the serving pods while they
 are not all ready, which the operator's client answers from its stores:
-indexes.IndexedKube; a LIST of a Job's pods once it finished without a recorded summary)
+indexed.IndexedKube; a LIST of a Job's pods once it finished without a recorded summary)
 and, while the compile runs,
 the end of its pod's log once per progress interval (progress.py); the `*_view` functions
 turn raw objects into the facts `decide` works from and are pure.
@@ -18,14 +18,14 @@ from typing import Any, cast
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.reconcile.compiles import Queue
-from spyre_operator.reconcile.kube import Kube
+from spyre_operator.kube.client import Kube
+from spyre_operator.reconcile.compile_queue import Queue
 from spyre_operator.reconcile.progress import ProgressReader, Reading
-from spyre_operator.reconcile.weights import pinned_weights, weights_commit, weights_summary
+from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.pod import CONTAINER_NAMES
-from spyre_operator.render.weights import weights_job_name
+from spyre_operator.render.weights_job import weights_job_name
 from spyre_runtime.contract import Summary
 
 # Pod waiting reasons that need a person (the rest are transient: ContainerCreating, ...).

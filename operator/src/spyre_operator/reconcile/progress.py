@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import urllib3
 
-from spyre_operator.reconcile.compiles import JobRef
-from spyre_operator.reconcile.kube import ApiError, Kube, one_line
+from spyre_operator.kube.client import ApiError, Kube, one_line
+from spyre_operator.reconcile.compile_queue import JobRef
 from spyre_operator.render import meta
 from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_runtime.contract import Step, last_step

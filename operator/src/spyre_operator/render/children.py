@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.spec import SpyreModelSpec, TopologySpreadConstraint
+from spyre_operator.api.k8s_types import TopologySpreadConstraint
+from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.pod import Platform, pod_spec, startup_seconds
-from spyre_operator.render.weights import is_commit, weights_job_name
+from spyre_operator.render.weights_job import is_commit, weights_job_name
 
 # Time for a rollout beyond the startup budget (image pull, scheduling).
 ROLLOUT_MARGIN_SECONDS = 600
@@ -216,7 +217,7 @@ def build_pod_disruption_budget(model: SpyreModel) -> dict[str, Any] | None:
     """The PodDisruptionBudget of a model with 2 or more replicas (None below: with one
     replica a budget of 1 would let a drain take it anyway, and 0 would block the drain
     for ever). In policy/v1; the client talks the version the cluster serves
-    (reconcile/kube.py: served)."""
+    (kube/client.py: served)."""
     if model.spec.replicas < 2:
         return None
     return {

@@ -20,7 +20,7 @@ from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, re
 from spyre_operator.controller import settings
 from spyre_operator.render.children import desired
 from spyre_operator.render.pod import PLATFORMS
-from spyre_operator.render.weights import is_commit
+from spyre_operator.render.weights_job import is_commit
 from spyre_operator.render.yamlio import MAX_CHARS, dump_documents, load_documents
 
 INVALID = 2

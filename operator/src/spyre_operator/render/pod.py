@@ -9,7 +9,7 @@ from spyre_operator.api import runtimes as rt
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.args import container_args
 from spyre_operator.render.env import CARD_FREE, Role, backend_for, container_env
-from spyre_operator.render.weights import weights_subpath
+from spyre_operator.render.weights_job import weights_subpath
 
 # Budgets of the serving startupProbe. Even with precompiled graphs a start loads the
 # weights (about 16 GB for an 8B model, from the volume) and the graphs and runs two warmup

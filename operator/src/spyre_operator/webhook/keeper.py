@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from spyre_operator.reconcile.kube import STRATEGIC, ApiError, Kube
+from spyre_operator.kube.client import STRATEGIC, ApiError, Kube
 from spyre_operator.webhook import certs
 
 log = logging.getLogger(__name__)

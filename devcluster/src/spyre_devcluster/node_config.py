@@ -1,0 +1,243 @@
+"""The node's configuration files, as pure functions of its layout (no processes here).
+
+Addresses: the node's own address sits on `lo` (the kernel here has no `dummy` link
+driver), so the kubelet and the API server are not exposed on the machine's network;
+pods live on a bridge network of their own; Services use the plane's range.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+NODE_NAME = "spyre-node"
+NODE_IP = "10.234.0.1"
+POD_CIDR = "10.233.0.0/24"
+BRIDGE = "spyre0"
+CNI_NETWORK = "spyre"
+STORAGE_CLASS = "spyre-hostpath"
+PROVISIONER_NAME = "spyre.dev/hostpath"
+
+
+# Unix socket paths must stay under 108 bytes, whatever the folder: containerd's sockets
+# live in this fixed folder (one node per machine anyway), beside the machine's record.
+RUN_DIR = Path("/run/spyre-node")
+SOCKET_PATH_MAX = 107
+
+# The kubelet 1.20 looks for device plugins here whatever --root-dir says (kubelet.sock
+# is its registration socket); the fake card plugin (spyre_devcluster/deviceplugin.py) serves its
+# sockets beside it. Under /var/lib/kubelet, a fixed path `down` removes (host.py).
+DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+SPYRE_PF, SPYRE_VF = "ibm.com/spyre_pf", "ibm.com/spyre_vf"
+CARD_RESOURCES = (SPYRE_PF, SPYRE_VF)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the node keeps its files: under DIR/node, except containerd's sockets (in
+    RUN_DIR) and its root (kept in the cache so imported images survive `down`)."""
+
+    dir: Path  # DIR/node
+    containerd_root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.dir / "pki"
+
+    @property
+    def containerd_state(self) -> Path:
+        return self.dir / "containerd"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return RUN_DIR / "containerd.sock"
+
+    @property
+    def kubelet_socket(self) -> Path:
+        """The longest socket path under the folder (the kubelet's pod-resources API)."""
+        return self.kubelet_root / "pod-resources" / "kubelet.sock"
+
+    @property
+    def cni(self) -> Path:
+        return self.dir / "cni"
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.dir / "kubelet"
+
+    @property
+    def volumes(self) -> Path:
+        return self.dir / "volumes"
+
+    def file(self, name: str) -> Path:
+        return self.dir / name
+
+
+def _toml(value: object) -> str:
+    return json.dumps(value)  # JSON strings and booleans are valid TOML values
+
+
+def containerd_config(layout: Layout, pause_image: str) -> str:
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return f"""version = 2
+root = {_toml(str(layout.containerd_root))}
+state = {_toml(str(layout.containerd_state / "state"))}
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+
+[grpc]
+  address = {_toml(str(layout.containerd_socket))}
+
+[ttrpc]
+  address = {_toml(str(RUN_DIR / "containerd.ttrpc.sock"))}
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = {_toml(str(layout.containerd_state / "opt"))}
+
+[{cri}]
+  sandbox_image = {_toml(pause_image)}
+  # this VM's bounding set lacks CAP_SYS_RESOURCE: nobody may lower oom_score_adj
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+
+[{cri}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[{cri}.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+  Root = {_toml(str(layout.containerd_state / "runc"))}
+
+[{cri}.cni]
+  bin_dir = "/usr/lib/cni"
+  conf_dir = {_toml(str(layout.cni / "net.d"))}
+  max_conf_num = 1
+"""
+
+
+def cni_conflist(layout: Layout) -> dict[str, object]:
+    return {
+        "cniVersion": "0.4.0",
+        "name": CNI_NETWORK,
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": BRIDGE,
+                "isGateway": True,
+                "ipMasq": True,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": POD_CIDR}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(layout.cni / "ipam"),
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+def kubelet_config(layout: Layout, port: int, healthz_port: int) -> dict[str, object]:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": NODE_IP,
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(layout.pki / "ca.crt")},
+        },
+        "authorization": {"mode": "Webhook"},
+        "cgroupDriver": "cgroupfs",
+        "failSwapOn": False,
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        # the imported images cannot be pulled again: never collect them
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "oomScoreAdj": 0,  # lowering it needs CAP_SYS_RESOURCE
+        "volumePluginDir": str(layout.dir / "volume-plugins"),
+        "nodeStatusUpdateFrequency": "1s",  # Ready in ~6 s instead of ~16 s
+        "rotateCertificates": False,
+        "serializeImagePulls": False,
+    }
+
+
+def kubelet_args(layout: Layout, pause_image: str) -> list[str]:
+    """The settings 1.20 has only as flags."""
+    return [
+        f"--config={layout.file('kubelet.json')}",
+        f"--kubeconfig={layout.file('kubelet.kubeconfig')}",
+        "--container-runtime=remote",
+        f"--container-runtime-endpoint=unix://{layout.containerd_socket}",
+        f"--root-dir={layout.kubelet_root}",
+        f"--cert-dir={layout.kubelet_root / 'pki'}",
+        f"--seccomp-profile-root={layout.kubelet_root / 'seccomp'}",
+        f"--pod-infra-container-image={pause_image}",
+        f"--node-ip={NODE_IP}",
+        f"--hostname-override={NODE_NAME}",
+    ]
+
+
+def proxy_config(layout: Layout, healthz_port: int, metrics_port: int) -> dict[str, object]:
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(layout.file("kube-proxy.kubeconfig"))},
+        "mode": "iptables",
+        "bindAddress": NODE_IP,
+        "healthzBindAddress": f"127.0.0.1:{healthz_port}",
+        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+        "clusterCIDR": POD_CIDR,
+        "hostnameOverride": NODE_NAME,
+        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "oomScoreAdj": 0,
+        # leave the host's conntrack sysctls alone
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+    }
+
+
+def kubeconfig(server: str, ca: Path, user: str, token: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "node",
+        "clusters": [
+            {"name": "local", "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "node", "context": {"cluster": "local", "user": user}}],
+    }
+
+
+def storage_class() -> dict[str, object]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": PROVISIONER_NAME,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }

@@ -1,0 +1,138 @@
+"""The operator on the local node, the way a user gets it: the project's images built and
+imported (no registry), the Helm chart installed with the local operator image, and a
+CPU SpyreModel whose model is made here (random weights, a locally trained tokenizer,
+no hub). Shared by the node tests and `scripts/demo`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spyre_devcluster.images import recipes
+from spyre_devcluster.images.containerd import import_image
+from spyre_devcluster.node import Node, NodeError
+from spyre_devcluster.tools import tool
+
+RELEASE = "spyre-operator"
+NAMESPACE = "spyre-system"
+FLAVOUR = "sendnn-inference"
+MODEL_NAME = "tiny-granite"
+BACKEND = "inductor"  # the CPU backend with a real compiled-graph cache (docs/runtime.md)
+# Fake Spyre cards of the demo's and the node tests' node (a common Spyre node: 8 cards,
+# two TP4 replicas fill it).
+NODE_CARDS = 8
+
+
+def import_images(node: Node, log: Callable[[str], None]) -> None:
+    """Build (or find cached) the operator and CPU serving images; import what the node's
+    image store lacks (the serving image, ~9 GB, once per store)."""
+    for image in recipes.build_images(["operator", "runtime-cpu"]):
+        done = import_image(image, str(node.layout.containerd_socket))
+        state = "already there" if done.already else f"{done.streamed / 1e6:.0f} MB imported"
+        log(f"{image.name}: {state} ({done.seconds:.1f}s)")
+
+
+def _chart_args(values: dict[str, str] | None) -> list[str]:
+    """The chart, and as --set: the local operator image, a compile's progress read every
+    5 s (the tiny model compiles in a minute or two, less than the default 60 s shows),
+    and `values`."""
+    chart = recipes.checkout() / "charts" / "spyre-operator"
+    sets = {
+        "image.repository": f"{recipes.REGISTRY}/operator",
+        "operator.progressSeconds": "5",
+    } | (values or {})
+    return [str(chart), "-n", NAMESPACE, *(f"--set={k}={v}" for k, v in sets.items())]
+
+
+def install_chart(node: Node, values: dict[str, str] | None = None) -> None:
+    """Install or upgrade the release with the chart's defaults and what _chart_args sets."""
+    result = subprocess.run(
+        [tool("helm"), "--kubeconfig", str(node.kubeconfig), "upgrade", "--install",
+         RELEASE, *_chart_args(values), "--create-namespace", "--wait", "--timeout", "5m"],
+        capture_output=True, text=True, check=False, timeout=400,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise NodeError(f"helm install of the operator failed: {result.stderr.strip()}")
+
+
+def render_chart(values: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The objects `install_chart(node, values)` installs (`helm template`), e.g. with
+    the Prometheus Operator's objects, which the node has no CRDs for, switched on."""
+    result = subprocess.run(
+        [tool("helm"), "template", RELEASE, *_chart_args(values)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise NodeError(f"helm template of the operator failed: {result.stderr.strip()}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def make_tiny_model(folder: Path) -> Path:
+    """The tiny Granite (`spyre-runtime tiny-models`, with the CPU runtime's transformers)
+    in folder/granite, readable by the serving pod's non-root user; returns folder (the
+    hostPath to mount)."""
+    runtime = recipes.runtime_venv(FLAVOUR) / "bin" / "spyre-runtime"
+    result = subprocess.run(
+        [str(runtime), "tiny-models", str(folder)], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise NodeError(f"making the tiny model failed: {result.stderr.strip()[-2000:]}")
+    folder.chmod(0o755)  # the hostPath itself: a test's tmp folder is 0700
+    return folder
+
+
+def tiny_model(models: Path, name: str = MODEL_NAME, cards: int = 0) -> dict[str, Any]:
+    """A SpyreModel serving the tiny Granite from models (a folder on the node) on CPU;
+    with `cards` its pods hold that many Spyre cards as a card model's would (a stand-in,
+    docs/api.md "Cards")."""
+    return {
+        "apiVersion": "serving.spyre.dev/v1alpha1",
+        "kind": "SpyreModel",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {
+                "id": MODEL_NAME,
+                "path": "/models/granite",
+                "source": {"hostPath": {"path": str(models)}},
+            },
+            "image": f"{recipes.REGISTRY}/runtime-cpu:{recipes.runtime_tag(FLAVOUR)}",
+            "backend": BACKEND,
+            "runtime": {"flavour": FLAVOUR},
+            "accelerator": {"count": cards},
+            "batching": {
+                "continuous": {"maxModelLen": 256, "maxNumSeqs": 2, "maxNumBatchedTokens": 128}
+            },
+            "cache": {"volume": {"size": "1Gi"}},
+            # small requests: a 2-core node holds two models, a second replica and a compile
+            "resources": {"requests": {"cpu": "250m", "memory": "2Gi"}},
+        },
+    }
+
+
+def complete(ip: str, port: int, prompt: str, timeout: float = 60) -> dict[str, Any]:
+    """POST /v1/completions to a Service's ClusterIP (from the host, through kube-proxy)
+    or a pod's IP; retried until timeout, as kube-proxy follows a new endpoint within a
+    second or so."""
+    request = urllib.request.Request(
+        f"http://{ip}:{port}/v1/completions",
+        data=json.dumps({"model": MODEL_NAME, "prompt": prompt, "max_tokens": 8}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=60) as resp:
+                answer: dict[str, Any] = json.loads(resp.read())
+                return answer
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)

@@ -1,0 +1,189 @@
+"""What connects kopf to the reconciler: settings, the work queue and its workers, the
+reconcilers, the children's watches, Events, the resync and metrics (the triggers are in
+triggers.py, the indexes in kube/indexed.py, the watches in kube/watches.py).
+
+The settings come from controller/settings.py: `run`'s flags, or the environment with
+`kopf run -m spyre_operator.handlers`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import kopf
+
+from spyre_operator.api.names import CACHE_KIND, KIND
+from spyre_operator.controller import allocator, metrics, triggers
+from spyre_operator.controller.events import EventPoster
+from spyre_operator.controller.settings import Settings
+from spyre_operator.controller.triggers import Resync, watched_count
+from spyre_operator.controller.workqueue import Key, WorkQueue
+from spyre_operator.kube.client import (
+    KINDS,
+    REQUEST_TIMEOUT,
+    Kube,
+    load_api_client,
+    serve_policy,
+)
+from spyre_operator.kube.indexed import CACHES, MODELS, IndexedKube, read_compile_queue
+from spyre_operator.kube.watches import Source, Store, Watches
+from spyre_operator.reconcile import compile_queue
+from spyre_operator.reconcile.dryrun import PARALLEL
+from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
+from spyre_operator.reconcile.progress import ProgressReader
+from spyre_operator.render import meta
+
+CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget")
+
+
+def configure(
+    config: Settings, settings: kopf.OperatorSettings, memo: kopf.Memo, indexes: Mapping[str, Any]
+) -> None:
+    """No kopf-posted Events, one client for every reconcile (reading the children from the
+    watches' stores), the reconciles run by the work queue's `--workers` threads (kopf's
+    handlers and the watches only queue them), Events posted from a thread of their own,
+    and the periodic resync. Returns once the stores hold their first listing, and the
+    workers start only then: kopf starts watching SpyreModels after the start-up handlers,
+    so no reconcile sees an empty store and creates a child that exists."""
+    settings.persistence.diffbase_storage = NoDiffBase()
+    settings.posting.enabled = False  # the reconciler posts its Events itself (EventPoster)
+    settings.peering.standalone = True  # one replica (Recreate); no peering CRDs needed
+    workers = config.workers
+    settings.execution.max_workers = workers
+    # Each worker's requests (its dry runs in parallel), the Events thread, the resync and
+    # the progress reader: a pool too small discards connections (a TLS handshake each,
+    # and a WARNING) in every burst of creates.
+    api = load_api_client(config.kubeconfig, pool_size=workers * PARALLEL + 4)
+    serve_policy(Kube(api))  # the PodDisruptionBudgets' version, before their watch
+    stores = {  # a user's cache claim is not labelled: not every PVC is in the store
+        plural: Store(plural, complete=plural != "persistentvolumeclaims")
+        for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim"))
+    }
+    # The pods are selected by their model (serving) or their Job (compile, weights).
+    stores["pods"] = Store("pods", by=(meta.MODEL_LABEL, meta.JOB_NAME_LABEL))
+    kube = IndexedKube(api, stores)
+    memo.events = EventPoster(kube)
+    limits = compile_queue.Limits(*config.compile_limits)
+    wants = (indexes[MODELS], indexes[CACHES])
+    queue = functools.partial(read_compile_queue, limits, stores["jobs"], wants)
+    unlimited = limits == compile_queue.Limits()  # no queue to read, no lock to take
+    starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
+    unserved = Unserved()  # both make inventory entries: one WARNING if SpyreCaches are not
+
+    interval = config.progress_seconds
+    progress = ProgressReader(kube, interval) if interval else None  # shared like starts
+
+    def reconcile(key: Key) -> float | None:
+        return memo.reconcilers[key[0]].reconcile(key[1], key[2])
+
+    def seen(key: Key, version: str) -> None:
+        memo.reconcilers[key[0]].listed(key[1], key[2], version)
+
+    memo.queue = WorkQueue(reconcile, complain)
+    shared = metrics.Metrics()
+    watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
+    memo.reconcilers = {
+        kind: Reconciler(
+            kube,
+            memo.events,
+            compile_queue=None if unlimited else queue,
+            kind=kind,
+            starts=starts,
+            queue=memo.queue,
+            metrics=shared,
+            progress=progress,
+            unserved=unserved,
+            settings=config,
+        )
+        for kind in (KIND, CACHE_KIND)
+    }
+    memo.watches = start_watches(config, memo.reconcilers, stores)
+    watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
+    memo.resync = Resync(
+        kube,
+        memo.queue,
+        functools.partial(watched_count, watched),
+        config.resync_seconds,
+        namespaces=list(config.namespaces),
+        after_pass=allocator.trim,  # a pass's pages of bodies, and a burst's, freed
+        seen=seen,
+    )
+    port = config.metrics_port
+    if port:
+        metrics.serve(
+            lambda: metrics_text(memo.reconcilers.values(), memo.queue, memo.watches, memo.resync),
+            port,
+        )
+    memo.watches.wait_synced()
+    memo.queue.start(workers)
+    memo.resync.start()
+
+
+def start_watches(
+    config: Settings, reconcilers: triggers.Reconcilers, stores: Mapping[str, Store]
+) -> Watches:
+    """The children's and pods' watches; their events only queue reconciles (the
+    triggers), so a slow reconcile never holds a watch."""
+
+    def handle(trigger: Any) -> Any:
+        return lambda event_type, body: trigger(reconcilers, event_type, body)
+
+    sources = [
+        Source(kind, stores[KINDS[kind][1]], handle(triggers.child_changed)) for kind in CHILDREN
+    ]
+    sources += [
+        Source("PersistentVolumeClaim", stores["persistentvolumeclaims"], None),
+        Source("Pod", stores["pods"], handle(triggers.pod_changed)),
+    ]
+    namespaces = list(config.namespaces)
+    # Their own connections: a watch holds one for minutes.
+    size = len(sources) * max(1, len(namespaces))
+    watches = Watches(Kube(load_api_client(config.kubeconfig, size)), sources, namespaces)
+    watches.start()
+    return watches
+
+
+def shutdown(memo: kopf.Memo) -> None:
+    if "watches" in memo:  # not if the start-up failed before them
+        memo.watches.close()
+    if "resync" in memo:  # not if it stopped while the watches listed
+        memo.resync.stop()
+    if "queue" in memo:
+        memo.queue.shutdown(timeout=REQUEST_TIMEOUT)
+    memo.events.close()
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf builds a diff base (a deep copy of the whole body) on every watch event, for
+    create/update handlers; the operator has none (handlers.py), so that copy of every
+    Job, Pod and Deployment event is skipped."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return {}
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        """Nothing to remember."""
+
+
+def metrics_text(
+    reconcilers: Iterable[Reconciler], queue: WorkQueue, watches: Watches, resync: Resync
+) -> str:
+    """Both reconcilers' counters added up (their client and Metrics are shared)."""
+    reconcilers = list(reconcilers)
+    stats = sum((r.stats for r in reconcilers), queue.stats.copy())
+    stats["resync_passes"] = resync.passes
+    kube = reconcilers[0].kube
+    return metrics.exposition(
+        stats,
+        reconcilers[0].metrics,
+        kube.writes,
+        kube.dry_runs,
+        kube.reads,
+        watches.counts(),
+        resync.last_pass,
+    )

@@ -1,0 +1,328 @@
+"""One synchronous Kubernetes client for the whole operator, built once at start-up.
+
+Requests go through the official client's connection pool but skip its typed models:
+objects are plain dicts (JSON in, JSON out), which is what the pure builders produce and
+what `decide` compares. Every write is counted (metrics: writes per idle reconcile = 0).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.watch.watch import iter_resp_lines
+
+FIELD_MANAGER = "spyre-operator"
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+REQUEST_TIMEOUT = 30.0
+
+
+class ApiError(Exception):
+    """A non-2xx answer of the API server."""
+
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None) -> None:
+        self.status, self.reason, self.body = status, reason, body or {}
+        super().__init__(f"{status} {reason}: {self.body.get('message', '')}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def kind_unserved(self) -> bool:
+        """404 for a create: the API server serves no such kind (its CRD is not installed).
+        A namespace that is gone says so in the details (kind `namespaces`)."""
+        return self.status == 404 and not (self.body.get("details") or {}).get("kind")
+
+    @property
+    def namespace_terminating(self) -> bool:
+        """403 for a create in a namespace that is being deleted (with what is in it)."""
+        causes = (self.body.get("details") or {}).get("causes") or []
+        return self.status == 403 and any(c.get("reason") == "NamespaceTerminating" for c in causes)
+
+    @property
+    def refused(self) -> bool:
+        """The API server refused the object itself (invalid, or forbidden by a quota or a
+        policy): sending the same object again cannot help."""
+        return self.status in (400, 403, 422) and not self.namespace_terminating
+
+    @property
+    def conflict(self) -> bool:
+        """409: AlreadyExists on create, or a stale resourceVersion on update."""
+        return self.status == 409
+
+
+def load_api_client(kubeconfig: str | None = None, pool_size: int = 32) -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig."""
+    configuration = client.Configuration()
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration)
+
+
+def cannot_start(kubeconfig: str | None, timeout: float = 5.0) -> str | None:
+    """Why the operator could not talk to the API server, in one line (None: it can).
+    Checked before kopf starts, which would otherwise log a traceback and retry forever."""
+    try:
+        api = load_api_client(kubeconfig)
+    except (config.ConfigException, OSError, ValueError, yaml.YAMLError) as err:
+        where = kubeconfig or "the in-cluster config or ~/.kube/config"
+        return f"cannot load {where}: {one_line(err)}"
+    host = api.configuration.host
+    try:
+        response = api.call_api("GET", f"{host}/version", _request_timeout=timeout)
+    except Exception as err:  # urllib3: refused, timed out, TLS, name resolution
+        reason = getattr(err, "reason", None) or err
+        return f"cannot reach the API server at {host}: {one_line(reason)}"
+    if response.status == 401:
+        return f"the API server at {host} refused the credentials (401 Unauthorized)"
+    return None
+
+
+def _api_error(status: int, reason: str | None, raw: bytes) -> ApiError:
+    """The API server's Status in an error answer (its message, if it is not JSON)."""
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError:
+        parsed = {"message": raw.decode(errors="replace")}
+    return ApiError(status, reason or "", parsed if isinstance(parsed, dict) else {})
+
+
+def one_line(err: object) -> str:
+    return " ".join(str(err).split())
+
+
+# (group/version prefix, plural) of every kind the operator touches.
+KINDS = {
+    "PersistentVolumeClaim": ("api/v1", "persistentvolumeclaims"),
+    "Pod": ("api/v1", "pods"),
+    "Service": ("api/v1", "services"),
+    "Event": ("api/v1", "events"),
+    "Job": ("apis/batch/v1", "jobs"),
+    "Deployment": ("apis/apps/v1", "deployments"),
+    "NetworkPolicy": ("apis/networking.k8s.io/v1", "networkpolicies"),
+    # policy/v1 from Kubernetes 1.21 (and only it from 1.25); 1.20 serves v1beta1, with the
+    # same fields for what the operator writes: `serve_policy` picks what the cluster has.
+    "PodDisruptionBudget": ("apis/policy/v1", "poddisruptionbudgets"),
+    "SpyreModel": ("apis/serving.spyre.dev/v1alpha1", "spyremodels"),
+    "SpyreCache": ("apis/serving.spyre.dev/v1alpha1", "spyrecaches"),
+}
+
+
+def served(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` in the version of its kind the operator talks to (KINDS)."""
+    version = KINDS[obj["kind"]][0].removeprefix("apis/").removeprefix("api/")
+    return obj if obj.get("apiVersion") in (None, version) else {**obj, "apiVersion": version}
+
+
+def serve_policy(kube: Kube) -> str:
+    """Talk policy/v1 where the cluster serves it, else v1beta1 (Kubernetes 1.20); the
+    group version chosen."""
+    versions = kube.request("GET", "/apis/policy").get("versions") or []
+    chosen = (
+        "policy/v1"
+        if any(v.get("groupVersion") == "policy/v1" for v in versions)
+        else ("policy/v1beta1")
+    )
+    KINDS["PodDisruptionBudget"] = (f"apis/{chosen}", "poddisruptionbudgets")
+    return chosen
+
+
+def path(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
+    prefix, plural = KINDS[kind]
+    out = f"/{prefix}/namespaces/{namespace}/{plural}"
+    if name is not None:
+        out += f"/{name}"
+    if sub is not None:
+        out += f"/{sub}"
+    return out
+
+
+class Kube:
+    """Thread-safe: the thread pool of kopf's sync handlers shares one instance."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self._lock = threading.Lock()
+        self.writes: Counter[str] = Counter()  # "PATCH Deployment" -> count
+        self.dry_runs: Counter[str] = Counter()  # "Deployment" -> count (nothing stored)
+        self.reads = 0  # GETs (the API request rate of a resync: reads + writes)
+
+    def request(
+        self,
+        method: str,
+        url_path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        url, headers, data = self._serialize(method, url_path, query, content_type, body)
+        if method == "GET":
+            with self._lock:
+                self.reads += 1
+        response = self.api.call_api(
+            method, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT
+        )
+        raw = response.read()
+        if response.status >= 400:
+            raise _api_error(response.status, response.reason, raw)
+        parsed = json.loads(raw) if raw else {}
+        return parsed if isinstance(parsed, dict) else {}
+
+    def _serialize(
+        self,
+        method: str,
+        url_path: str,
+        query: dict[str, str] | None,
+        content_type: str = "application/json",
+        body: Any = None,
+        accept: str = "application/json",
+    ) -> tuple[str, dict[str, str], Any]:
+        _, url, headers, data, _ = self.api.param_serialize(
+            method=method,
+            resource_path=url_path,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": accept},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        return url, headers, data
+
+    def _count(self, method: str, kind: str) -> None:
+        with self._lock:
+            self.writes[f"{method} {kind}"] += 1
+
+    # ----- reads -----------------------------------------------------------------
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", path(kind, namespace, name))
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+
+    def list(
+        self, kind: str, namespace: str, selector: str, consistent: bool = False
+    ) -> list[dict[str, Any]]:
+        """`consistent`: what the API server holds now, even where a store could answer
+        (indexed.IndexedKube)."""
+        found = self.request("GET", path(kind, namespace), query={"labelSelector": selector})
+        items: list[dict[str, Any]] = found.get("items", [])
+        return items
+
+    def log_tail(
+        self, namespace: str, pod: str, container: str, lines: int, limit: int, timeout: float
+    ) -> str:
+        """The end of a container's log, at most `lines` lines and `limit` bytes. The API
+        server fetches it from the pod's kubelet, so one attempt within `timeout` (the
+        client's pool would try a GET that timed out three more times)."""
+        query = {"container": container, "tailLines": str(lines), "limitBytes": str(limit)}
+        # As kubectl asks: the log is text/plain, an error a JSON Status (text/plain alone: 406).
+        url, headers, _ = self._serialize(
+            "GET", path("Pod", namespace, pod, "log"), query, accept="application/json, */*"
+        )
+        response = self.api.rest_client.pool_manager.request(
+            "GET",
+            url,
+            headers=headers,
+            timeout=urllib3.Timeout(total=timeout),
+            retries=False,
+            preload_content=False,
+        )
+        raw = response.read()
+        if response.status >= 400:
+            raise _api_error(response.status, response.reason, raw)
+        return raw.decode(errors="replace")
+
+    def watch(self, url_path: str, query: dict[str, str], timeout: float) -> Iterator[Any]:
+        """The events of a watch request (`watch=true` in `query`), parsed, until the API
+        server ends it; ApiError if it refuses to start (410: the resourceVersion is gone)."""
+        url, headers, _ = self._serialize("GET", url_path, query)
+        # (connect, read): the stream may stay open for minutes, silent between events
+        response = self.api.call_api(
+            "GET", url, header_params=headers, _request_timeout=(REQUEST_TIMEOUT, timeout)
+        )
+        try:
+            if response.status >= 400:
+                raw = response.read()
+                raise ApiError(response.status, response.reason or "", json.loads(raw or b"{}"))
+            for line in iter_resp_lines(response.response):  # urllib3's, not preloaded
+                if line:
+                    yield json.loads(line)
+        finally:
+            response.response.release_conn()
+
+    # ----- writes ----------------------------------------------------------------
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        self._count("POST", obj["kind"])
+        return self.request("POST", path(obj["kind"], meta["namespace"]), served(obj))
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply as the operator's field manager, taking over conflicts."""
+        meta = obj["metadata"]
+        self._count("APPLY", obj["kind"])
+        return self.request(
+            "PATCH",
+            path(obj["kind"], meta["namespace"], meta["name"]),
+            served(obj),
+            content_type=APPLY,
+            query={"fieldManager": FIELD_MANAGER, "force": "true"},
+        )
+
+    def patch(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = MERGE,
+        sub: str | None = None,
+    ) -> dict[str, Any]:
+        self._count("PATCH", kind + (f"/{sub}" if sub else ""))
+        return self.request(
+            "PATCH",
+            path(kind, namespace, name, sub),
+            body,
+            content_type=content_type,
+            query={"fieldManager": FIELD_MANAGER},
+        )
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Delete; already gone is fine."""
+        self._count("DELETE", kind)
+        try:
+            self.request("DELETE", path(kind, namespace, name))
+        except ApiError as err:
+            if not err.not_found:
+                raise
+
+    def dry_run(self, obj: dict[str, Any]) -> None:
+        """Would the API server create this object? A POST with dryRun=All: validation and
+        admission (quotas, limit ranges, policy webhooks) run, nothing is stored. ApiError
+        says why not (409: it exists)."""
+        meta = obj["metadata"]
+        with self._lock:
+            self.dry_runs[obj["kind"]] += 1
+        url = path(obj["kind"], meta["namespace"])
+        self.request("POST", url, served(obj), query={"dryRun": "All"})
+
+    def total_writes(self) -> int:
+        with self._lock:
+            return sum(self.writes.values())

@@ -1,0 +1,218 @@
+"""status.cache and the CacheReady condition (pure): the target key's compile as its Job
+shows it (running with its progress, compiled with its summary, failed with why and what
+to do), or why it has not started (downloading, queued, the key's clean-up)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from spyre_operator.api.status import (
+    CACHE_READY,
+    CompileProgress,
+    CompileSummary,
+    WeightsSummary,
+)
+from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile.compile_queue import Turn
+from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, clip, tail
+from spyre_operator.reconcile.observe import JobView, Observed, Unschedulable
+from spyre_operator.reconcile.progress import Reading
+from spyre_operator.render import meta
+from spyre_operator.render.cachekey import short_key
+
+TAIL_LINES = 5
+
+
+PROGRESS_DETAIL_LIMIT = 300  # the warmup step's detail holds the whole vllm command line
+
+
+_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str
+    message: str
+
+
+def compile_failure(job: JobView) -> Failure:
+    """Why the compile Job failed, and what to do about it."""
+    retry = (
+        f" To retry the same configuration delete the Job (kubectl delete job {job.name}); "
+        "a spec change that changes the cache key starts a new compile."
+    )
+    done = job.terminated
+    summary = done.summary if done else None
+    if done is not None and done.reason == "OOMKilled":
+        return Failure(
+            "OOMKilled",
+            f"the compile pod {done.pod} ran out of memory (OOMKilled, exit code "
+            f"{done.exit_code}): raise spec.cache.compile.resources.limits.memory." + retry,
+        )
+    if job.failed_reason == "DeadlineExceeded":
+        return Failure(
+            "DeadlineExceeded",
+            f"Job {job.name} ran longer than its activeDeadlineSeconds "
+            f"({job.active_deadline_seconds}s): raise spec.cache.compile.activeDeadlineSeconds."
+            + retry,
+        )
+    if summary is not None and summary.get("ok") is False:
+        reason = str(summary.get("reason") or "CompileFailed")
+        reason = reason if _REASON.match(reason) else "CompileFailed"
+        return Failure(reason, f"{summary.get('message', '')}".strip() + "." + retry)
+    if done is not None:
+        lines = tail(done.message, TAIL_LINES) or "(no termination message)"
+        return Failure(
+            "CompileFailed",
+            f"the compile pod {done.pod} exited with code {done.exit_code} ({done.reason}): "
+            f"{lines}." + retry,
+        )
+    detail = job.failed_message or job.failed_reason or "failed"
+    return Failure("CompileFailed", f"Job {job.name}: {detail}." + retry)
+
+
+def compile_progress(reading: Reading | None) -> CompileProgress | None:
+    if reading is None:
+        return None
+    step = reading.step
+    return CompileProgress(
+        step=step.name,
+        elapsed_seconds=step.elapsed,
+        detail=clip(step.detail, PROGRESS_DETAIL_LIMIT) or None,
+        pod=reading.pod,
+    )
+
+
+def duration(seconds: float) -> str:
+    """4m12s, 1h05m, 42s."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def cache_summary(
+    key: str, job: JobView | None, recorded: dict[str, Any], progress: Reading | None = None
+) -> CompileSummary:
+    """status.cache for the target key: the Job's termination summary once it finished,
+    its progress while it runs. `recorded` is the stored status.cache."""
+    stored = CompileSummary.model_validate(recorded, extra="ignore")
+    if job is None:
+        if stored.cache_key == key and stored.ok:
+            return stored  # compiled earlier; the Job was deleted since
+        return CompileSummary(job_name=meta.compile_job_name(key), cache_key=key)
+    if not (job.succeeded or job.failed):
+        return CompileSummary(job_name=job.name, cache_key=key, progress=compile_progress(progress))
+    if stored.job_name == job.name and stored.ok is job.succeeded:
+        return stored  # the pods may be gone by now; keep what was read from them
+    if job.succeeded:
+        said = (job.terminated.summary if job.terminated else None) or {"ok": True}
+        return CompileSummary(
+            job_name=job.name,
+            cache_key=key,
+            ok=True,
+            seconds=said.get("seconds"),
+            versions=said.get("versions"),
+            bytes=said.get("bytes"),
+        )
+    failure = compile_failure(job)
+    return CompileSummary(
+        job_name=job.name,
+        cache_key=key,
+        ok=False,
+        reason=failure.reason,
+        message=clip(failure.message, 2000),
+    )
+
+
+def cache_condition(
+    model: SpyreModel,
+    key: str | None,
+    cache: CompileSummary | None,
+    cache_ready: bool,
+    failure: Failure | None,
+    queued: Turn | None,
+    weights: WeightsSummary | None,
+    cleaning: str | None = None,
+    waiting: Unschedulable | None = None,
+) -> Cond:
+    """CacheReady: compiled, failed, or on its way (downloading, queued, compiling, or
+    waiting for the key's clean-up to finish before compiling it again); `waiting`: the
+    download's or compile's pod no node takes (reason Unschedulable, the scheduler's
+    words)."""
+    spec = model.spec
+    if cache_ready:
+        assert key is not None and cache is not None
+        took = f" in {cache.seconds:.0f}s" if cache.seconds is not None else ""
+        cache_cond = Cond(
+            CACHE_READY,
+            "True",
+            "Compiled",
+            f"cache {short_key(key)} compiled by Job {cache.job_name}{took}",
+        )
+    elif failure is not None:
+        cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
+    elif waiting is not None:
+        what = "download" if key is None else f"compile of cache {short_key(key)}"
+        cache_cond = Cond(CACHE_READY, "False", UNSCHEDULABLE, f"the {what} {waits(waiting)}")
+    elif key is None:
+        job = weights.job_name if weights else None
+        cache_cond = Cond(
+            CACHE_READY,
+            "False",
+            "Downloading",
+            f"Job {job} is downloading {spec.model.id} at revision "
+            f"{spec.model.hub_revision} into the cache volume; the compile follows",
+        )
+    elif cleaning is not None:
+        assert key is not None
+        cache_cond = Cond(
+            CACHE_READY,
+            "False",
+            "CleaningUp",
+            f"Job {cleaning} is removing the unused cache {short_key(key)} from the volume; "
+            "it is compiled again once that finished",
+        )
+    elif queued is not None:
+        assert key is not None
+        cache_cond = Cond(
+            CACHE_READY,
+            "False",
+            "Queued",
+            f"the compile of cache {short_key(key)} waits for a free slot: {queued.message}",
+        )
+    else:
+        assert key is not None
+        progress = cache.progress if cache is not None else None
+        cache_cond = Cond(
+            CACHE_READY,
+            "False",
+            "Compiling",
+            f"Job {meta.compile_job_name(key)} is compiling cache {short_key(key)}"
+            + (f": {progress_message(progress)}" if progress is not None else ""),
+        )
+    return cache_cond
+
+
+def waits(pod: Unschedulable) -> str:
+    """... waits for a node since T: pod P: <the scheduler's words>"""
+    since = f" since {pod.since}" if pod.since else ""
+    return f"waits for a node{since}: pod {pod.pod}: {pod.message or 'unschedulable'}"
+
+
+def waiting_pod(obs: Observed, key: str | None) -> Unschedulable | None:
+    """The running download's (no key yet) or compile's pod that no node takes."""
+    job = obs.weights_job if key is None else obs.job
+    if job is None or job.succeeded or job.failed:
+        return None
+    return job.unschedulable
+
+
+def progress_message(progress: CompileProgress) -> str:
+    """step engine at 4m12s (still running: [WARMUP] (2/3) ...)"""
+    detail = f" ({progress.detail})" if progress.detail else ""
+    return f"step {progress.step} at {duration(progress.elapsed_seconds)}{detail}"

@@ -1,0 +1,54 @@
+"""The layout a newcomer reads: the README's map names every package of the operator and
+nothing that is gone, no module of the operator is over 500 lines, and the operator does
+not need the dev cluster (the image has none)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "operator" / "src" / "spyre_operator"
+
+
+def readme_map() -> str:
+    text = (ROOT / "README.md").read_text()
+    found = re.search(r"## Layout\n\n```\n(.*?)```", text, re.S)
+    assert found, "README.md has no Layout block"
+    return found.group(1)
+
+
+def test_the_readme_map_names_every_package_and_only_those() -> None:
+    block = readme_map()
+    named = set(re.findall(r"src/spyre_operator/(\w+)/", block))
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert named == packages
+    for folder in re.findall(r"^(\w[\w-]*)/", block, re.M):
+        assert (ROOT / folder).is_dir(), folder
+
+
+def test_no_module_of_the_operator_is_over_500_lines() -> None:
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 500
+    }
+    assert long == {}
+
+
+def test_the_operator_imports_the_dev_cluster_only_where_it_may_lack_it() -> None:
+    """cli.py registers `cluster` and `dev` when spyre_devcluster is there (not in the
+    image); nothing else of the operator imports it."""
+    importers = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any((m or "").startswith("spyre_devcluster") for m in [module, *names]):
+                importers.append(path.name)
+    assert importers == ["cli.py"]
