@@ -36,7 +36,7 @@ from spyre_devcluster import node_operator, preflight
 from spyre_devcluster.kubectl import Kubectl
 from spyre_devcluster.node import Node
 from spyre_devcluster.simulate import poll_until
-from spyre_runtime import compilereport
+from spyre_runtime import compilereport, contract
 
 WAIT = 1800
 KINDS = ("cached", "compiling")
@@ -139,7 +139,7 @@ def time_pod(cluster: Kubectl, doc: dict[str, Any]) -> Start:
     node_operator.complete(pod["status"]["podIP"], port, "Hello", timeout=120)
     to_answer = time.monotonic() - started
     log = cluster("logs", "--timestamps", name)
-    warmed = compilereport.startup(log).values()
+    warmed = contract.startup(log).values()
     cluster("delete", "pod", name, "--wait=true", "--timeout=120s")
     compile_seconds = sum(r.compile_ms for r in warmed) / 1000
     return Start(to_ready, to_answer, phases(log, created, ready_at), compile_seconds)

@@ -37,7 +37,7 @@ from spyre_devcluster.node_config import NODE_IP
 from spyre_devcluster.simulate import poll_until
 from spyre_devcluster.tools import tool
 from spyre_operator.api.names import API_VERSION
-from spyre_runtime import compilereport
+from spyre_runtime import contract
 
 pytestmark = pytest.mark.node
 
@@ -574,11 +574,11 @@ def test_helm_test_passes_on_the_installed_chart(cluster: Cluster) -> None:
     assert "ok: the API server serves spyremodels" in done.stdout, done.stdout
 
 
-def compile_reports(cluster: Cluster, *what: str) -> list[compilereport.CompileCounts]:
-    """The compile-cache report lines (spyre_runtime.compilereport) in a pod's output."""
+def compile_reports(cluster: Cluster, *what: str) -> list[contract.CompileCounts]:
+    """The compile-cache report lines (spyre_runtime.contract) in a pod's output."""
     logs = cluster.kubectl("logs", *what)
-    reports = list(compilereport.parse(logs).values())
-    assert reports, f"no {compilereport.MARKER} line in the logs of {what}:\n{logs[-3000:]}"
+    reports = list(contract.parse(logs).values())
+    assert reports, f"no {contract.MARKER} line in the logs of {what}:\n{logs[-3000:]}"
     return reports
 
 

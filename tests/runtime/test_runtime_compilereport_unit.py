@@ -13,7 +13,8 @@ import pytest
 from rtlib import REPO
 
 from spyre_runtime import compilereport
-from spyre_runtime.compilereport import MARKER, PLUGIN_NAME, CompileCounts, parse, with_plugin
+from spyre_runtime.compilereport import PLUGIN_NAME, with_plugin
+from spyre_runtime.contract import MARKER, CompileCounts, parse, startup
 
 pytestmark = pytest.mark.unit
 
@@ -53,7 +54,7 @@ def test_the_start_up_report_is_each_processs_warmed_line() -> None:
     warmed = dataclasses.replace(counts(812, 1, 1, 0), compile_ms=1500, warmed=1)
     later = counts(812, 2, 1, 1)  # a request compiled after the warmup
     log = "\n".join([counts(812, 1, 1, 0).line(), warmed.line(), later.line()])
-    assert compilereport.startup(log) == {812: warmed}
+    assert startup(log) == {812: warmed}
     assert parse(log) == {812: later}
     assert not warmed.compiled and later.compiled
 

@@ -19,9 +19,9 @@ compile; a hit through the AOTAutograd cache counts too), `aotautograd_*` the AO
 cache's; `compile_ms` the milliseconds spent in torch.compile (tracing and cache loads
 included); `warmed=1` marks the line printed when the warmup finished: that process's
 start-up report. A process compiled nothing when its last line has `fxgraph_miss=0
-fxgraph_bypass=0`; it loaded from the cache when `fxgraph_hit` is above 0. `parse` (each
-pid's last line), `startup` (each pid's `warmed=1` line) and `CompileCounts` read them back
-(the operator, tests, node stories).
+fxgraph_bypass=0`; it loaded from the cache when `fxgraph_hit` is above 0. The line's
+format is part of the contract (contract.py: `parse`, each pid's last line; `startup`,
+each pid's `warmed=1` line; `CompileCounts`), which the operator reads back.
 
 With REQUIRE_CACHED_ENV set (`serve` sets it when the spec requires precompiled graphs),
 inductor generating code before the warmup has finished (a graph the key's cache does not
@@ -41,19 +41,20 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from .contract import (
     CACHE_NOT_READY,
     FLAVOURS,
+    MARKER,
     SPYRE_SERVING_CACHE_KEY,
     SPYRE_SERVING_FLAVOUR,
     TORCHINDUCTOR_CACHE_DIR,
+    CompileCounts,
 )
 
 PLUGIN_NAME = "spyre_runtime"
-MARKER = "spyre-runtime compile-cache:"
 # Set by `serve` (the spec requires precompiled graphs): compiling at start-up is an error.
 REQUIRE_CACHED_ENV = "SPYRE_RUNTIME_REQUIRE_CACHED"
 # (field, torch counter group, counter) in line order; the rest are counted here
@@ -65,58 +66,9 @@ _COUNTERS = (
     ("aotautograd_miss", "aot_autograd", "autograd_cache_miss"),
     ("aotautograd_bypass", "aot_autograd", "autograd_cache_bypass"),
 )
-_LINE = re.compile(re.escape(MARKER) + r" pid=(\d+)((?: [a-z_]+=\d+)+)")
 # The plugins' last warmup line: continuous batching, then static shapes and pooling.
 WARMUP_DONE = r"\[WARMUP\] (?:Finished in|All .* finished in)"
 _WARMUP_DONE = re.compile("^" + WARMUP_DONE)
-
-
-@dataclass(frozen=True)
-class CompileCounts:
-    pid: int
-    compiles: int
-    fxgraph_hit: int
-    fxgraph_miss: int
-    fxgraph_bypass: int
-    aotautograd_hit: int
-    aotautograd_miss: int
-    aotautograd_bypass: int
-    compile_ms: int = 0
-    warmed: int = 0
-
-    @property
-    def compiled(self) -> bool:
-        """Inductor generated and compiled code (a cache miss, or a graph it cannot cache)."""
-        return self.fxgraph_miss + self.fxgraph_bypass > 0
-
-    @property
-    def from_cache(self) -> bool:
-        return self.fxgraph_hit > 0
-
-    def line(self) -> str:
-        counts = " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)[1:])
-        return f"{MARKER} pid={self.pid} {counts}"
-
-
-def _lines(text: str) -> list[CompileCounts]:
-    found = []
-    for match in _LINE.finditer(text):
-        values = dict(pair.split("=") for pair in match.group(2).split())
-        found.append(
-            CompileCounts(pid=int(match.group(1)), **{k: int(v) for k, v in values.items()})
-        )
-    return found
-
-
-def parse(text: str) -> dict[int, CompileCounts]:
-    """The last report of each pid in a log."""
-    return {counts.pid: counts for counts in _lines(text)}
-
-
-def startup(text: str) -> dict[int, CompileCounts]:
-    """Each pid's start-up report in a log: its `warmed=1` line (later lines of the pid
-    count compiles after the warmup, a request's)."""
-    return {counts.pid: counts for counts in _lines(text) if counts.warmed}
 
 
 @dataclass

@@ -9,7 +9,7 @@ so the operator never pulls in torch or vLLM through it (tests/unit/test_contrac
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Final, Literal, Required, TypedDict, get_args
 
 # ----- environment ---------------------------------------------------------------------
@@ -208,3 +208,56 @@ CACHE_NOT_READY: Final[Reason] = "CacheNotReady"  # serve refused the cache (exi
 PERMANENT: frozenset[Reason] = frozenset(
     {"ModelNotFound", "GatedModel", "RevisionNotFound", "Unauthorized", "InvalidConfig"}
 )
+
+
+# ----- the compile report (compilereport.py prints it, the operator and tests read it) ---
+MARKER = "spyre-runtime compile-cache:"
+_LINE = re.compile(re.escape(MARKER) + r" pid=(\d+)((?: [a-z_]+=\d+)+)")
+
+
+@dataclass(frozen=True)
+class CompileCounts:
+    pid: int
+    compiles: int
+    fxgraph_hit: int
+    fxgraph_miss: int
+    fxgraph_bypass: int
+    aotautograd_hit: int
+    aotautograd_miss: int
+    aotautograd_bypass: int
+    compile_ms: int = 0
+    warmed: int = 0
+
+    @property
+    def compiled(self) -> bool:
+        """Inductor generated and compiled code (a cache miss, or a graph it cannot cache)."""
+        return self.fxgraph_miss + self.fxgraph_bypass > 0
+
+    @property
+    def from_cache(self) -> bool:
+        return self.fxgraph_hit > 0
+
+    def line(self) -> str:
+        counts = " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self)[1:])
+        return f"{MARKER} pid={self.pid} {counts}"
+
+
+def _lines(text: str) -> list[CompileCounts]:
+    found = []
+    for match in _LINE.finditer(text):
+        values = dict(pair.split("=") for pair in match.group(2).split())
+        found.append(
+            CompileCounts(pid=int(match.group(1)), **{k: int(v) for k, v in values.items()})
+        )
+    return found
+
+
+def parse(text: str) -> dict[int, CompileCounts]:
+    """The last report of each pid in a log."""
+    return {counts.pid: counts for counts in _lines(text)}
+
+
+def startup(text: str) -> dict[int, CompileCounts]:
+    """Each pid's start-up report in a log: its `warmed=1` line (later lines of the pid
+    count compiles after the warmup, a request's)."""
+    return {counts.pid: counts for counts in _lines(text) if counts.warmed}
