@@ -28,7 +28,7 @@ from rtlib import (
 )
 
 from spyre_runtime.catalog import write_ready
-from spyre_runtime.compilereport import MARKER, CompileCounts, parse, startup
+from spyre_runtime.contract import MARKER, CompileCounts, parse, startup
 from spyre_runtime.contract import FLAVOURS, INDUCTOR_CACHE_SUBDIR, INDUCTOR_FILES, READY_NAME
 
 # vllm-spyre 1.10 cannot compile continuous batching with inductor (tests/runtime/

@@ -49,12 +49,11 @@ spyre_operator.reconcile (tests/chart/test_rbac.py checks each one as this ident
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch]
-{{- if .Values.operator.progressSeconds }}
-# The end of a running compile pod's log, for its progress (operator.progressSeconds).
+# Pods' logs: a running compile's progress (operator.progressSeconds) and each serving
+# pod's start-up report (did it start from the cache?), read once.
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]
-{{- end }}
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

@@ -117,6 +117,8 @@ _PRINTER_COLUMNS: list[dict[str, Any]] = [
         "jsonPath": f'.status.conditions[?(@.type=="{CACHE_READY}")].reason',
     },
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+    # of the ready ones, those whose start-up compiled nothing (every graph from the cache)
+    {"name": "From-Cache", "type": "integer", "jsonPath": ".status.replicasFromCache"},
     {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
     {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
     {"name": "Model", "type": "string", "jsonPath": ".spec.model.id", "priority": 1},

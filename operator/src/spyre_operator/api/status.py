@@ -193,6 +193,9 @@ class SpyreModelStatus(CompileStatus):
     """Serving pods of the Deployment (scale subresource)."""
     ready_replicas: Annotated[int, Field(ge=0)] | None = None
     """Serving pods that are ready."""
+    replicas_from_cache: Annotated[int, Field(ge=0)] | None = None
+    """Ready serving pods whose start-up compiled nothing (their compile report): every
+    graph came from the cache."""
     selector: str | None = None
     """Label selector of the serving pods (scale subresource)."""
     endpoint: str | None = None

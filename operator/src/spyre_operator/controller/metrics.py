@@ -56,6 +56,7 @@ class Metrics:
         self.compile = Histogram(COMPILE_BUCKETS)
         self.phases: dict[Key, str] = {}
         self.unschedulable: dict[tuple[str, str, str], str] = {}  # (kind, ns, name) -> role
+        self.from_cache: dict[Key, tuple[int, int]] = {}  # (ready, started from the cache)
         self._compiles_seen: set[str] = set()  # Job names whose duration was observed
 
     def reconciled(self, seconds: float) -> None:
@@ -78,6 +79,8 @@ class Metrics:
                 self.unschedulable[(kind, *key)] = role
             if status.get("phase") and kind == KIND:
                 self.phases[key] = status["phase"]
+                ready = int(status.get("readyReplicas") or 0)
+                self.from_cache[key] = (ready, int(status.get("replicasFromCache") or 0))
             if not isinstance(seconds, int | float) or cache.get("ok") is not True:
                 return
             if job and job not in self._compiles_seen:
@@ -89,14 +92,21 @@ class Metrics:
             self.unschedulable.pop((kind, *key), None)
             if kind == KIND:
                 self.phases.pop(key, None)
+                self.from_cache.pop(key, None)
 
     def snapshot(
         self,
     ) -> tuple[
-        dict[str, int], dict[Key, str], list[str], list[str], dict[tuple[str, str, str], str]
+        dict[str, int],
+        dict[Key, str],
+        list[str],
+        list[str],
+        dict[tuple[str, str, str], str],
+        dict[Key, tuple[int, int]],
     ]:
         """(errors by reason, phases, reconcile and compile histogram lines, the objects
-        with a pod no node takes)."""
+        with a pod no node takes, each model's ready replicas and those started from the
+        cache)."""
         with self._lock:
             return (
                 dict(self.errors),
@@ -104,6 +114,7 @@ class Metrics:
                 self.reconcile.lines(f"{PREFIX}_reconcile_duration_seconds"),
                 self.compile.lines(f"{PREFIX}_compile_duration_seconds"),
                 dict(self.unschedulable),
+                dict(self.from_cache),
             )
 
 
@@ -143,7 +154,7 @@ def exposition(
 ) -> str:
     """The text exposition of everything the operator counts."""
     p = PREFIX
-    errors, phases, reconcile, compile_, unschedulable = metrics.snapshot()
+    errors, phases, reconcile, compile_, unschedulable, from_cache = metrics.snapshot()
     by_phase = Counter(phases.values())
     counters = [
         ("reconciles_total", "Reconciles run (events, resyncs, retries).", stats["reconciles"]),
@@ -208,6 +219,25 @@ def exposition(
             f'{p}_model_phase{{namespace="{_label(ns)}",name="{_label(name)}",'
             f'phase="{_label(phase)}"}} 1'
             for (ns, name), phase in sorted(phases.items())
+        ],
+    )
+    lines += _family(
+        f"{p}_model_replicas_from_cache",
+        "gauge",
+        "Each SpyreModel's ready serving pods whose start-up compiled nothing (every graph "
+        "from the cache; beside model_ready_replicas).",
+        [
+            f'{p}_model_replicas_from_cache{{namespace="{_label(ns)}",name="{_label(name)}"}} {n}'
+            for (ns, name), (_, n) in sorted(from_cache.items())
+        ],
+    )
+    lines += _family(
+        f"{p}_model_ready_replicas",
+        "gauge",
+        "Each SpyreModel's ready serving pods.",
+        [
+            f'{p}_model_ready_replicas{{namespace="{_label(ns)}",name="{_label(name)}"}} {n}'
+            for (ns, name), (n, _) in sorted(from_cache.items())
         ],
     )
     lines += _family(

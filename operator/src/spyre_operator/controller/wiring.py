@@ -33,6 +33,7 @@ from spyre_operator.reconcile import compile_queue
 from spyre_operator.reconcile.dryrun import PARALLEL
 from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
 from spyre_operator.reconcile.progress import ProgressReader
+from spyre_operator.reconcile.starts import StartReader
 from spyre_operator.render import meta
 
 CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget")
@@ -74,6 +75,7 @@ def configure(
 
     interval = config.progress_seconds
     progress = ProgressReader(kube, interval) if interval else None  # shared like starts
+    start_reports = StartReader(kube)  # each serving pod's start-up, read once
 
     def reconcile(key: Key) -> float | None:
         return memo.reconcilers[key[0]].reconcile(key[1], key[2])
@@ -94,6 +96,7 @@ def configure(
             queue=memo.queue,
             metrics=shared,
             progress=progress,
+            start_reports=start_reports,
             unserved=unserved,
             settings=config,
         )

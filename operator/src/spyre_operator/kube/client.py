@@ -226,12 +226,21 @@ class Kube:
         return items
 
     def log_tail(
-        self, namespace: str, pod: str, container: str, lines: int, limit: int, timeout: float
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        lines: int | None,
+        limit: int,
+        timeout: float,
     ) -> str:
-        """The end of a container's log, at most `lines` lines and `limit` bytes. The API
-        server fetches it from the pod's kubelet, so one attempt within `timeout` (the
-        client's pool would try a GET that timed out three more times)."""
-        query = {"container": container, "tailLines": str(lines), "limitBytes": str(limit)}
+        """The end of a container's log, at most `lines` lines (None: from its start) and
+        `limit` bytes. The API server fetches it from the pod's kubelet, so one attempt
+        within `timeout` (the client's pool would try a GET that timed out three more
+        times)."""
+        query = {"container": container, "limitBytes": str(limit)}
+        if lines is not None:
+            query["tailLines"] = str(lines)
         # As kubectl asks: the log is text/plain, an error a JSON Status (text/plain alone: 406).
         url, headers, _ = self._serialize(
             "GET", path("Pod", namespace, pod, "log"), query, accept="application/json, */*"

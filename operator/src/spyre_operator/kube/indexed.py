@@ -36,7 +36,7 @@ KEPT_METADATA = (
 )
 SHORT = 64  # characters of the strings `plain` interns (names, labels, kinds, not messages)
 POD_METADATA = ("name", "namespace", "resourceVersion", "labels", "creationTimestamp")
-CONTAINER_STATUS = ("name", "state", "lastState")
+CONTAINER_STATUS = ("name", "ready", "state", "lastState")
 
 
 def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from spyre_operator.api.status import (
     ConditionType,
 )
 
+REPLICA_COMPILED = "ReplicaCompiled"  # a serving pod compiled at start-up: Degraded False
 UNSCHEDULABLE = "Unschedulable"  # a pod no node takes (the scheduler's reason, and ours)
 MESSAGE_LIMIT = 4000  # well below metav1.Condition's 32768, readable in `kubectl describe`
 
@@ -117,8 +118,9 @@ def find(conditions: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def transition_events(old: dict[str, Any], new: CompileStatus) -> list[Event]:
-    """One Event when the phase changes, the Degraded reason changes or a pod starts
-    waiting for a node (Ready's reason becomes Unschedulable); none otherwise.
+    """One Event when the phase changes, the Degraded reason changes (to a failure, or to
+    a serving pod that compiled at start-up) or a pod starts waiting for a node (Ready's
+    reason becomes Unschedulable); none otherwise.
     `old` is the stored status."""
     old_degraded = find(old.get("conditions") or [], DEGRADED)
     new_degraded = new.condition(DEGRADED)
@@ -131,6 +133,12 @@ def transition_events(old: dict[str, Any], new: CompileStatus) -> list[Event]:
         )
     ):
         return [Event("Warning", new_degraded.reason, new_degraded.message)]
+    if (
+        new_degraded is not None
+        and new_degraded.reason == REPLICA_COMPILED
+        and old_degraded.get("reason") != REPLICA_COMPILED
+    ):  # it serves, but a replica compiled what the cache should have held
+        return [Event("Warning", REPLICA_COMPILED, new_degraded.message)]
     old_ready, new_ready = find(old.get("conditions") or [], READY), new.condition(READY)
     if (
         new_ready is not None

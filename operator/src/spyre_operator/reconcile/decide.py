@@ -319,6 +319,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
         weights=weights,
         replicas=deploy.replicas if deploy else 0,
         ready_replicas=deploy.ready_replicas if deploy else 0,
+        replicas_from_cache=sum(1 for s in obs.starts if s.compiled is False) if deploy else 0,
         selector=meta.selector_string(model.name),
         endpoint=endpoint_url(model) if available else None,
     )

@@ -49,6 +49,7 @@ from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.model_status import with_apply_failure
 from spyre_operator.reconcile.observe import observe
 from spyre_operator.reconcile.progress import ProgressReader
+from spyre_operator.reconcile.starts import StartReader
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,7 @@ class Reconciler:
         queue: workqueue.WorkQueue | None = None,
         metrics: Metrics | None = None,
         progress: ProgressReader | None = None,
+        start_reports: StartReader | None = None,
         unserved: Unserved | None = None,
         settings: Settings | None = None,
         stored: Callable[[str, str], dict[str, Any] | None] | None = None,
@@ -185,6 +187,7 @@ class Reconciler:
         self.unserved = unserved or Unserved()
         self.queue = queue
         self.progress = progress
+        self.start_reports = start_reports
         self.stats: Counter[str] = Counter()
         self.metrics = metrics or Metrics()
         self.stored = stored or (lambda namespace, name: None)
@@ -235,6 +238,8 @@ class Reconciler:
         if self.queue is not None:
             self.queue.forget((self.kind, namespace, name))
         self.dry_runs.forget(namespace, name)
+        if self.start_reports is not None:
+            self.start_reports.forget((namespace, name))
         self.metrics.forget(self.kind, (namespace, name))
 
     def reconcile(self, namespace: str, name: str) -> float | None:
@@ -295,7 +300,9 @@ class Reconciler:
             model = parse(body, kind=self.kind)
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now)
-        observed = observe(self.kube, body, model, self.compile_queue, self.progress)
+        observed = observe(
+            self.kube, body, model, self.compile_queue, self.progress, self.start_reports
+        )
         plan = decide(observed, model, now, self.settings)
         starts = [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Job"]
         if starts:  # a download or a compile: first, would the rest of the spec be taken?

@@ -20,9 +20,15 @@ from spyre_operator.api.status import (
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.cache_status import Failure, cache_condition, waiting_pod, waits
 from spyre_operator.reconcile.compile_queue import Turn
-from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, render_conditions
+from spyre_operator.reconcile.conditions import (
+    REPLICA_COMPILED,
+    UNSCHEDULABLE,
+    Cond,
+    render_conditions,
+)
 from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.observe import Observed
+from spyre_operator.reconcile.starts import Start
 from spyre_operator.render.cachekey import short_key
 from spyre_runtime.contract import CACHE_NOT_READY
 
@@ -139,8 +145,11 @@ def model_conditions(
         progressing = Cond(PROGRESSING, "False", "Complete", "every replica runs the current spec")
 
     warning = known_config_warning(spec)
+    compiled = [s for s in obs.starts if s.compiled]
     if failed is not None:
         degraded = Cond(DEGRADED, "True", failed.reason, failed.message)
+    elif compiled:  # it serves, but its start-up paid the compile the cache should save
+        degraded = Cond(DEGRADED, "False", REPLICA_COMPILED, _compiled_message(compiled))
     elif warning:
         degraded = Cond(DEGRADED, "False", "UnknownConfig", f"warning: {warning}")
     else:
@@ -162,6 +171,16 @@ def model_conditions(
         phase = "Ready"
     ready = _ready(phase, [cache_cond, available, progressing, degraded])
     return [ready, cache_cond, available, progressing, degraded], phase
+
+
+def _compiled_message(compiled: list[Start]) -> str:
+    pods = ", ".join(
+        f"{s.pod} ({s.misses} graphs, {s.seconds:.0f}s in torch.compile)" for s in compiled
+    )
+    return (
+        f"warning: serving pods compiled at start-up instead of loading the cache: {pods}; "
+        "its key's cache lacks graphs they need (docs/operations.md, compiled at start-up)"
+    )
 
 
 def _cards_for_compile(obs: Observed, model: SpyreModel, key: str | None) -> str:

@@ -21,6 +21,7 @@ from spyre_operator.api.validation import SpyreModel
 from spyre_operator.kube.client import Kube
 from spyre_operator.reconcile.compile_queue import Queue
 from spyre_operator.reconcile.progress import ProgressReader, Reading
+from spyre_operator.reconcile.starts import Start, StartReader
 from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
@@ -143,6 +144,7 @@ class Observed:
     disruption_budget: dict[str, Any] | None = None
     pod_issues: tuple[PodIssue, ...] = field(default_factory=tuple)
     unschedulable: tuple[Unschedulable, ...] = ()  # serving pods no node takes
+    starts: tuple[Start, ...] = ()  # the ready serving pods' start-ups (compile reports)
 
     @property
     def uid(self) -> str:
@@ -346,15 +348,35 @@ def _job(
     return job_view(raw, pods, container)
 
 
+def read_starts(
+    reader: StartReader, model: tuple[str, str], pods: list[dict[str, Any]]
+) -> tuple[Start, ...]:
+    """The start-ups of the model's ready serving pods (each pod's log read once)."""
+    found, ready = [], set()
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        statuses = pod.get("status", {}).get("containerStatuses") or []
+        if not any(c.get("name") == CONTAINER_NAMES["serve"] and c.get("ready") for c in statuses):
+            continue
+        key = (pod["metadata"]["name"], pod["metadata"].get("creationTimestamp", ""))
+        ready.add(key)
+        start = reader(model, key)
+        if start is not None:
+            found.append(start)
+    reader.forget(model, ready)
+    return tuple(found)
+
+
 def observe(
     kube: Kube,
     body: dict[str, Any],
     model: SpyreModel,
     compile_queue: Callable[[], Queue | None] | None = None,
     progress: ProgressReader | None = None,
+    starts: StartReader | None = None,
 ) -> Observed:
     """`compile_queue` reads the compile queue (None: no limits); `progress` a running
-    compile's progress (None: not read)."""
+    compile's progress (None: not read); `starts` the ready serving pods' start-up
+    reports (None: not read)."""
     ns, spec = model.namespace, model.spec
     status = body.get("status") or {}
     pvc_exists = None
@@ -396,13 +418,16 @@ def observe(
     deployment = service = network_policy = budget = None
     issues: tuple[PodIssue, ...] = ()
     waiting: tuple[Unschedulable, ...] = ()
+    started: tuple[Start, ...] = ()
     if model.serves:  # a SpyreCache only compiles
         raw_deploy = kube.get("Deployment", ns, model.name)
         if raw_deploy is not None:
             deployment = deployment_view(raw_deploy)
+            pods = kube.list("Pod", ns, meta.selector_string(model.name))
             if deployment.ready_replicas < deployment.spec_replicas:
-                pods = kube.list("Pod", ns, meta.selector_string(model.name))
                 issues, waiting = pod_issues(pods), unschedulable(pods)
+            if starts is not None:
+                started = read_starts(starts, (ns, model.name), pods)
         service = kube.get("Service", ns, model.name)
         network_policy = kube.get("NetworkPolicy", ns, model.name)
         budget = kube.get("PodDisruptionBudget", ns, model.name)
@@ -423,4 +448,5 @@ def observe(
         disruption_budget=budget,
         pod_issues=issues,
         unschedulable=waiting,
+        starts=started,
     )
