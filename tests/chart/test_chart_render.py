@@ -62,6 +62,10 @@ COMBINATIONS: dict[str, Combination] = {
         "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
         "priorityClassName": "system-cluster-critical",
         "podAnnotations": {"example.com/team": "ml-platform"},
+        "runtimeImage": {
+            "repository": "mirror.example.com:5000/ai/spyre-runtime",
+            "pullSecrets": [{"name": "mirror-pull"}, {"name": "mirror-pull-2"}],
+        },
     },
     "webhook-fail-policy": lambda _: {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 10}},
     "webhook-cert-manager": lambda _: {"webhook.certificates.source": "cert-manager"},
@@ -145,6 +149,7 @@ def test_operator_deployment_is_one_restricted_replica() -> None:
         "--progress-seconds=60",
         "--cache-retention=7d",
         "--platform=kubernetes",
+        "--runtime-image-repository=quay.io/spyre-serving/runtime",
         "--webhook-port=9443",
         f"--webhook-secret=ops/{WEBHOOK}-cert",
         f"--webhook-host={WEBHOOK}.ops.svc",
@@ -181,6 +186,11 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
     assert args.progress_seconds == operator.get("progressSeconds", 60)
     assert args.cache_retention == operator.get("cacheRetention", "7d")
     assert args.platform == values.get("operator.platform", "kubernetes")
+    runtime = values.get("runtimeImage", {})
+    assert args.runtime_image_repository == runtime.get(
+        "repository", "quay.io/spyre-serving/runtime"
+    )
+    assert args.runtime_image_pull_secret == [s["name"] for s in runtime.get("pullSecrets", [])]
     if values.get("webhook.enabled") is False:
         assert args.webhook_port == 0
         return
@@ -411,6 +421,8 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"operator.progressSeconds": -1}, "/operator/progressSeconds"),
     ({"operator.platform": "gke"}, "/operator/platform"),
     ({"operator.resyncSeconds": "5m"}, "/operator/resyncSeconds"),
+    ({"runtimeImage.repository": "quay.io/spyre-serving/runtime:1"}, "/runtimeImage/repository"),
+    ({"runtimeImage.pullSecrets": ["regcred"]}, "/runtimeImage/pullSecrets/0"),
     (
         {"metrics.enabled": False, "monitoring.operator.enabled": True},
         "monitoring.operator.enabled needs metrics.enabled=true",

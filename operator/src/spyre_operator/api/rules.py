@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 from spyre_operator.api import runtimes
 from spyre_operator.api.base import DNS_LABEL, DNS_SUBDOMAIN, cpu_cores, quantity_value
+from spyre_operator.api.imageref import IMAGE_NAME_MAX, IMAGE_REF
 from spyre_operator.api.names import GROUP
 from spyre_operator.api.problem import Problem, clip, join_path, shown
 from spyre_operator.api.spec import (
@@ -102,16 +103,6 @@ INTEGER = re.compile(r"[-+]?[0-9]{1,19}")  # an int64, as Gt and Lt compare
 NAMESPACE = re.compile(DNS_LABEL)
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
-IMAGE_NAME_MAX = 255
-# An image reference as the container runtime parses it (the distribution grammar).
-_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-IMAGE_REF = re.compile(
-    rf"(?P<name>(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*)"
-    r"(?::\w[\w.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
-    re.ASCII,
-)
 KEY_RULE = (
     "an optional DNS subdomain prefix and '/' (e.g. example.com/), then a name of at most "
     "63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit"

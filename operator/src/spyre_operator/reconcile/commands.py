@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from spyre_operator.api.runtimes import IMAGE_REPOSITORY
 from spyre_operator.reconcile import options
 from spyre_operator.render.pod import PLATFORMS
 
@@ -93,6 +94,7 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--verbose", "-v", action="store_true", help="debug logging, with kopf's line per event"
     )
+    _runtime_image_flags(run)
     _webhook_flags(run)
     run.set_defaults(func=_run)
 
@@ -142,6 +144,29 @@ def _seconds(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value:g}: use 0 (off) or a positive number")
     return value
+
+
+def _runtime_image_flags(run: argparse.ArgumentParser) -> None:
+    group = run.add_argument_group(
+        "serving image", "Where the compile, weights and serving pods pull the runtime from."
+    )
+    group.add_argument(
+        "--runtime-image-repository",
+        default=IMAGE_REPOSITORY,
+        metavar="REPOSITORY",
+        help="the serving images' repository, e.g. a mirror or an air-gapped copy: a "
+        "SpyreModel without spec.image runs REPOSITORY:<operator version>-<flavour>-<version>; "
+        "moving it keeps every cache key (default: %(default)s)",
+    )
+    group.add_argument(
+        "--runtime-image-pull-secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a docker-registry Secret every workload pod pulls with, before the "
+        "SpyreModel's own imagePullSecrets; create it in each namespace with SpyreModels "
+        "(the kubelet pulls without a missing one) (repeatable)",
+    )
 
 
 def _webhook_flags(run: argparse.ArgumentParser) -> None:
@@ -207,8 +232,11 @@ def _run(args: argparse.Namespace) -> int:
     os.environ[options.WEBHOOK_CONFIGURATION_ENV] = args.webhook_configuration or ""
     os.environ[options.WEBHOOK_CERT_DIR_ENV] = args.webhook_cert_dir or ""
     os.environ[options.WEBHOOK_CHECK_ENV] = str(args.webhook_check_seconds)
-    try:
-        options.webhook()  # a wrong combination fails here, with what to pass, not in kopf
+    os.environ[options.RUNTIME_IMAGE_REPOSITORY_ENV] = args.runtime_image_repository
+    os.environ[options.RUNTIME_IMAGE_PULL_SECRETS_ENV] = ",".join(args.runtime_image_pull_secret)
+    try:  # a wrong value or combination fails here, with what to pass, not in kopf
+        options.runtime_images()
+        options.webhook()
     except ValueError as err:
         print(f"spyre-operator run: {err}", file=sys.stderr)
         return 2

@@ -318,7 +318,7 @@ def decide(obs: Observed, model: SpyreModel, now: str) -> Plan:
     weights = obs.weights
     commit = weights_commit(weights)
     weights_ready = not spec.model.from_hub or commit is not None
-    want = desired(model, uid, options.platform(), commit)
+    want = desired(model, uid, options.platform(), commit, options.runtime_images())
     actions: list[Action] = []
     deferred: list[Action] = []
 
@@ -542,7 +542,7 @@ def _cleanup_actions(
         }
         out.append(Action("mark", target, "MarkedForCleanup", step.message))
     commit = weights_commit(obs.weights)
-    job = build_cleanup_job(model, obs.uid, options.platform(), commit)
+    job = build_cleanup_job(model, obs.uid, options.platform(), commit, options.runtime_images())
     name = job["metadata"]["name"]
     out.append(Action("create", job, "CreatedCleanupJob", f"{step.message} (Job {name})"))
     return out

@@ -50,7 +50,8 @@ class DryRuns:
         trip of latency).
         A timeout or a 5xx raises (the reconcile is tried again)."""
         commit = STAND_IN_COMMIT if model.spec.model.from_hub else None
-        objects = desired(model, uid, options.platform(), commit).objects()
+        images = options.runtime_images()
+        objects = desired(model, uid, options.platform(), commit, images).objects()
         digest = manifest_hash({"objects": objects})
         key = (model.namespace, model.name)
         with self._guard:

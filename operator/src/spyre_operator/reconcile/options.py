@@ -8,6 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
 from spyre_operator.render.pod import PLATFORMS, Platform
 from spyre_runtime.contract import HEARTBEAT_SECONDS
 
@@ -90,6 +91,22 @@ def platform() -> Platform:
     if value not in PLATFORMS:
         raise ValueError(f"{PLATFORM_ENV}={value!r}: use one of {', '.join(PLATFORMS)}")
     return value
+
+
+# ----- the serving image (api/runtimes.RuntimeImages) ----------------------------------
+RUNTIME_IMAGE_REPOSITORY_ENV = "SPYRE_OPERATOR_RUNTIME_IMAGE_REPOSITORY"
+RUNTIME_IMAGE_PULL_SECRETS_ENV = "SPYRE_OPERATOR_RUNTIME_IMAGE_PULL_SECRETS"  # comma-separated
+
+
+def runtime_images() -> RuntimeImages:
+    """Where the serving images come from and the Secrets the workload pods pull with;
+    ValueError naming the flag when a value is wrong."""
+    repository = os.environ.get(RUNTIME_IMAGE_REPOSITORY_ENV) or IMAGE_REPOSITORY
+    secrets = tuple(s for s in os.environ.get(RUNTIME_IMAGE_PULL_SECRETS_ENV, "").split(",") if s)
+    try:
+        return RuntimeImages(repository, secrets)
+    except ValueError as err:
+        raise ValueError(f"--runtime-image-repository/--runtime-image-pull-secret: {err}") from None
 
 
 # ----- the admission webhook (spyre_operator.webhook) ----------------------------------
