@@ -145,6 +145,7 @@ def cluster(shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
     node = shared_node.with_operator()
     namespace = f"stories-{uuid.uuid4().hex[:8]}"
     Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
+    node_operator.add_pull_secret(node, namespace)
     yield Cluster(node, Kubectl(node.kubeconfig, namespace), namespace, models)
     Kubectl(node.kubeconfig, "default")("delete", "namespace", namespace, "--wait=false")
 

@@ -32,12 +32,13 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
     try:
         say("bringing up the node (root; one per machine)")
         node.up(log=say)
-        say("images: building what is not cached (the first time: minutes), importing")
-        node_operator.import_images(node, say)
+        say("images: building what is not cached (the first time: minutes), pushing them")
+        node_operator.push_images(node, say)
         say(f"installing the operator with the Helm chart into {node_operator.NAMESPACE}")
         node_operator.install_chart(node)
         models = node_operator.make_tiny_model(directory / "models")
         say(f"made a tiny Granite (random weights) in {models}; applying a CPU SpyreModel")
+        node_operator.add_pull_secret(node, "default")
         kubectl("apply", "-f", "-", input=json.dumps(node_operator.tiny_model(models)))
         status = watch(kubectl, timeout)
         if status.get("phase") != "Ready":
