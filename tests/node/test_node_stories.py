@@ -28,14 +28,17 @@ import pytest
 from external_metrics import ExternalMetrics
 from nodelib import Kubectl, SharedNode
 
+from spyre_operator import __version__
 from spyre_operator.api.names import API_VERSION
 from spyre_operator.local import node_operator
 from spyre_operator.local.hub import LocalHub
+from spyre_operator.local.images.containerd import Ctr
 from spyre_operator.local.kubectl import KubectlError
 from spyre_operator.local.node import Node
 from spyre_operator.local.node_config import NODE_IP
 from spyre_operator.local.simulate import poll_until
 from spyre_operator.local.tools import tool
+from spyre_operator.render.meta import selector_string
 from spyre_runtime import compilereport
 
 pytestmark = pytest.mark.node
@@ -185,6 +188,48 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     # the bytes the compile pod reported are what is on the volume (READY, written after
     # the count, aside; the serving pods compiled nothing, so wrote nothing)
     assert cache["bytes"] == volume_bytes(cluster, name, cache["cacheKey"]), cache
+
+
+def test_the_images_come_from_the_registry_and_a_pod_without_its_secret_is_refused(
+    cluster: Cluster,
+) -> None:
+    """The operator and the model were pulled from the node's registry (TLS, basic auth)
+    with a docker-registry Secret: the chart's imagePullSecrets, the model's. A model
+    without it, made to pull (Always), is refused in Kubernetes' own words."""
+    node, registry = cluster.node, cluster.node.registry
+    system = Kubectl(node.kubeconfig, node_operator.NAMESPACE)
+    (operator,) = system.get("pods", "-l", OPERATOR)["items"]
+    operator_image = registry.reference(node_operator.OPERATOR_IMAGE, __version__)
+    assert operator["spec"]["containers"][0]["image"] == operator_image
+    assert operator["spec"]["imagePullSecrets"] == [{"name": node_operator.PULL_SECRET}]
+    (pod,) = cluster.pods()
+    assert pod["spec"]["containers"][0]["image"] == node_operator.serving_image(node)
+    assert pod["spec"]["imagePullSecrets"] == [{"name": node_operator.PULL_SECRET}]
+    # pulled, not imported: containerd has them under the registry's names
+    pulled = Ctr(str(node.layout.containerd_socket)).images()
+    assert {operator_image, node_operator.serving_image(node)} <= pulled.keys()
+
+    doc = node_operator.tiny_model(cluster.models, "no-secret")
+    del doc["spec"]["imagePullSecrets"]
+    doc["spec"]["imagePullPolicy"] = "Always"
+    doc["spec"]["batching"]["continuous"] = dict(cluster.batching)  # FIRST's key: compiled
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+
+    def refused() -> tuple[str, str] | None:
+        for pod in cluster.get("pods", "-l", selector_string("no-secret"))["items"]:
+            state = pod["status"].get("containerStatuses", [{}])[0].get("state", {})
+            reason = state.get("waiting", {}).get("reason", "")
+            name = pod["metadata"]["name"]
+            events = cluster.get("events", "--field-selector", f"involvedObject.name={name}")
+            failed = [e["message"] for e in events["items"] if e["reason"] == "Failed"]
+            if reason in ("ErrImagePull", "ImagePullBackOff") and failed:
+                return reason, failed[0]
+        return None
+
+    reason, message = cluster.wait("the pull refused", refused, timeout=300)
+    print(f"no-secret: {reason}: {message}\nits status: {cluster.status('no-secret')}")
+    assert "401 Unauthorized" in message and registry.address in message, message
+    cluster.kubectl("delete", "spyremodel/no-secret")
 
 
 def compiled(cluster: Cluster, seen: list[dict[str, Any]]) -> bool:

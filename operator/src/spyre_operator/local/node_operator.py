@@ -42,16 +42,20 @@ def runtime_images(node: Node) -> RuntimeImages:
     return RuntimeImages(node.registry.repository(RUNTIME_IMAGE))
 
 
+def serving_image(node: Node) -> str:
+    """The serving image the operator renders for the tiny model (from the registry)."""
+    return runtime_images(node).image(FLAVOUR, FLAVOURS[FLAVOUR].default_version)
+
+
 def push_images(node: Node, log: Callable[[str], None]) -> None:
     """Build (or find cached) the operator and CPU serving images and push them to the
     node's registry: the operator image as `operator:<version>`, the serving image under
     the tag the operator renders for the flavour. What the registry has is not sent again
     (its storage is kept in the cache: the ~9 GB serving layer goes once)."""
     operator, runtime = recipes.build_images(["operator", "runtime-cpu"])
-    serving = runtime_images(node).image(FLAVOUR, FLAVOURS[FLAVOUR].default_version)
     for image, name, tag in (
         (operator, OPERATOR_IMAGE, __version__),
-        (runtime, RUNTIME_IMAGE, serving.rpartition(":")[2]),
+        (runtime, RUNTIME_IMAGE, serving_image(node).rpartition(":")[2]),
     ):
         done = push(image, node.registry, name, tag)
         state = "already there" if done.already else f"{done.sent / 1e6:.0f} MB pushed"
