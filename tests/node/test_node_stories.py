@@ -47,7 +47,11 @@ WAIT = 1500  # a compile plus a serving start, on a loaded 2-core machine
 FIRST = "story"
 COMPILE = "app.kubernetes.io/component=compile"
 OPERATOR = "app.kubernetes.io/name=spyre-operator"
-HPA = "horizontalpodautoscalers.v2beta2.autoscaling"  # `hpa` reads v1: no conditions there
+HPA = "horizontalpodautoscalers.v2beta2.autoscaling"
+PULL_FAILED = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+)  # the kubelet's waiting reasons  # `hpa` reads v1: no conditions there
 
 
 @dataclass
@@ -222,13 +226,21 @@ def test_the_images_come_from_the_registry_and_a_pod_without_its_secret_is_refus
             name = pod["metadata"]["name"]
             events = cluster.get("events", "--field-selector", f"involvedObject.name={name}")
             failed = [e["message"] for e in events["items"] if e["reason"] == "Failed"]
-            if reason in ("ErrImagePull", "ImagePullBackOff") and failed:
+            if reason in PULL_FAILED and failed:
                 return reason, failed[0]
         return None
 
     reason, message = cluster.wait("the pull refused", refused, timeout=300)
-    print(f"no-secret: {reason}: {message}\nits status: {cluster.status('no-secret')}")
+    print(f"no-secret: {reason}: {message}")
     assert "401 Unauthorized" in message and registry.address in message, message
+
+    def shown() -> dict[str, Any] | None:  # the serving pod's reason, in the model's status
+        conditions = cluster.status("no-secret").get("conditions", [])
+        found = [c for c in conditions if c["type"] == "Available"]
+        return found[0] if found and found[0]["reason"] in PULL_FAILED else None
+
+    available = cluster.wait("the pull failure in status", shown, timeout=120)
+    assert available["status"] == "False" and "serving pod" in available["message"], available
     cluster.kubectl("delete", "spyremodel/no-secret")
 
 
