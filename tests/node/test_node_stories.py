@@ -3,7 +3,8 @@ the project's own images, the tiny Granite made here (from a hostPath, and from 
 test runs on the host).
 
 The tests run in file order in one namespace, each story starting from where the one
-before left the cluster: first deploy, an autoscaler scaling it to two, a serving pod
+before left the cluster: first deploy, the images pulled from the node's registry (and a
+model without the pull Secret refused), an autoscaler scaling it to two, a serving pod
 killed, a new cache key rolled out while the old pod answers, a second model sharing the
 compile, a failing compile and its fix, the operator killed during a compile, a model
 deleted, a hub model downloaded once and served with the hub gone, a cache compiled ahead
