@@ -108,6 +108,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [{cri}.containerd]
   snapshotter = "overlayfs"
   default_runtime_name = "runc"
+  # a pulled layer's blob goes once unpacked (containers run from the snapshot): the
+  # serving image takes its 9 GB once, not twice
+  discard_unpacked_layers = true
 
 [{cri}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"

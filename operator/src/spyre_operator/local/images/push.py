@@ -28,7 +28,7 @@ from spyre_operator.local.images.oci import (
     write_layer,
 )
 from spyre_operator.local.images.store import Image, ImageBuildError
-from spyre_operator.local.registry import Registry
+from spyre_operator.local.registry import REPOSITORY_PREFIX, Registry
 
 TIMEOUT = 600.0  # a socket read: the registry verifies a big blob's digest before it answers
 
@@ -177,7 +177,7 @@ def push(image: Image, registry: Registry, name: str, tag: str) -> Pushed:
     began = time.monotonic()
     client = Client(registry)
     reference = registry.reference(name, tag)
-    repository = reference.split("/", 1)[1].rsplit(":", 1)[0]
+    repository = f"{REPOSITORY_PREFIX}/{name}"
     manifest = image.manifest
     if client.manifest_digest(repository, tag) == manifest.digest:
         return Pushed(reference, manifest.digest, 0, 0, time.monotonic() - began, True)
