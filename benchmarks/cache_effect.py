@@ -153,8 +153,9 @@ def summary(values: list[float]) -> str:
 
 def measure(node: Node, folder: Path, runs: int, backend: str) -> None:
     cluster = Kubectl(node.kubeconfig)
-    node_operator.import_images(node, print)
+    node_operator.push_images(node, print)
     node_operator.install_chart(node)
+    node_operator.add_pull_secret(node, "default")
     models = node_operator.make_tiny_model(folder / "models")
     model = node_operator.tiny_model(models)
     model["spec"]["backend"] = backend

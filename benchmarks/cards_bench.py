@@ -74,8 +74,9 @@ def main() -> int:
         node = Node(folder / "node")
         node.up(cards={SPYRE_PF: node_operator.NODE_CARDS})
         try:
-            node_operator.import_images(node, print)
+            node_operator.push_images(node, print)
             node_operator.install_chart(node)
+            node_operator.add_pull_secret(node, "default")
             models = node_operator.make_tiny_model(folder / "models")
             run = Kubectl(node.kubeconfig)
             for n in range(args.runs):

@@ -66,12 +66,13 @@ def bare_pod(node: Node, figures: dict[str, list[float]]) -> None:
 def operator_run(node: Node, folder: Path, figures: dict[str, list[float]]) -> None:
     timed(
         figures,
-        "images build (if needed) + import",
-        lambda: node_operator.import_images(node, print),
+        "images build (if needed) + push",
+        lambda: node_operator.push_images(node, print),
     )
     timed(figures, "helm install of the operator", lambda: node_operator.install_chart(node))
     models = node_operator.make_tiny_model(folder / "models")
     run = Kubectl(node.kubeconfig)
+    node_operator.add_pull_secret(node, "default")
     started = time.monotonic()
     run("apply", "-f", "-", input=json.dumps(node_operator.tiny_model(models)))
     ready = "--for=jsonpath={.status.phase}=Ready"

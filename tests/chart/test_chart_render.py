@@ -14,6 +14,7 @@ import pytest
 import yaml
 from chartlib import CHART, RELEASE, Kubectl, find, helm, render, set_args, template
 
+from spyre_operator.api.runtimes import IMAGE_REPOSITORY
 from spyre_operator.api.validation import parse
 from spyre_operator.cli import build_parser
 from spyre_operator.controller import settings
@@ -62,6 +63,10 @@ COMBINATIONS: dict[str, Combination] = {
         "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
         "priorityClassName": "system-cluster-critical",
         "podAnnotations": {"example.com/team": "ml-platform"},
+        "runtimeImage": {
+            "repository": "mirror.example.com:5000/ai/spyre-runtime",
+            "pullSecrets": [{"name": "mirror-pull"}, {"name": "mirror-pull-2"}],
+        },
     },
     "webhook-fail-policy": lambda _: {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 10}},
     "webhook-cert-manager": lambda _: {"webhook.certificates.source": "cert-manager"},
@@ -175,6 +180,11 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
         assert getattr(config, field) == operator.get(name, Settings.model_fields[field].default)
     assert config.webhook_port == (
         0 if values.get("webhook.enabled") is False else ports["webhook"]
+    )
+    runtime = values.get("runtimeImage", {})
+    assert config.runtime_image_repository == runtime.get("repository", IMAGE_REPOSITORY)
+    assert config.runtime_image_pull_secrets == tuple(
+        s["name"] for s in runtime.get("pullSecrets", [])
     )
 
 
@@ -393,6 +403,8 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"operator.progressSeconds": -1}, "/operator/progressSeconds"),
     ({"operator.platform": "gke"}, "/operator/platform"),
     ({"operator.resyncSeconds": "5m"}, "/operator/resyncSeconds"),
+    ({"runtimeImage.repository": "quay.io/spyre-serving/runtime:1"}, "/runtimeImage/repository"),
+    ({"runtimeImage.pullSecrets": ["regcred"]}, "/runtimeImage/pullSecrets/0"),
     (
         {"metrics.enabled": False, "monitoring.operator.enabled": True},
         "monitoring.operator.enabled needs metrics.enabled=true",

@@ -50,6 +50,7 @@ def kubectl(node: Node) -> Iterator[Kubectl]:
     """kubectl on the node, in a fresh namespace of its own."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     Kubectl(node.kubeconfig, "default")("create", "namespace", name)
+    node_operator.add_pull_secret(node, name)  # the node's registry, for SpyreModels' pods
     yield Kubectl(node.kubeconfig, name)
     Kubectl(node.kubeconfig, "default")("delete", "namespace", name, "--wait=false")
 

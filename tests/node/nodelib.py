@@ -32,10 +32,11 @@ class SharedNode:
         return self.node
 
     def with_operator(self) -> Node:
-        """The node with the project's images imported and the chart installed."""
+        """The node with the project's images pushed to its registry and the chart
+        installed."""
         node = self.get()
         if self.operator_on is not node:
-            node_operator.import_images(node, print)
+            node_operator.push_images(node, print)
             node_operator.install_chart(node)
             self.operator_on = node
         return node

@@ -85,6 +85,7 @@ def kubectl(shared_node: SharedNode, models: Path) -> Iterator[Kubectl]:
     node = shared_node.with_operator()
     namespace = f"cards-{uuid.uuid4().hex[:8]}"
     Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
+    node_operator.add_pull_secret(node, namespace)
     kubectl = Kubectl(node.kubeconfig, namespace)
     doc = node_operator.tiny_model(models, NAME, cards=CARDS)
     doc["spec"]["replicas"] = REPLICAS

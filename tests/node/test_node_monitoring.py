@@ -72,7 +72,7 @@ def monitored(
 ) -> Iterator[Monitored]:
     node = shared_node.with_operator()
     node_operator.install_chart(node, INSTALLED)
-    objects = node_operator.render_chart(INSTALLED | MONITORING)
+    objects = node_operator.render_chart(node, INSTALLED | MONITORING)
     monitors = [d for d in objects if d["kind"] in ("PodMonitor", "ServiceMonitor")]
     assert {d["kind"] for d in monitors} == {"PodMonitor", "ServiceMonitor"}
     scrapes = [job for d in monitors for job in scrape_configs(d, node.kubeconfig)]
@@ -85,6 +85,7 @@ def monitored(
         prometheus.start(scrapes, targets, rule["spec"]["groups"], interval="5s")
         for namespace in namespaces:
             system("create", "namespace", namespace)
+            node_operator.add_pull_secret(node, namespace)
         models = tmp_path_factory.mktemp("models")
         (models / "empty").mkdir(mode=0o755)
         models.chmod(0o755)

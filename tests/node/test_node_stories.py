@@ -3,7 +3,8 @@ the project's own images, the tiny Granite made here (from a hostPath, and from 
 test runs on the host).
 
 The tests run in file order in one namespace, each story starting from where the one
-before left the cluster: first deploy, an autoscaler scaling it to two, a serving pod
+before left the cluster: first deploy, the images pulled from the node's registry (and a
+model without the pull Secret refused), an autoscaler scaling it to two, a serving pod
 killed, a new cache key rolled out while the old pod answers, a second model sharing the
 compile, a failing compile and its fix, the operator killed during a compile, a model
 deleted, a hub model downloaded once and served with the hub gone, a cache compiled ahead
@@ -31,12 +32,15 @@ from nodelib import Kubectl, SharedNode
 from kstatus_rules import kstatus
 from spyre_devcluster import node_operator
 from spyre_devcluster.hub import LocalHub
+from spyre_devcluster.images.containerd import Ctr
 from spyre_devcluster.kubectl import KubectlError
 from spyre_devcluster.node import Node
 from spyre_devcluster.node_config import NODE_IP
 from spyre_devcluster.simulate import poll_until
 from spyre_devcluster.tools import tool
+from spyre_operator import __version__
 from spyre_operator.api.names import API_VERSION
+from spyre_operator.render.meta import selector_string
 from spyre_runtime import contract
 
 pytestmark = pytest.mark.node
@@ -45,7 +49,11 @@ WAIT = 1500  # a compile plus a serving start, on a loaded 2-core machine
 FIRST = "story"
 COMPILE = "app.kubernetes.io/component=compile"
 OPERATOR = "app.kubernetes.io/name=spyre-operator"
-HPA = "horizontalpodautoscalers.v2beta2.autoscaling"  # `hpa` reads v1: no conditions there
+HPA = "horizontalpodautoscalers.v2beta2.autoscaling"
+PULL_FAILED = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+)  # the kubelet's waiting reasons  # `hpa` reads v1: no conditions there
 
 
 @dataclass
@@ -146,6 +154,7 @@ def cluster(shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
     node = shared_node.with_operator()
     namespace = f"stories-{uuid.uuid4().hex[:8]}"
     Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
+    node_operator.add_pull_secret(node, namespace)
     yield Cluster(node, Kubectl(node.kubeconfig, namespace), namespace, models)
     Kubectl(node.kubeconfig, "default")("delete", "namespace", namespace, "--wait=false")
 
@@ -195,6 +204,56 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     # the bytes the compile pod reported are what is on the volume (READY, written after
     # the count, aside; the serving pods compiled nothing, so wrote nothing)
     assert cache["bytes"] == volume_bytes(cluster, name, cache["cacheKey"]), cache
+
+
+def test_the_images_come_from_the_registry_and_a_pod_without_its_secret_is_refused(
+    cluster: Cluster,
+) -> None:
+    """The operator and the model were pulled from the node's registry (TLS, basic auth)
+    with a docker-registry Secret: the chart's imagePullSecrets, the model's. A model
+    without it, made to pull (Always), is refused in Kubernetes' own words."""
+    node, registry = cluster.node, cluster.node.registry
+    system = Kubectl(node.kubeconfig, node_operator.NAMESPACE)
+    (operator,) = system.get("pods", "-l", OPERATOR)["items"]
+    operator_image = registry.reference(node_operator.OPERATOR_IMAGE, __version__)
+    assert operator["spec"]["containers"][0]["image"] == operator_image
+    assert operator["spec"]["imagePullSecrets"] == [{"name": node_operator.PULL_SECRET}]
+    (pod,) = cluster.pods()
+    assert pod["spec"]["containers"][0]["image"] == node_operator.serving_image(node)
+    assert pod["spec"]["imagePullSecrets"] == [{"name": node_operator.PULL_SECRET}]
+    # pulled, not imported: containerd has them under the registry's names
+    pulled = Ctr(str(node.layout.containerd_socket)).images()
+    assert {operator_image, node_operator.serving_image(node)} <= pulled.keys()
+
+    doc = node_operator.tiny_model(cluster.models, "no-secret")
+    del doc["spec"]["imagePullSecrets"]
+    doc["spec"]["imagePullPolicy"] = "Always"
+    doc["spec"]["batching"]["continuous"] = dict(cluster.batching)  # FIRST's key: compiled
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+
+    def refused() -> tuple[str, str] | None:
+        for pod in cluster.get("pods", "-l", selector_string("no-secret"))["items"]:
+            state = pod["status"].get("containerStatuses", [{}])[0].get("state", {})
+            reason = state.get("waiting", {}).get("reason", "")
+            name = pod["metadata"]["name"]
+            events = cluster.get("events", "--field-selector", f"involvedObject.name={name}")
+            failed = [e["message"] for e in events["items"] if e["reason"] == "Failed"]
+            if reason in PULL_FAILED and failed:
+                return reason, failed[0]
+        return None
+
+    reason, message = cluster.wait("the pull refused", refused, timeout=300)
+    print(f"no-secret: {reason}: {message}")
+    assert "401 Unauthorized" in message and registry.address in message, message
+
+    def shown() -> dict[str, Any] | None:  # the serving pod's reason, in the model's status
+        conditions = cluster.status("no-secret").get("conditions", [])
+        found = [c for c in conditions if c["type"] == "Available"]
+        return found[0] if found and found[0]["reason"] in PULL_FAILED else None
+
+    available = cluster.wait("the pull failure in status", shown, timeout=120)
+    assert available["status"] == "False" and "serving pod" in available["message"], available
+    cluster.kubectl("delete", "spyremodel/no-secret")
 
 
 def compiled(cluster: Cluster, seen: list[dict[str, Any]], said: list[tuple[str, str]]) -> bool:

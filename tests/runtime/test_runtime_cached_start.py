@@ -28,8 +28,16 @@ from rtlib import (
 )
 
 from spyre_runtime.catalog import write_ready
-from spyre_runtime.contract import MARKER, CompileCounts, parse, startup
-from spyre_runtime.contract import FLAVOURS, INDUCTOR_CACHE_SUBDIR, INDUCTOR_FILES, READY_NAME
+from spyre_runtime.contract import (
+    FLAVOURS,
+    INDUCTOR_CACHE_SUBDIR,
+    INDUCTOR_FILES,
+    MARKER,
+    READY_NAME,
+    CompileCounts,
+    parse,
+    startup,
+)
 
 # vllm-spyre 1.10 cannot compile continuous batching with inductor (tests/runtime/
 # test_runtime_registry.py, docs/runtime.md): eager only there.

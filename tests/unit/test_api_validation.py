@@ -491,7 +491,7 @@ def test_parse_returns_the_typed_model_with_defaults() -> None:
     assert spec.accelerator_count == 1
     assert spec.require_precompiled is True
     assert spec.model.source.hub is not None
-    assert spec.image_ref == "quay.io/spyre-serving/runtime:0.1.0-sendnn-inference-2.6.3"
+    assert spec.image_ref() == "quay.io/spyre-serving/runtime:0.1.0-sendnn-inference-2.6.3"
 
 
 def test_parse_raises_with_every_problem() -> None:

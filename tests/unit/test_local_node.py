@@ -3,14 +3,16 @@ message. The node itself is tested for real in tests/node."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from spyre_devcluster import install, preflight
+from spyre_devcluster import install, preflight, registry
 from spyre_devcluster.node import Node, NodeError
-from spyre_devcluster.node_config import STORAGE_CLASS
+from spyre_devcluster.node_config import STORAGE_CLASS, Layout, containerd_config
 from spyre_devcluster.provisioner import volume_for, wants_volume
 from spyre_operator.cli import main
 
@@ -117,3 +119,22 @@ def test_card_options_are_checked_before_anything_starts(
     assert main(["cluster", "up", "--dir", str(tmp_path / "plane"), *args]) == 1
     assert message in capsys.readouterr().err
     assert not (tmp_path / "plane").exists()
+
+
+def test_the_registry_pull_secret_is_what_kubectl_makes_and_containerd_trusts_its_ca(
+    tmp_path: Path,
+) -> None:
+    reg = registry.Registry("127.0.0.1:5123", "/x/ca.crt", "spyre", "pw")
+    secret = reg.pull_secret("spyre-registry", "llm")
+    assert secret["type"] == "kubernetes.io/dockerconfigjson"
+    config = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))
+    (entry,) = config["auths"].values()
+    assert config["auths"].keys() == {"127.0.0.1:5123"}
+    assert base64.b64decode(entry["auth"]) == b"spyre:pw"
+    registry.write_containerd_hosts(reg, tmp_path)
+    hosts = (tmp_path / "127.0.0.1:5123" / "hosts.toml").read_text()
+    assert 'server = "https://127.0.0.1:5123"' in hosts and 'ca = "/x/ca.crt"' in hosts
+    layout = Layout(tmp_path / "node", tmp_path / "root")
+    config_path = f'config_path = "{layout.registry_hosts}"'
+    assert config_path in containerd_config(layout, "pause:1")
+    assert reg.reference("operator", "0.1.0") == "127.0.0.1:5123/spyre-serving/operator:0.1.0"

@@ -8,7 +8,8 @@ that folder is replaced with Debian's reflect2 1.0.2 first. Results go to the ca
 folder, so this runs once per machine.
 
 `--node` also installs the node's Debian packages (containerd, runc, the CNI plugins,
-iptables) and builds the node binaries if an older install lacks them. It is opt-in
+iptables, apache2-utils), unpacks docker-registry into the cache (spyre_devcluster/registry.py) and
+builds the node binaries if an older install lacks them. It is opt-in
 because on a systemd host the containerd package starts a system containerd.
 """
 
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from spyre_devcluster import registry
 from spyre_devcluster.binaries import (
     APISERVER,
     CONTROLLER_MANAGER,
@@ -53,6 +55,7 @@ NODE_APT_PACKAGES = [
     "iptables",
     "gcc",
     "libc6-dev",
+    "apache2-utils",  # htpasswd (bcrypt) for the node's registry
 ]
 BUILT = (APISERVER, CONTROLLER_MANAGER, *NODE_BINARIES)
 DEB_SRC_LIST = Path("/etc/apt/sources.list.d/spyre-serving-src.sources")
@@ -230,6 +233,8 @@ def _install_locked(log: Log, node: bool) -> Binaries:
     targets = _to_build(node)
     packages = (APT_PACKAGES if targets else []) + (NODE_APT_PACKAGES if node else [])
     packages = _missing_packages(packages)
+    if node:
+        registry.install(log)  # unpacked into the cache, not installed (no service)
     if not targets and not packages:
         log(f"binaries already available ({find_binaries().source})")
         return find_binaries()

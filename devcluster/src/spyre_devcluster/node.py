@@ -1,7 +1,8 @@
 """`cluster up --node`: the local control plane plus a real node that runs pods.
 
 On top of the plane (with the flags and controllers a kubelet needs), `up` starts
-kube-scheduler, containerd, the kubelet, kube-proxy and a hostPath volume provisioner,
+kube-scheduler, a private image registry (spyre_devcluster/registry.py), containerd, the kubelet,
+kube-proxy and a hostPath volume provisioner,
 all recorded in the plane's state so `down` stops exactly them. Files live in DIR/node,
 except containerd's root: it is kept in the cache folder, keyed by containerd's version,
 so images imported once survive `down` and the next `up`.
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spyre_devcluster import host, node_config, preflight
+from spyre_devcluster import host, node_config, preflight, registry
 from spyre_devcluster.binaries import KUBELET, PROXY, SCHEDULER, cache_root, node_binaries
 from spyre_devcluster.controlplane import (
     ControlPlane,
@@ -254,6 +255,8 @@ class Node:
                 *ControlPlane.insecure_port_off(bins[SCHEDULER], "--port"),
             ],
         )
+        step("registry")
+        self._start_registry(state)
         step("containerd")
         self._start_containerd(state)
         step("pause image")
@@ -333,6 +336,22 @@ class Node:
              "-CAkey", f"{ca}.key", "-CAcreateserial", "-days", "3650", "-out", f"{client}.crt"],
         ):  # fmt: skip
             _run(cmd, "making the node's certificates")
+
+    @property
+    def registry(self) -> registry.Registry:
+        """The node's registry (started by `up`): its address, CA and account."""
+        found = registry.Registry.load(self.layout.registry)
+        if found is None:
+            raise NodeError(f"no registry recorded in {self.layout.registry}: is the node up?")
+        return found
+
+    def _start_registry(self, state: State) -> None:
+        """Before containerd, whose registry config names it."""
+        reg, config = registry.configure(self.layout.registry, free_port())
+        binary, *args = registry.command(config)
+        proc = self.plane.spawn(state, "registry", Path(binary), args)
+        self._until("the registry", lambda: registry.answers(reg), state, proc.log)
+        registry.write_containerd_hosts(reg, self.layout.registry_hosts)
 
     def _start_containerd(self, state: State) -> None:
         self.layout.containerd_root.mkdir(parents=True, exist_ok=True)

@@ -70,6 +70,16 @@ class Layout:
     def volumes(self) -> Path:
         return self.dir / "volumes"
 
+    @property
+    def registry(self) -> Path:
+        """The registry's certificates, password file and config."""
+        return self.dir / "registry"
+
+    @property
+    def registry_hosts(self) -> Path:
+        """containerd's registry config_path: a hosts.toml per registry (host:port)."""
+        return self.dir / "certs.d"
+
     def file(self, name: str) -> Path:
         return self.dir / name
 
@@ -105,6 +115,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [{cri}.containerd]
   snapshotter = "overlayfs"
   default_runtime_name = "runc"
+  # a pulled layer's blob goes once unpacked (containers run from the snapshot): the
+  # serving image takes its 9 GB once, not twice
+  discard_unpacked_layers = true
 
 [{cri}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
@@ -117,6 +130,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   bin_dir = "/usr/lib/cni"
   conf_dir = {_toml(str(layout.cni / "net.d"))}
   max_conf_num = 1
+
+[{cri}.registry]
+  # the node's registry (spyre_devcluster/registry.py): its CA, read at each pull
+  config_path = {_toml(str(layout.registry_hosts))}
 """
 
 
@@ -166,7 +183,7 @@ def kubelet_config(layout: Layout, port: int, healthz_port: int) -> dict[str, ob
             "imagefs.available": "1%",
             "nodefs.inodesFree": "1%",
         },
-        # the imported images cannot be pulled again: never collect them
+        # never collect images: the pause image is imported, not pulled
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "oomScoreAdj": 0,  # lowering it needs CAP_SYS_RESOURCE

@@ -35,8 +35,8 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
     try:
         say("bringing up the node (root; one per machine)")
         node.up(log=say, cards={SPYRE_PF: node_operator.NODE_CARDS})
-        say("images: building what is not cached (the first time: minutes), importing")
-        node_operator.import_images(node, say)
+        say("images: building what is not cached (the first time: minutes), pushing them")
+        node_operator.push_images(node, say)
         say(f"installing the operator with the Helm chart into {node_operator.NAMESPACE}")
         node_operator.install_chart(node)
         models = node_operator.make_tiny_model(directory / "models")
@@ -45,6 +45,7 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
             f"that holds {DEMO_CARDS} of the node's {node_operator.NODE_CARDS} fake Spyre "
             "cards, as a card model would"
         )
+        node_operator.add_pull_secret(node, "default")
         model = node_operator.tiny_model(models, cards=DEMO_CARDS)
         kubectl("apply", "-f", "-", input=json.dumps(model))
         status = watch(kubectl, timeout)

@@ -1,7 +1,9 @@
 """The operator on the local node, the way a user gets it: the project's images built and
-imported (no registry), the Helm chart installed with the local operator image, and a
-CPU SpyreModel whose model is made here (random weights, a locally trained tokenizer,
-no hub). Shared by the node tests and `scripts/demo`.
+pushed to the node's private registry, the Helm chart installed with the operator image
+from there (and the serving image's repository there: the chart's runtimeImage), both
+pulled by the kubelet with the credentials of a docker-registry Secret, and a CPU
+SpyreModel whose model is made here (random weights, a locally trained tokenizer, no hub).
+Shared by the node tests and `scripts/demo`.
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from typing import Any
 import yaml
 
 from spyre_devcluster.images import recipes
-from spyre_devcluster.images.containerd import import_image
+from spyre_devcluster.images.push import push
+from spyre_devcluster.kubectl import Kubectl
 from spyre_devcluster.node import Node, NodeError
 from spyre_devcluster.tools import tool
+from spyre_operator import __version__
+from spyre_operator.api.runtimes import RuntimeImages
+from spyre_runtime.contract import FLAVOURS
 
 RELEASE = "spyre-operator"
 NAMESPACE = "spyre-system"
@@ -29,45 +35,79 @@ BACKEND = "inductor"  # the CPU backend with a real compiled-graph cache (docs/r
 # Fake Spyre cards of the demo's and the node tests' node (a common Spyre node: 8 cards,
 # two TP4 replicas fill it).
 NODE_CARDS = 8
+# The docker-registry Secret of the node's registry, in the operator's namespace (the
+# chart's imagePullSecrets) and in each namespace with SpyreModels (add_pull_secret).
+PULL_SECRET = "spyre-registry"
+OPERATOR_IMAGE = "operator"
+RUNTIME_IMAGE = "runtime"  # the CPU serving image under the operator's default tags
 
 
-def import_images(node: Node, log: Callable[[str], None]) -> None:
-    """Build (or find cached) the operator and CPU serving images; import what the node's
-    image store lacks (the serving image, ~9 GB, once per store)."""
-    for image in recipes.build_images(["operator", "runtime-cpu"]):
-        done = import_image(image, str(node.layout.containerd_socket))
-        state = "already there" if done.already else f"{done.streamed / 1e6:.0f} MB imported"
-        log(f"{image.name}: {state} ({done.seconds:.1f}s)")
+def runtime_images(node: Node) -> RuntimeImages:
+    """The chart's runtimeImage on the node: the registry's runtime repository."""
+    return RuntimeImages(node.registry.repository(RUNTIME_IMAGE))
 
 
-def _chart_args(values: dict[str, str] | None) -> list[str]:
-    """The chart, and as --set: the local operator image, a compile's progress read every
-    5 s (the tiny model compiles in a minute or two, less than the default 60 s shows),
-    and `values`."""
+def serving_image(node: Node) -> str:
+    """The serving image the operator renders for the tiny model (from the registry)."""
+    return runtime_images(node).image(FLAVOUR, FLAVOURS[FLAVOUR].default_version)
+
+
+def push_images(node: Node, log: Callable[[str], None]) -> None:
+    """Build (or find cached) the operator and CPU serving images and push them to the
+    node's registry: the operator image as `operator:<version>`, the serving image under
+    the tag the operator renders for the flavour. What the registry has is not sent again
+    (its storage is kept in the cache: the ~9 GB serving layer goes once)."""
+    operator, runtime = recipes.build_images(["operator", "runtime-cpu"])
+    for image, name, tag in (
+        (operator, OPERATOR_IMAGE, __version__),
+        (runtime, RUNTIME_IMAGE, serving_image(node).rpartition(":")[2]),
+    ):
+        done = push(image, node.registry, name, tag)
+        state = "already there" if done.already else f"{done.sent / 1e6:.0f} MB pushed"
+        log(f"{done.reference}: {state} ({done.skipped} blobs there, {done.seconds:.1f}s)")
+
+
+def add_pull_secret(node: Node, namespace: str) -> None:
+    """The registry's docker-registry Secret (PULL_SECRET) in namespace."""
+    secret = node.registry.pull_secret(PULL_SECRET, namespace)
+    Kubectl(node.kubeconfig, namespace)("apply", "-f", "-", input=json.dumps(secret))
+
+
+def _chart_args(node: Node, values: dict[str, str] | None) -> list[str]:
+    """The chart, and as --set: the operator image and the serving image's repository in
+    the node's registry with its pull Secret, a compile's progress read every 5 s (the
+    tiny model compiles in a minute or two, less than the default 60 s shows), and
+    `values`."""
     chart = recipes.checkout() / "charts" / "spyre-operator"
     sets = {
-        "image.repository": f"{recipes.REGISTRY}/operator",
+        "image.repository": node.registry.repository(OPERATOR_IMAGE),
+        "imagePullSecrets[0].name": PULL_SECRET,
+        "runtimeImage.repository": runtime_images(node).repository,
         "operator.progressSeconds": "5",
     } | (values or {})
     return [str(chart), "-n", NAMESPACE, *(f"--set={k}={v}" for k, v in sets.items())]
 
 
 def install_chart(node: Node, values: dict[str, str] | None = None) -> None:
-    """Install or upgrade the release with the chart's defaults and what _chart_args sets."""
+    """Install or upgrade the release with the chart's defaults and what _chart_args sets,
+    its namespace made first with the pull Secret the operator pod's image needs."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    Kubectl(node.kubeconfig, None)("apply", "-f", "-", input=json.dumps(namespace))
+    add_pull_secret(node, NAMESPACE)  # before the operator pod pulls its image
     result = subprocess.run(
         [tool("helm"), "--kubeconfig", str(node.kubeconfig), "upgrade", "--install",
-         RELEASE, *_chart_args(values), "--create-namespace", "--wait", "--timeout", "5m"],
+         RELEASE, *_chart_args(node, values), "--create-namespace", "--wait", "--timeout", "5m"],
         capture_output=True, text=True, check=False, timeout=400,
     )  # fmt: skip
     if result.returncode != 0:
         raise NodeError(f"helm install of the operator failed: {result.stderr.strip()}")
 
 
-def render_chart(values: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def render_chart(node: Node, values: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The objects `install_chart(node, values)` installs (`helm template`), e.g. with
     the Prometheus Operator's objects, which the node has no CRDs for, switched on."""
     result = subprocess.run(
-        [tool("helm"), "template", RELEASE, *_chart_args(values)],
+        [tool("helm"), "template", RELEASE, *_chart_args(node, values)],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     if result.returncode != 0:
@@ -90,9 +130,10 @@ def make_tiny_model(folder: Path) -> Path:
 
 
 def tiny_model(models: Path, name: str = MODEL_NAME, cards: int = 0) -> dict[str, Any]:
-    """A SpyreModel serving the tiny Granite from models (a folder on the node) on CPU;
-    with `cards` its pods hold that many Spyre cards as a card model's would (a stand-in,
-    docs/api.md "Cards")."""
+    """A SpyreModel serving the tiny Granite from models (a folder on the node) on CPU, its
+    pods pulling with PULL_SECRET (add_pull_secret in its namespace first); with `cards`
+    its pods hold that many Spyre cards as a card model's would (a stand-in, docs/api.md
+    "Cards")."""
     return {
         "apiVersion": "serving.spyre.dev/v1alpha1",
         "kind": "SpyreModel",
@@ -103,7 +144,8 @@ def tiny_model(models: Path, name: str = MODEL_NAME, cards: int = 0) -> dict[str
                 "path": "/models/granite",
                 "source": {"hostPath": {"path": str(models)}},
             },
-            "image": f"{recipes.REGISTRY}/runtime-cpu:{recipes.runtime_tag(FLAVOUR)}",
+            # no image: the operator's for the flavour, from the chart's runtimeImage
+            "imagePullSecrets": [{"name": PULL_SECRET}],
             "backend": BACKEND,
             "runtime": {"flavour": FLAVOUR},
             "accelerator": {"count": cards},

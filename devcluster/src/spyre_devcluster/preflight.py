@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from spyre_devcluster import host
+from spyre_devcluster import host, registry
 from spyre_devcluster.binaries import missing_node_binaries
 
 CAP_NET_ADMIN = 12
@@ -28,6 +28,7 @@ PROGRAMS = {
     "ip": "iproute2",
     "openssl": "openssl",
     "gcc": "gcc",
+    "htpasswd": "apache2-utils",
 }
 INSTALL = "run `spyre-operator cluster install --node` as root"
 
@@ -89,6 +90,8 @@ def problems() -> list[Problem]:
             )
         )
     binaries = missing_node_binaries()
+    if not registry.binary().exists():
+        binaries.append(registry.PACKAGE)
     if binaries:
         found.append(Problem(f"binaries missing: {', '.join(binaries)}", INSTALL))
     return found

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from spyre_operator.api import runtimes
 from spyre_operator.api.base import cpu_cores, quantity_value
+from spyre_operator.api.imageref import IMAGE_NAME_MAX, IMAGE_REF
 from spyre_operator.api.k8s_types import EnvFieldRef, IpBlock, Resources
 from spyre_operator.api.labels import (
     annotation_problems,
@@ -54,24 +55,6 @@ RESOURCE_RULE = (
 
 # Kubernetes counts a quantity as an int64 of its smallest unit (milli).
 QUANTITY_MAX = (2**63 - 1) // 1000
-
-
-IMAGE_NAME_MAX = 255
-
-
-# An image reference as the container runtime parses it (the distribution grammar).
-_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-
-
-_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-
-
-IMAGE_REF = re.compile(
-    rf"(?P<name>(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*)"
-    r"(?::\w[\w.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
-    re.ASCII,
-)
 
 
 def extra_env(s: SpyreModelSpec) -> Iterator[Problem]:

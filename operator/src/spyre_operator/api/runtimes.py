@@ -9,7 +9,12 @@ reads decide what gets rendered, so the builders never branch on the flavour's n
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from spyre_operator import __version__
+from spyre_operator.api import imageref
+from spyre_operator.api.base import DNS_SUBDOMAIN
 from spyre_runtime.contract import (
     FLAVOURS,
     HF_ENDPOINT,
@@ -128,19 +133,56 @@ MASTER_PORT_VALUE = "12355"
 SERVING_PORT = 8000
 
 IMAGE_REPOSITORY = "quay.io/spyre-serving/runtime"
+# The default repository's path: its images keep it in a mirror (the registry changes).
+_IMAGE_PATH = imageref.parse(IMAGE_REPOSITORY).path
 
 
-def default_image(flavour: str, version: str, operator_version: str = __version__) -> str:
+@dataclass(frozen=True)
+class RuntimeImages:
+    """Where the operator's serving images come from (`run --runtime-image-repository`,
+    e.g. a mirror or an air-gapped copy) and the Secrets every workload pod pulls with
+    (`--runtime-image-pull-secret`, before the SpyreModel's own imagePullSecrets)."""
+
+    repository: str = IMAGE_REPOSITORY
+    pull_secrets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        problem = imageref.repository_problem(self.repository)
+        if problem:
+            raise ValueError(problem)
+        for name in self.pull_secrets:
+            if len(name) > 253 or not re.match(DNS_SUBDOMAIN, name):
+                raise ValueError(
+                    f"pull secret {name!r} is not a Secret name (lowercase letters, digits, "
+                    "'-' and '.', at most 253)"
+                )
+
+    def image(self, flavour: str, version: str) -> str:
+        return default_image(flavour, version, repository=self.repository)
+
+
+DEFAULT_IMAGES = RuntimeImages()
+
+
+def default_image(
+    flavour: str,
+    version: str,
+    operator_version: str = __version__,
+    repository: str = IMAGE_REPOSITORY,
+) -> str:
     """The serving image for a flavour and plugin version; the image build tags it so. The
     operator version in the tag keeps the entrypoint in step with the operator's contract."""
-    return f"{IMAGE_REPOSITORY}:{operator_version}-{flavour}-{version}"
+    return f"{repository}:{operator_version}-{flavour}-{version}"
 
 
 def is_default_image(image: str, flavour: str, version: str) -> bool:
-    """A tag of the operator's image for this flavour and version, of any operator version:
-    the base image (the plugin, torch_sendnn) is the same, only the entrypoint differs."""
-    prefix, suffix = f"{IMAGE_REPOSITORY}:", f"-{flavour}-{version}"
-    return "@" not in image and image.startswith(prefix) and image.endswith(suffix)
+    """A tag of the operator's image for this flavour and version, of any operator version
+    and under any registry or mirror prefix (the path ends in spyre-serving/runtime): the
+    base image (the plugin, torch_sendnn) is the same, only the entrypoint differs."""
+    ref = imageref.parse(image)
+    own_path = ref.path == _IMAGE_PATH or ref.path.endswith(f"/{_IMAGE_PATH}")
+    tagged = ref.tag is not None and ref.tag.endswith(f"-{flavour}-{version}")
+    return own_path and tagged and ref.digest is None
 
 
 def _knob(name: str) -> tuple[Flavour, str] | None:

@@ -342,7 +342,8 @@ class SpyreModelSpec(ApiModel):
     """Serving replicas; `kubectl scale`, HPA and KEDA set it through the scale subresource."""
     rollout: Rollout = Field(default_factory=Rollout)
     image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
-    """Serving image; defaults to quay.io/spyre-serving/runtime:<operator>-<flavour>-<version>."""
+    """Serving image; defaults to <repository>:<operator>-<flavour>-<version>, the repository
+    being the operator's --runtime-image-repository [quay.io/spyre-serving/runtime]."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
     """Pull policy of every container; unset leaves it to Kubernetes."""
     accelerator: Accelerator = Field(default_factory=Accelerator)
@@ -393,9 +394,9 @@ class SpyreModelSpec(ApiModel):
     def runtime_version(self) -> str:
         return self.runtime.version or self.flavour.default_version
 
-    @property
-    def image_ref(self) -> str:
-        return self.image or runtimes.default_image(self.runtime.flavour, self.runtime_version)
+    def image_ref(self, images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES) -> str:
+        """spec.image, else the operator's image of the flavour/version in `images`."""
+        return self.image or images.image(self.runtime.flavour, self.runtime_version)
 
     @property
     def is_pooling(self) -> bool:

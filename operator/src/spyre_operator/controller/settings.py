@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
 from spyre_operator.render.pod import PLATFORMS, Platform
 from spyre_runtime.contract import HEARTBEAT_SECONDS
 
@@ -128,6 +129,21 @@ class Settings(BaseModel):
         chart=True,
         default=PLATFORMS[0],
     )
+    runtime_image_repository: str = _opt(
+        "the serving images' repository, e.g. a mirror or an air-gapped copy: a SpyreModel "
+        "without spec.image runs REPOSITORY:<operator version>-<flavour>-<version>; moving it "
+        "keeps every cache key",
+        default=IMAGE_REPOSITORY,
+        metavar="REPOSITORY",
+    )
+    runtime_image_pull_secrets: Names = _opt(
+        "a docker-registry Secret every workload pod pulls with, before the SpyreModel's own "
+        "imagePullSecrets; create it in each namespace with SpyreModels (the kubelet pulls "
+        "without a missing one) (repeatable)",
+        flag="runtime-image-pull-secret",
+        default=(),
+        metavar="NAME",
+    )
     webhook_port: Port = _opt(
         "serve the admission webhook over HTTPS on this port (0: off)", metavar="PORT", default=0
     )
@@ -168,7 +184,7 @@ class Settings(BaseModel):
         "glibc's arena count", env="MALLOC_ARENA_MAX", flag=False, ge=1, default=None
     )
 
-    @field_validator("namespaces", "webhook_hosts", mode="before")
+    @field_validator("namespaces", "webhook_hosts", "runtime_image_pull_secrets", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         """The environment holds a list comma-separated."""
@@ -193,6 +209,21 @@ class Settings(BaseModel):
     @classmethod
     def _unset(cls, value: Any) -> Any:
         return None if value == "" else value  # an empty variable is unset
+
+    @model_validator(mode="after")
+    def _runtime_images(self) -> Settings:
+        self.runtime_images  # noqa: B018 (checks the repository and the Secrets' names)
+        return self
+
+    @property
+    def runtime_images(self) -> RuntimeImages:
+        """Where the serving images come from, and the Secrets workload pods pull with."""
+        try:
+            return RuntimeImages(self.runtime_image_repository, self.runtime_image_pull_secrets)
+        except ValueError as err:
+            raise ValueError(
+                f"--runtime-image-repository/--runtime-image-pull-secret: {err}"
+            ) from None
 
     @model_validator(mode="after")
     def _webhook(self) -> Settings:

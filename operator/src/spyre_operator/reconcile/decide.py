@@ -51,7 +51,6 @@ from spyre_operator.reconcile.weights_status import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import build_cleanup_job, desired, endpoint_url
-from spyre_operator.render.pod import Platform
 
 Verb = Literal["create", "apply", "add-owner", "scale", "mark", "delete"]
 """create: POST (PVC, Job: first writer wins, a Job's template is immutable); apply:
@@ -173,7 +172,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
     weights = obs.weights
     commit = weights_commit(weights)
     weights_ready = not spec.model.from_hub or commit is not None
-    want = desired(model, uid, settings.platform, commit)
+    want = desired(model, uid, settings.platform, commit, settings.runtime_images)
     actions: list[Action] = []
     deferred: list[Action] = []
 
@@ -353,7 +352,7 @@ def _compile_only(
     if obs.inventory and key is not None:
         retention = settings.cache_retention_seconds
         step = inventory.cleanup_step(key, obs.job, obs.cleanup_job, use, retention, now)
-        actions = actions + _cleanup_actions(obs, model, step, now, settings.platform)
+        actions = actions + _cleanup_actions(obs, model, step, now, settings)
     phase: Phase
     if step is not None and step.step == "Failed":
         failure = Failure("CleanupFailed", step.message)
@@ -390,7 +389,7 @@ def _compile_only(
 
 
 def _cleanup_actions(
-    obs: Observed, model: SpyreModel, step: inventory.Cleanup, now: str, platform: Platform
+    obs: Observed, model: SpyreModel, step: inventory.Cleanup, now: str, settings: Settings
 ) -> list[Action]:
     """Mark the compile Job and create the clean-up Job (Start), or go (Done)."""
     if step.step == "Done":
@@ -412,7 +411,7 @@ def _cleanup_actions(
         }
         out.append(Action("mark", target, "MarkedForCleanup", step.message))
     commit = weights_commit(obs.weights)
-    job = build_cleanup_job(model, obs.uid, platform, commit)
+    job = build_cleanup_job(model, obs.uid, settings.platform, commit, settings.runtime_images)
     name = job["metadata"]["name"]
     out.append(Action("create", job, "CreatedCleanupJob", f"{step.message} (Job {name})"))
     return out

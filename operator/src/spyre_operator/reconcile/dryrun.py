@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spyre_operator.api.validation import SpyreModel
+from spyre_operator.controller.settings import Settings
 from spyre_operator.kube.client import ApiError, Kube, one_line
 from spyre_operator.render.children import desired, manifest_hash
-from spyre_operator.render.pod import Platform
 
 # A hub model's commit is known once its weights are downloaded; the manifests have the
 # same shape with any commit, so one stands in, before and after the download.
@@ -36,8 +36,8 @@ class DryRuns:
     what was admitted is remembered, a refusal is not, so a raised quota is seen at the
     next reconcile. Thread-safe."""
 
-    def __init__(self, kube: Kube, platform: Platform) -> None:
-        self.kube, self.platform = kube, platform
+    def __init__(self, kube: Kube, settings: Settings) -> None:
+        self.kube, self.settings = kube, settings
         self._admitted: dict[tuple[str, str], str] = {}
         self._guard = threading.Lock()
 
@@ -50,7 +50,9 @@ class DryRuns:
         trip of latency).
         A timeout or a 5xx raises (the reconcile is tried again)."""
         commit = STAND_IN_COMMIT if model.spec.model.from_hub else None
-        objects = desired(model, uid, self.platform, commit).objects()
+        objects = desired(
+            model, uid, self.settings.platform, commit, self.settings.runtime_images
+        ).objects()
         digest = manifest_hash({"objects": objects})
         key = (model.namespace, model.name)
         with self._guard:

@@ -196,7 +196,7 @@ class Reconciler:
         self._ahead: set[tuple[str, str]] = set()
         self._afresh: set[tuple[str, str]] = set()  # the store may have missed an event
         self.settings = settings or Settings()
-        self.dry_runs = DryRuns(kube, self.settings.platform)
+        self.dry_runs = DryRuns(kube, self.settings)
         self._guard = threading.Lock()
 
     def enqueue(self, namespace: str, name: str, version: str | None = None) -> None:

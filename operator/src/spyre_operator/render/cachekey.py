@@ -3,9 +3,10 @@
 The key changes exactly when the compiled graphs may change: the model (its argument, the
 commit a hub revision resolved to, or the volume it is read from), quantization, backend,
 tensor parallelism, batching shapes, the runtime flavour/version, the image when it is not
-the operator's own for that flavour/version (its digest when one is given), and the env and
-extra args that are not known to be graph-neutral. The operator's version never enters it:
-an operator upgrade must not recompile the fleet. Unset values are omitted (not null), so
+the operator's own for that flavour/version (its digest when one is given, else its path and
+tag: never the registry), and the env and extra args that are not known to be
+graph-neutral. The operator's version never enters it: an operator upgrade must not
+recompile the fleet. Unset values are omitted (not null), so
 adding an optional field later keeps old keys. docs/api.md lists what is in and out.
 """
 
@@ -15,7 +16,7 @@ import hashlib
 import json
 from typing import Any
 
-from spyre_operator.api import runtimes
+from spyre_operator.api import imageref, runtimes
 from spyre_operator.api.spec import SpyreModelSpec
 
 SHORT_KEY_LENGTH = 12
@@ -68,15 +69,17 @@ def _model_volume(spec: SpyreModelSpec) -> dict[str, Any] | None:
 
 
 def _image(spec: SpyreModelSpec) -> str | None:
-    """The image's part of the key: its digest when given; nothing for the operator's own
-    image of the flavour/version (of any operator version: runtime.flavour/version already
-    name its base image); else the reference."""
+    """The image's part of the key, never its registry (a mirror or an air-gapped copy of
+    the same image keeps every key): its digest when given; nothing for the operator's own
+    image of the flavour/version (of any operator version, under any registry:
+    runtime.flavour/version already name its base image); else path:tag."""
     image = spec.image
     if image is None or runtimes.is_default_image(
         image, spec.runtime.flavour, spec.runtime_version
     ):
         return None
-    return image.split("@", 1)[1] if "@" in image else image
+    ref = imageref.parse(image)
+    return ref.digest or ref.without_registry
 
 
 def _flag_groups(args: list[str]) -> list[list[str]]:

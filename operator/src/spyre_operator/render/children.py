@@ -84,7 +84,10 @@ def resolved_commit(spec: SpyreModelSpec, commit: str | None) -> str | None:
 
 
 def build_weights_job(
-    spec: SpyreModelSpec, namespace: str, platform: Platform = "kubernetes"
+    spec: SpyreModelSpec,
+    namespace: str,
+    platform: Platform = "kubernetes",
+    images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
 ) -> dict[str, Any]:
     """The Job that downloads a hub model into the cache volume, shared by every
     SpyreModel of that model id and revision."""
@@ -101,7 +104,7 @@ def build_weights_job(
             "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
             "template": {
                 "metadata": _pod_metadata(spec, labels),
-                "spec": pod_spec(spec, "weights", platform),
+                "spec": pod_spec(spec, "weights", platform, images=images),
             },
         },
     }
@@ -112,6 +115,7 @@ def build_compile_job(
     namespace: str,
     platform: Platform = "kubernetes",
     commit: str | None = None,
+    images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
 ) -> dict[str, Any]:
     """The compile Job of the spec's cache key, shared by every SpyreModel with that key.
     `commit`: what a hub model's revision resolved to."""
@@ -128,14 +132,18 @@ def build_compile_job(
             "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
             "template": {
                 "metadata": _pod_metadata(spec, labels, {meta.CACHE_KEY_ANNOTATION: key}),
-                "spec": pod_spec(spec, "precompile", platform, commit),
+                "spec": pod_spec(spec, "precompile", platform, commit, images),
             },
         },
     }
 
 
 def build_cleanup_job(
-    model: SpyreModel, uid: str, platform: Platform = "kubernetes", commit: str | None = None
+    model: SpyreModel,
+    uid: str,
+    platform: Platform = "kubernetes",
+    commit: str | None = None,
+    images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
 ) -> dict[str, Any]:
     """The Job that removes the key's directory from the cache volume, owned by the key's
     inventory entry (a SpyreCache): `spyre-runtime clean`, one attempt."""
@@ -153,7 +161,7 @@ def build_cleanup_job(
             "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
             "template": {
                 "metadata": _pod_metadata(spec, labels, {meta.CACHE_KEY_ANNOTATION: key}),
-                "spec": pod_spec(spec, "clean", platform, commit),
+                "spec": pod_spec(spec, "clean", platform, commit, images),
             },
         },
     }
@@ -161,7 +169,10 @@ def build_cleanup_job(
 
 
 def build_deployment(
-    model: SpyreModel, platform: Platform = "kubernetes", commit: str | None = None
+    model: SpyreModel,
+    platform: Platform = "kubernetes",
+    commit: str | None = None,
+    images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
 ) -> dict[str, Any]:
     spec = model.spec
     commit = resolved_commit(spec, commit)
@@ -171,7 +182,7 @@ def build_deployment(
         | meta.server_selector(model.name)
         | {meta.CACHE_KEY_LABEL: short_key(key)}
     )
-    pod = pod_spec(spec, "serve", platform, commit)
+    pod = pod_spec(spec, "serve", platform, commit, images)
     if spec.topology_spread_constraints:
         spreads = spec.topology_spread_constraints
         pod["topologySpreadConstraints"] = [_spread(c, model.name) for c in spreads]
@@ -316,15 +327,17 @@ def desired(
     uid: str | None = None,
     platform: Platform = "kubernetes",
     commit: str | None = None,
+    images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
 ) -> Desired:
     """With the SpyreModel's uid, the owned objects get their ownerReferences (the shared
     Jobs as non-controllers), as the operator writes them. `commit`: the commit a hub
-    model's revision resolved to (a revision that is a full commit needs none)."""
+    model's revision resolved to (a revision that is a full commit needs none); `images`:
+    the operator's runtime image settings (--runtime-image-repository, -pull-secret)."""
     spec = model.spec
     weights = job = deployment = None
     if spec.model.from_hub:
         weights = _finish(
-            build_weights_job(spec, model.namespace, platform),
+            build_weights_job(spec, model.namespace, platform, images),
             model,
             uid,
             controller=False,
@@ -333,7 +346,7 @@ def desired(
         commit = commit or (spec.model.revision if is_commit(spec.model.revision) else None)
     if commit is not None or not spec.model.from_hub:
         job = _finish(
-            build_compile_job(spec, model.namespace, platform, commit),
+            build_compile_job(spec, model.namespace, platform, commit, images),
             model,
             uid,
             controller=False,
@@ -341,7 +354,11 @@ def desired(
         )
         if model.serves:
             deployment = _finish(
-                build_deployment(model, platform, commit), model, uid, controller=True, hashed=True
+                build_deployment(model, platform, commit, images),
+                model,
+                uid,
+                controller=True,
+                hashed=True,
             )
     network_policy = service = budget = None
     if model.serves:

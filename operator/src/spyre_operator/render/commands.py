@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
+from spyre_operator.api.imageref import repository_problem
+from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
 from spyre_operator.controller import settings
 from spyre_operator.render.children import desired
@@ -57,6 +59,20 @@ def register(sub: Any) -> None:
         default=PLATFORMS[0],
         help="as the operator's --platform: openshift leaves fsGroup to the SCC "
         "(default: %(default)s)",
+    )
+    render.add_argument(
+        "--runtime-image-repository",
+        type=_repository,
+        default=IMAGE_REPOSITORY,
+        metavar="REPOSITORY",
+        help="as the operator's: the serving image's repository (default: %(default)s)",
+    )
+    render.add_argument(
+        "--runtime-image-pull-secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="as the operator's: a Secret every pod pulls with (repeatable)",
     )
     render.add_argument(
         "--commit",
@@ -177,13 +193,25 @@ def _commit(text: str) -> str:
     return text
 
 
+def _repository(text: str) -> str:
+    problem = repository_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def _render(args: argparse.Namespace) -> int:
+    try:
+        images = RuntimeImages(args.runtime_image_repository, tuple(args.runtime_image_pull_secret))
+    except ValueError as err:
+        print(f"spyre-operator render: {err}", file=sys.stderr)
+        return 2
     loaded = load(args.files, args.namespace)
     status = _report(loaded)
     if status == 0:
         docs = []
         for label, model in loaded.models:
-            want = desired(model, args.uid, args.platform, args.commit)
+            want = desired(model, args.uid, args.platform, args.commit, images)
             if want.job is None:
                 print(
                     f"{label}: the compile Job (and the Deployment) depend on the commit that "

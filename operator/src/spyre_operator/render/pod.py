@@ -130,11 +130,15 @@ DRAIN_SECONDS = "10"
 
 
 def _container(
-    spec: SpyreModelSpec, role: Role, mounts: list[dict[str, Any]], commit: str | None
+    spec: SpyreModelSpec,
+    role: Role,
+    mounts: list[dict[str, Any]],
+    commit: str | None,
+    images: rt.RuntimeImages,
 ) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER_NAMES[role],
-        "image": spec.image_ref,
+        "image": spec.image_ref(images),
         "args": container_args(spec, role),
         "env": container_env(spec, role, commit),
         "resources": _resources(spec, role),
@@ -188,13 +192,15 @@ def _scheduling(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
     return out
 
 
-def _platform(spec: SpyreModelSpec) -> dict[str, Any]:
+def _platform(spec: SpyreModelSpec, images: rt.RuntimeImages) -> dict[str, Any]:
     """The platform's pod fields, the same in every pod (the token stays unmounted)."""
     # The account is always written: the API server copies it into the deprecated
     # serviceAccount field, which would bring a name removed from the spec back.
     out: dict[str, Any] = {"serviceAccountName": spec.service_account_name or "default"}
-    if spec.image_pull_secrets:
-        out["imagePullSecrets"] = [ref.to_k8s() for ref in spec.image_pull_secrets]
+    # the operator's runtime pull secrets first, then the model's (each name once)
+    secrets = dict.fromkeys([*images.pull_secrets, *(r.name for r in spec.image_pull_secrets)])
+    if secrets:
+        out["imagePullSecrets"] = [{"name": name} for name in secrets]
     if spec.priority_class_name:
         out["priorityClassName"] = spec.priority_class_name
     return out
@@ -216,9 +222,10 @@ def pod_spec(
     role: Role,
     platform: Platform = "kubernetes",
     commit: str | None = None,
+    images: rt.RuntimeImages = rt.DEFAULT_IMAGES,
 ) -> dict[str, Any]:
     """`commit`: the commit a hub model resolved to (compile and serving pods mount its
-    download)."""
+    download); `images`: the operator's runtime image settings."""
     volumes, mounts = _volumes(spec, role, commit)
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
@@ -226,10 +233,10 @@ def pod_spec(
         # reads as its own setting.
         "enableServiceLinks": False,
         "securityContext": pod_security(platform),
-        "containers": [_container(spec, role, mounts, commit)],
+        "containers": [_container(spec, role, mounts, commit, images)],
         "volumes": volumes,
         **_scheduling(spec, role),
-        **_platform(spec),
+        **_platform(spec, images),
     }
     if role != "serve":
         pod["restartPolicy"] = "Never"

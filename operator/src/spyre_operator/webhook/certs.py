@@ -98,17 +98,19 @@ def issue(
     now: datetime.datetime,
     lifetime: datetime.timedelta = LIFETIME,
     previous_ca: bytes = b"",
+    ca_name: str = CA_NAME,
 ) -> Certs:
-    """A new CA and a serving certificate for `hosts` (DNS names or IP addresses)."""
+    """A new CA (named ca_name) and a serving certificate for `hosts` (DNS names or IP
+    addresses)."""
     if not hosts:
         raise ValueError("a serving certificate needs at least one host name or address")
     start, end = now - BACKDATE, now + lifetime
     ca_key, key = _key(), _key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME)])
+    issuer = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
     ca = (
         x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
+        .subject_name(issuer)
+        .issuer_name(issuer)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
@@ -120,7 +122,7 @@ def issue(
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
-        .issuer_name(ca_name)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)

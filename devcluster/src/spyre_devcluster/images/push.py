@@ -1,0 +1,195 @@
+"""Push built images to a registry over the distribution HTTP API v2 (TLS, basic auth).
+
+The project's own pusher rather than skopeo: a layer is streamed from its tree straight
+into the upload (the same deterministic tar whose digest the build stored), so a 9 GB
+layer needs no OCI layout on disk first. What the registry has is never sent again: an
+image whose tag already names the same manifest is skipped whole (one HEAD), and a blob
+the repository has is skipped (one HEAD each). Layers go uncompressed, as the build made
+them (containerd pulls them as they are).
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from spyre_devcluster.images.oci import (
+    CHUNK,
+    MEDIA_MANIFEST,
+    Blob,
+    Digester,
+    LayerChanged,
+    blob_of,
+    write_layer,
+)
+from spyre_devcluster.images.store import Image, ImageBuildError
+from spyre_devcluster.registry import REPOSITORY_PREFIX, Registry
+
+TIMEOUT = 600.0  # a socket read: the registry verifies a big blob's digest before it answers
+
+
+@dataclass(frozen=True)
+class Pushed:
+    reference: str
+    digest: str  # the manifest's
+    sent: int  # bytes of blobs uploaded
+    skipped: int  # blobs the registry had
+    seconds: float
+    already: bool  # the tag named this manifest: nothing sent
+
+
+class _Sender:
+    """A writer that sends to the connection in CHUNK-sized pieces (a layer's tar is
+    written in many small headers)."""
+
+    def __init__(self, conn: http.client.HTTPConnection) -> None:
+        self.conn = conn
+        self.buffer = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.buffer += data
+        if len(self.buffer) >= CHUNK:
+            self.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.conn.send(bytes(self.buffer))
+            self.buffer.clear()
+
+
+class Client:
+    """The registry's v2 API with its account's credentials."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        token = f"{registry.username}:{registry.password}".encode()
+        self.auth = "Basic " + base64.b64encode(token).decode()
+
+    def _connect(self) -> http.client.HTTPSConnection:
+        host, _, port = self.registry.address.rpartition(":")
+        context = self.registry.ssl_context()
+        return http.client.HTTPSConnection(host, int(port), context=context, timeout=TIMEOUT)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> http.client.HTTPResponse:
+        conn = self._connect()
+        conn.request(
+            method, path, body=body, headers={"Authorization": self.auth, **(headers or {})}
+        )
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        return response
+
+    def _expect(
+        self, response: http.client.HTTPResponse, codes: tuple[int, ...], what: str
+    ) -> None:
+        if response.status not in codes:
+            raise ImageBuildError(
+                f"the registry {self.registry.address} refused {what}: HTTP {response.status} "
+                f"{response.reason}"
+            )
+
+    def manifest_digest(self, repository: str, tag: str) -> str | None:
+        response = self._request(
+            "HEAD", f"/v2/{repository}/manifests/{tag}", headers={"Accept": MEDIA_MANIFEST}
+        )
+        if response.status == 404:
+            return None
+        self._expect(response, (200,), f"HEAD manifest {repository}:{tag}")
+        return response.getheader("Docker-Content-Digest")
+
+    def has_blob(self, repository: str, digest: str) -> bool:
+        response = self._request("HEAD", f"/v2/{repository}/blobs/{digest}")
+        if response.status == 404:
+            return False
+        self._expect(response, (200,), f"HEAD blob {digest}")
+        return True
+
+    def upload(self, repository: str, blob: Blob, write: Callable[[_Sender], None]) -> None:
+        """A monolithic upload: POST for a session, one PUT streaming the blob."""
+        started = self._request("POST", f"/v2/{repository}/blobs/uploads/")
+        self._expect(started, (202,), f"an upload to {repository}")
+        location = urllib.parse.urlsplit(started.getheader("Location") or "")
+        query = "&".join(q for q in (location.query, f"digest={blob.digest}") if q)
+        conn = self._connect()
+        conn.putrequest("PUT", f"{location.path}?{query}")
+        for name, value in (
+            ("Authorization", self.auth),
+            ("Content-Type", "application/octet-stream"),
+            ("Content-Length", str(blob.size)),
+        ):
+            conn.putheader(name, value)
+        conn.endheaders()
+        sender = _Sender(conn)
+        write(sender)
+        sender.flush()
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        self._expect(response, (201,), f"blob {blob.digest} ({blob.size} bytes)")
+
+    def put_manifest(self, repository: str, tag: str, manifest: bytes) -> None:
+        response = self._request(
+            "PUT",
+            f"/v2/{repository}/manifests/{tag}",
+            body=manifest,
+            headers={"Content-Type": MEDIA_MANIFEST},
+        )
+        self._expect(response, (201,), f"the manifest of {repository}:{tag}")
+
+
+def _bytes_writer(data: bytes) -> Callable[[_Sender], None]:
+    def write(out: _Sender) -> None:
+        out.write(data)
+
+    return write
+
+
+def _layer_writer(folder: Path, blob: Blob) -> Callable[[_Sender], None]:
+    def write(out: _Sender) -> None:
+        sink = Digester(out)
+        try:
+            write_layer(folder, sink)
+        except FileNotFoundError as exc:
+            raise LayerChanged(
+                f"{exc.filename} is gone: a newer build replaced this image; build it again"
+            ) from exc
+        if (sink.digest, sink.size) != (blob.digest, blob.size):
+            raise LayerChanged(f"layer {folder} changed since it was hashed; build it again")
+
+    return write
+
+
+def push(image: Image, registry: Registry, name: str, tag: str) -> Pushed:
+    """Make image available as <registry>/spyre-serving/<name>:<tag>."""
+    began = time.monotonic()
+    client = Client(registry)
+    reference = registry.reference(name, tag)
+    repository = f"{REPOSITORY_PREFIX}/{name}"
+    manifest = image.manifest
+    if client.manifest_digest(repository, tag) == manifest.digest:
+        return Pushed(reference, manifest.digest, 0, 0, time.monotonic() - began, True)
+    config = manifest.config_bytes
+    blobs = [(blob_of(config), _bytes_writer(config))]
+    blobs += [(layer.blob, _layer_writer(layer.dir, layer.blob)) for layer in image.layers]
+    sent = skipped = 0
+    for blob, write in blobs:
+        if client.has_blob(repository, blob.digest):
+            skipped += 1
+            continue
+        client.upload(repository, blob, write)
+        sent += blob.size
+    client.put_manifest(repository, tag, manifest.manifest_bytes)
+    return Pushed(reference, manifest.digest, sent, skipped, time.monotonic() - began, False)
