@@ -27,7 +27,13 @@ from spyre_operator.kube.client import (
     load_api_client,
     serve_policy,
 )
-from spyre_operator.kube.indexed import CACHES, MODELS, IndexedKube, read_compile_queue
+from spyre_operator.kube.indexed import (
+    CACHES,
+    MODELS,
+    IndexedKube,
+    read_compile_queue,
+    stored,
+)
 from spyre_operator.kube.watches import Source, Store, Watches
 from spyre_operator.reconcile import compile_queue
 from spyre_operator.reconcile.dryrun import PARALLEL
@@ -99,11 +105,11 @@ def configure(
             start_reports=start_reports,
             unserved=unserved,
             settings=config,
+            stored=functools.partial(stored, watched[kind]),
         )
         for kind in (KIND, CACHE_KIND)
     }
     memo.watches = start_watches(config, memo.reconcilers, stores)
-    watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.resync = Resync(
         kube,
         memo.queue,
