@@ -293,5 +293,6 @@ def test_a_model_is_indexed_whole_but_its_managed_fields_for_its_reconciles_to_r
     assert key == ("ns", "micro-granite-cpu") and entry.body == body | {"metadata": metadata}
     assert entry.want is not None and entry.want.name == "micro-granite-cpu"
     index = {key: [entry]}  # kopf's index: key -> the values of the objects under it
-    assert stored(index, "ns", "micro-granite-cpu") is entry.body
+    assert stored(index, "ns", "micro-granite-cpu") == entry.body  # a copy each time
+    assert stored(index, "ns", "micro-granite-cpu") is not stored(index, "ns", "micro-granite-cpu")
     assert stored(index, "ns", "other") is None
