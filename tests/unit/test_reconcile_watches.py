@@ -19,6 +19,8 @@ from spyre_operator.reconcile.observe import pod_issues
 from spyre_operator.reconcile.watches import SELECTOR, Source, Store, Watch, Watches
 from spyre_operator.render import meta
 
+pytestmark = pytest.mark.unit
+
 
 def job(name: str, version: str, namespace: str = "ns") -> dict[str, Any]:
     metadata = {"name": name, "namespace": namespace, "resourceVersion": version}
