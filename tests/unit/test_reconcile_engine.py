@@ -548,7 +548,7 @@ def test_the_echo_of_its_own_status_write_needs_no_run() -> None:
     kube._store(model)
     rec, _ = reconciler(kube)
     store: dict[str, Any] = {}  # the watch store: what the events brought so far
-    rec.stored = lambda namespace, name: store.get(name)
+    rec.stored = lambda namespace, name: copy.deepcopy(store.get(name))  # a copy, as indexes.stored
     key = ("SpyreModel", NS, "micro-granite-cpu")
 
     def event() -> None:  # the watch brings the object as it is now

@@ -19,6 +19,8 @@ from spyre_operator.kube.watches import SELECTOR, Source, Store, Watch, Watches
 from spyre_operator.reconcile.observe import pod_issues
 from spyre_operator.render import meta
 
+pytestmark = pytest.mark.unit
+
 
 def job(name: str, version: str, namespace: str = "ns") -> dict[str, Any]:
     metadata = {"name": name, "namespace": namespace, "resourceVersion": version}
@@ -293,5 +295,6 @@ def test_a_model_is_indexed_whole_but_its_managed_fields_for_its_reconciles_to_r
     assert key == ("ns", "micro-granite-cpu") and entry.body == body | {"metadata": metadata}
     assert entry.want is not None and entry.want.name == "micro-granite-cpu"
     index = {key: [entry]}  # kopf's index: key -> the values of the objects under it
-    assert stored(index, "ns", "micro-granite-cpu") is entry.body
+    assert stored(index, "ns", "micro-granite-cpu") == entry.body  # a copy each time
+    assert stored(index, "ns", "micro-granite-cpu") is not stored(index, "ns", "micro-granite-cpu")
     assert stored(index, "ns", "other") is None

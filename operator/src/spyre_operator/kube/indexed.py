@@ -4,6 +4,8 @@ compile Job it wants (kopf indexes: the store its reconcile reads; the compile q
 
 from __future__ import annotations
 
+import json
+import zlib
 from collections.abc import Iterable, Mapping
 from sys import intern
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -133,10 +135,17 @@ def equalities(selector: str) -> dict[str, str]:
 
 # ----- the compile queue, from the indexes ----------------------------------------------
 class Entry(NamedTuple):
-    """A SpyreModel (or SpyreCache) as its index keeps it."""
+    """A SpyreModel (or SpyreCache) as its index keeps it: every one of them is held, so
+    its body is packed (compact JSON, zlib: ~0.9 KB; as dicts ~5 KB, 100 MB at 20,000)."""
 
-    body: dict[str, Any]  # without its managedFields (never read; the largest part)
+    packed: bytes  # the body without its managedFields (never read; the largest part)
     want: compile_queue.Want | None  # the compile Job it wants (the compile queue)
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """A fresh copy of the body: the caller's to change."""
+        found: dict[str, Any] = json.loads(zlib.decompress(self.packed))
+        return found
 
 
 def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], Entry]:
@@ -145,12 +154,12 @@ def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], Entry]:
     metadata = body["metadata"]
     kept = plain({k: v for k, v in body.items() if k != "metadata"})
     kept["metadata"] = plain({k: v for k, v in metadata.items() if k != "managedFields"})
-    return {(metadata["namespace"], metadata["name"]): Entry(kept, compile_queue.wanted(kept))}
+    packed = zlib.compress(json.dumps(kept, separators=(",", ":")).encode(), 1)
+    return {(metadata["namespace"], metadata["name"]): Entry(packed, compile_queue.wanted(kept))}
 
 
 def stored(index: Mapping[Any, Any], namespace: str, name: str) -> dict[str, Any] | None:
-    """The object `index` (of model_entry) holds under (namespace, name); shared: read it,
-    never change it."""
+    """A copy of the object `index` (of model_entry) holds under (namespace, name)."""
     entries = list(index.get((namespace, name), ()))
     return entries[0].body if entries else None
 

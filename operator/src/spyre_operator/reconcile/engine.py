@@ -14,7 +14,6 @@ compiling one again after the progress interval.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -178,8 +177,8 @@ class Reconciler:
         so is `unserved`; `queue` runs the reconciles the triggers ask for (`enqueue`);
         `metrics` may be shared too, and so may `progress`, which reads a running
         compile's progress (None: not read). `stored` reads the object from the watch
-        store (None: not there; without it every pass GETs it); `settings`: the operator's
-        (None: the defaults)."""
+        store, a copy (None: not there; without it every pass GETs it); `settings`: the
+        operator's (None: the defaults)."""
         self.kube, self.emit, self.clock = kube, emit, clock
         self.kind = kind
         self._compile_queue = compile_queue
@@ -259,8 +258,8 @@ class Reconciler:
             self.metrics.reconciled(time.perf_counter() - started)
 
     def read(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object from the watch store, as a copy to decide from; None (read it with a
-        GET) if the store lacks it, has not shown our last status write yet (it would
+        """The object from the watch store to decide from; None (read it with a GET) if
+        the store lacks it, has not shown our last status write yet (it would
         decide from the status before it), or the resync found it behind."""
         where = (namespace, name)
         body = self.stored(namespace, name)
@@ -270,7 +269,7 @@ class Reconciler:
             behind = ahead or where in self._afresh
             self._afresh.discard(where)
             self._ahead.discard(where)  # this pass reads our write, or newer
-        return None if body is None or behind else copy.deepcopy(body)
+        return None if behind else body
 
     def _reconcile(self, namespace: str, name: str, body: dict[str, Any] | None) -> float | None:
         for _ in range(MAX_ATTEMPTS):
