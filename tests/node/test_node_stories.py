@@ -183,9 +183,11 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     cluster.wait(
         "kstatus Current", lambda: kstatus(cluster.get(f"spyremodel/{FIRST}")) == "Current"
     )
-    # NAME PHASE CACHE READY REPLICAS ENDPOINT AGE, as `kubectl get sm` prints it
+    # NAME PHASE CACHE READY FROM-CACHE REPLICAS ENDPOINT AGE: its one replica started from
+    # the cache, as its compile report says (the operator reads it from the pod's log)
+    cluster.wait("from the cache", lambda: cluster.status().get("replicasFromCache") == 1)
     row = cluster.kubectl("get", "sm", FIRST, "--no-headers").split()
-    assert row[:2] == [FIRST, "Ready"] and row[3:5] == ["1", "1"], row
+    assert row[:2] == [FIRST, "Ready"] and row[3:6] == ["1", "1", "1"], row
     # the compile pod's own summary (its termination message), copied by the operator
     cache = status["cache"]
     assert cache["ok"] is True and cache["cacheKey"] == status["activeCacheKey"], cache
