@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from apilib import example
 
+from spyre_operator.kube import indexed
 from spyre_operator.kube.client import ApiError
 from spyre_operator.kube.indexed import IndexedKube, index_entry, model_entry, stored
 from spyre_operator.kube.watches import SELECTOR, Source, Store, Watch, Watches
@@ -298,3 +299,35 @@ def test_a_model_is_indexed_whole_but_its_managed_fields_for_its_reconciles_to_r
     assert stored(index, "ns", "micro-granite-cpu") == entry.body  # a copy each time
     assert stored(index, "ns", "micro-granite-cpu") is not stored(index, "ns", "micro-granite-cpu")
     assert stored(index, "ns", "other") is None
+
+
+def test_bodies_pack_small_with_the_first_written_status_as_the_dictionary() -> None:
+    """The index keeps every body: after the first one with a status the operator wrote,
+    a fleet's similar bodies pack with it as zlib's dictionary, and each unpacks as it was
+    (those packed before it too)."""
+    preset, indexed.PRESET = indexed.PRESET, indexed.Preset()
+    try:
+
+        def body(name: str, status: bool) -> dict[str, Any]:
+            found = example("micro-granite-cpu")
+            found["metadata"] |= {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+            if status:
+                found["status"] = {
+                    "phase": "Compiling",
+                    "conditions": [{"type": "Ready", "status": "False", "reason": "Compiling",
+                                    "message": f"Job of {name} is compiling cache 0123456789ab"}],
+                }  # fmt: skip
+            return found
+
+        early = next(iter(model_entry(body("a0", False)).values()))
+        first = next(iter(model_entry(body("a1", True)).values()))
+        later = next(iter(model_entry(body("a2", True)).values()))
+        assert (early.preset, first.preset, later.preset) == (False, True, True)
+        assert len(later.packed) < len(early.packed) / 4  # shares nearly all of the first
+        assert (early.body, later.body) == (
+            body("a0", False) | {"metadata": early.body["metadata"]},
+            body("a2", True) | {"metadata": later.body["metadata"]},
+        )
+        assert later.body["metadata"]["name"] == "a2"
+    finally:
+        indexed.PRESET = preset
