@@ -207,7 +207,7 @@ def test_every_string_list_and_map_a_client_sends_is_bounded() -> None:
 
 
 # The most fields a SpyreModel's spec can have (every list and map at its bound). The API
-# server's cost of a create grows with the fields its schema checks (about 3.5 us each on
+# server's cost of a create grows with the fields its schema checks (a few microseconds on
 # the 2-core dev machine: benchmarks/crd_cost.py), and list bounds multiply through the
 # nesting (270,000 when selectors and affinity terms took 16 requirements of 64 values).
 SPEC_FIELDS_MOST = 29_000

@@ -20,7 +20,7 @@ LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 
 # The lists of the selectors and affinity terms are bounded tighter than a size bound needs:
 # the API server's cost of a create grows with the number of fields its schema checks
-# (about 3.5 us each on the 2-core dev machine), and these lists multiply through their
+# (a few microseconds each on the 2-core dev machine), and these lists multiply through their
 # nesting: with these, a spec has at most about 28,000 fields (270,000 with 16 terms and
 # expressions and 64 values; tests/unit/test_api_crd.py counts them in the CRD, docs/api.md
 # "The schema protects the API server").
