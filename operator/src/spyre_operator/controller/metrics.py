@@ -30,7 +30,7 @@ Who = tuple[str, str, str]  # (kind, namespace, name)
 DEFAULT_CLAIM = CacheVolume.model_fields["claim_name"].default
 
 
-class Inventory:
+class CacheKeys:
     """What the SpyreModels' and SpyreCaches' status say of the cache keys: the bytes of
     each compiled key on its volume (a SpyreCache's compile report), and the keys waiting
     in the compile queue (CacheReady reason Queued)."""
@@ -101,7 +101,7 @@ class Metrics:
         self.unschedulable: dict[tuple[str, str, str], str] = {}  # (kind, ns, name) -> role
         self.from_cache: dict[Key, tuple[int, int]] = {}  # (ready, started from the cache)
         self._compiles_seen: set[str] = set()  # Job names whose duration was observed
-        self.inventory = Inventory()
+        self.cache_keys = CacheKeys()
 
     def reconciled(self, seconds: float) -> None:
         with self._lock:
@@ -120,7 +120,7 @@ class Metrics:
         seconds, job = cache.get("seconds"), cache.get("jobName")
         role = waiting_role(status)
         with self._lock:
-            self.inventory.record((kind, *key), status, spec)
+            self.cache_keys.record((kind, *key), status, spec)
             if role is None:
                 self.unschedulable.pop((kind, *key), None)
             else:
@@ -138,7 +138,7 @@ class Metrics:
     def forget(self, kind: str, key: Key) -> None:
         with self._lock:
             self.unschedulable.pop((kind, *key), None)
-            self.inventory.forget((kind, *key))
+            self.cache_keys.forget((kind, *key))
             if kind == KIND:
                 self.phases.pop(key, None)
                 self.from_cache.pop(key, None)
@@ -170,7 +170,7 @@ class Metrics:
         """(bytes of each compiled key by namespace, claim and short key; keys queued by
         namespace)."""
         with self._lock:
-            return self.inventory.key_bytes(), self.inventory.queued()
+            return self.cache_keys.key_bytes(), self.cache_keys.queued()
 
 
 def waiting_role(status: dict[str, Any]) -> str | None:
