@@ -332,8 +332,9 @@ def run(
         if case == "plain":
             plain_cpu, plain_wall = max(cpu, 0.001), wall
         costs[case] = (cpu, same_size, same_spec)
+        beside_flat = "-" if math.isnan(same_size) else f"{cpu / same_size:.1f}"
         print(f"  {case:36} {size:>9} {cpu:>8.4f} {cpu / plain_cpu:>8.1f} "
-              f"{cpu / same_size:>6.1f} {cpu / same_spec:>6.1f} {wall:>8.3f} "
+              f"{beside_flat:>6} {cpu / same_spec:>6.1f} {wall:>8.3f} "
               f"{wall / plain_wall:>8.1f}")  # fmt: skip
     return costs
 
