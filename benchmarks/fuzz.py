@@ -8,7 +8,8 @@ Each mutant is one of the examples (examples/*.yaml) changed by one mutation kin
 wrong types, huge sizes, unicode, deep nesting, YAML aliases and duplicate keys, odd
 numbers, unknown or deleted fields, broken YAML, and values Kubernetes refuses in the
 pass-through fields (tolerations, nodeSelector, resources, affinity, image, claim names,
-storage class, size, scheduler name).
+storage class, size, scheduler name) and in the rollout (spec.rollout,
+cache.compile.minServingReplicas).
 
 Offline, every mutant is written to a file and checked by what `spyre-operator validate`
 runs (render.commands.load), in a worker process with a time limit per file. Prints:
@@ -66,7 +67,7 @@ UNICODE = [
 NUMBERS: list[Any] = [
     math.nan, math.inf, -1, 0, 1.5, 10**400, "1e400", "9" * 500, "32", "0x10", 2**63, -(2**63)
 ]  # fmt: skip
-# Values Kubernetes refuses (or takes) in the pass-through fields: field path -> values.
+# Values Kubernetes refuses (or takes) in the pass-through fields and the rollout: path -> values.
 FIELDS: dict[tuple[str, ...], list[Any]] = {
     ("tolerations",): [
         [{"operator": "Exists", "value": "x"}],
@@ -106,6 +107,19 @@ FIELDS: dict[tuple[str, ...], list[Any]] = {
     ("cache", "volume", "claimName"): ["Bad_Claim", "\x7fspyre-graph-cache", "a" * 254],
     ("cache", "volume", "storageClassName"): ["bad class", "Fast", "fast.example.com"],
     ("cache", "volume", "size"): ["0", "0Gi", "-1Gi", "1e400", "10Gi", 0],
+    ("cache", "compile", "minServingReplicas"): [-1, 0, 1, 1000, 1001, "1", True, 1.5, 2**63],
+    ("rollout",): [
+        {"maxSurge": 0, "maxUnavailable": 0},
+        {"maxSurge": "0%", "maxUnavailable": "0%"},
+        {"maxSurge": "1"},
+        {"maxSurge": "150%", "maxUnavailable": "100%"},
+        {"maxUnavailable": -1},
+        {"maxSurge": 1.5},
+        {"maxSurge": "25 %"},
+        {"maxSurge": 100_001},
+        {"maxSurge": 1, "maxUnavailable": 0},
+        {"maxSurge": "25%", "maxUnavailable": 2},
+    ],
 }  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 """The operator's /metrics as Prometheus reads it: promtool accepts the exposition, and the
 families an alert needs are there (phase per model, reconcile latency, compile time,
-errors by reason)."""
+errors by reason), and those of the dashboard (a compiled key's bytes on its volume)."""
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 
 from __future__ import annotations
@@ -48,6 +48,18 @@ def test_metrics_pass_promtool_and_count_phases_and_compiles(
         == (got["spyre_operator_reconcile_duration_seconds_count"])
         > 0
     )
+    # the key's inventory entry (a SpyreCache) reports the compile's bytes, once per key
+    sizes = wait_for(
+        lambda: [v for k, v in operator.metrics().items()
+                 if k.startswith(f"spyre_operator_cache_key_bytes{{{ns},")] or None,
+        "the compiled key's bytes in the metrics",
+    )  # fmt: skip
+    assert sizes == [3 * 2**30]  # the simulated summary
+    assert any(
+        k.startswith(f'spyre_operator_cache_key_bytes{{{ns},claim="spyre-graph-cache",key="')
+        for k in operator.metrics()
+    )
+    assert got[f"spyre_operator_compile_queue_keys{{{ns}}}"] == 0
     checked = subprocess.run(
         [install_promtool(), "check", "metrics"],
         input=operator.metrics_text(),

@@ -121,6 +121,8 @@ def test_at_most_two_compile_at_once_and_all_get_ready(
     settled(kube, namespace, 2, docs[:2], docs[2:], exact_total=False)
     message = condition(status(kube, namespace, "q5"), "CacheReady")[2]
     assert "3rd of 3 waiting; 2 compiles running (at most 2 at once)" in message
+    queued = f'spyre_operator_compile_queue_keys{{namespace="{namespace}"}}'
+    wait_for(lambda: two_at_once.metrics().get(queued) == 3, "3 keys queued in the metrics")
     finish(kube, docs[0])
     settled(kube, namespace, 2, docs[1:3], docs[3:])
     finish(kube, docs[1])
@@ -131,6 +133,7 @@ def test_at_most_two_compile_at_once_and_all_get_ready(
         finish(kube, d)
     for d in docs:
         assert status(kube, namespace, d["metadata"]["name"])["phase"] == "Ready"
+    wait_for(lambda: two_at_once.metrics().get(queued) == 0, "no key queued in the metrics")
 
 
 def test_a_restarted_operator_keeps_the_line(

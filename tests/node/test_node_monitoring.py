@@ -6,7 +6,9 @@ the chart's PrometheusRule is evaluated, and the alerts Prometheus' HTTP API rep
 name each SpyreModel by its own namespace and name: two models with one name in two
 namespaces, one Failed (its model folder is empty: the compile fails at once), one stuck
 compiling (its compile pod asks for more CPU than the node has, so it is never
-scheduled). Every panel of the chart's Grafana dashboard must return series."""
+scheduled); and a SpyreCache that compiles the tiny Granite, so a key has bytes on its
+volume. Every panel of the chart's Grafana dashboard must return series, and the cache
+panels the bytes the SpyreCache's status says."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +30,9 @@ from spyre_devcluster.simulate import Timeout, poll_until
 pytestmark = pytest.mark.node
 
 WAIT = 600  # a compile pod started and failed on a loaded 2-core machine
+COMPILED = 1500  # a real compile of the tiny Granite, on a loaded 2-core machine
 NAME = "granite"  # both models' name
+CACHE = "compiled"  # the SpyreCache compiled (in the Failed model's namespace)
 # Installed: a resync pass every 20 s, so the resync panel has data within the test.
 INSTALLED = {"operator.resyncSeconds": "20"}
 # Rendered besides (the node has no Prometheus Operator CRDs: the objects are read, not
@@ -68,7 +73,7 @@ def _deploy(kubectl: Kubectl, doc: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def monitored(
-    shared_node: SharedNode, tmp_path_factory: pytest.TempPathFactory
+    shared_node: SharedNode, models: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Monitored]:
     node = shared_node.with_operator()
     node_operator.install_chart(node, INSTALLED)
@@ -86,16 +91,18 @@ def monitored(
         for namespace in namespaces:
             system("create", "namespace", namespace)
             node_operator.add_pull_secret(node, namespace)
-        models = tmp_path_factory.mktemp("models")
-        (models / "empty").mkdir(mode=0o755)
-        models.chmod(0o755)
+        empty = tmp_path_factory.mktemp("models")
+        (empty / "empty").mkdir(mode=0o755)
+        empty.chmod(0o755)
         failed, stuck = namespaces
-        doc = node_operator.tiny_model(models, NAME)
+        doc = node_operator.tiny_model(empty, NAME)
         doc["spec"]["model"]["path"] = "/models/empty"
         _deploy(Kubectl(node.kubeconfig, failed), doc)
-        doc = node_operator.tiny_model(models, NAME)
+        doc = node_operator.tiny_model(empty, NAME)
         doc["spec"]["cache"]["compile"] = {"resources": {"requests": {"cpu": "64"}}}
         _deploy(Kubectl(node.kubeconfig, stuck), doc)
+        doc = node_operator.tiny_model(models, CACHE) | {"kind": "SpyreCache"}
+        _deploy(Kubectl(node.kubeconfig, failed), doc)
         yield Monitored(node, prometheus, objects, failed, stuck)
     finally:
         prometheus.stop()
@@ -167,8 +174,29 @@ def test_every_dashboard_panel_returns_series(monitored: Monitored) -> None:
         missing[:] = [(title, e) for title, e in queries if not monitored.prometheus.query(e)]
         return not missing
 
-    # some are empty until the models have their phases and a resync pass ran
+    # some are empty until the models have their phases, a resync pass ran and the
+    # SpyreCache compiled
     try:
-        poll_until(all_have_data, "every panel's query returning series", WAIT, interval=2.0)
+        poll_until(all_have_data, "every panel's query returning series", COMPILED, interval=5.0)
     except Timeout:
         raise AssertionError(f"panels whose query returns no series: {missing}") from None
+    # the cache panels show the compiled key's bytes on its volume, as its status says
+    status = monitored.kubectl(monitored.failed).get(f"spyrecache/{CACHE}")["status"]
+    assert status["cache"]["ok"] is True and status["cache"]["bytes"] > 0, status
+    ((namespace, claim), size) = _series(
+        monitored, "sum by (namespace, claim) (spyre_operator_cache_key_bytes)"
+    )
+    assert (namespace, claim, size) == (
+        monitored.failed,
+        "spyre-graph-cache",
+        status["cache"]["bytes"],
+    )
+    (_, keys) = _series(monitored, "count by (namespace, claim) (spyre_operator_cache_key_bytes)")
+    assert keys == 1
+
+
+def _series(monitored: Monitored, query: str) -> tuple[tuple[str, str], int]:
+    """The one series of a query by (namespace, claim), and its value."""
+    (found,) = monitored.prometheus.query(query)
+    labels = found["metric"]
+    return (labels["namespace"], labels["claim"]), int(float(found["value"][1]))

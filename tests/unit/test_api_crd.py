@@ -204,3 +204,28 @@ def test_every_string_list_and_map_a_client_sends_is_bounded() -> None:
         if free:
             unbounded.append(f"{path} (free-form: give it a type)")
     assert not unbounded, f"bound these in api/spec.py (Field(max_length=...)): {unbounded}"
+
+
+# The most fields a SpyreModel's spec can have (every list and map at its bound). The API
+# server's cost of a create grows with the fields its schema checks (a few microseconds on
+# the 2-core dev machine: benchmarks/crd_cost.py), and list bounds multiply through the
+# nesting (270,000 when selectors and affinity terms took 16 requirements of 64 values).
+SPEC_FIELDS_MOST = 29_000
+
+
+def _most_fields(node: dict[str, Any]) -> int:
+    if "properties" in node:
+        return 1 + sum(_most_fields(sub) for sub in node["properties"].values())
+    if "additionalProperties" in node:
+        return 1 + node["maxProperties"] * _most_fields(node["additionalProperties"])
+    if node.get("type") == "array":
+        return 1 + node["maxItems"] * _most_fields(node["items"])
+    return 1
+
+
+def test_the_largest_spec_has_a_bounded_number_of_fields() -> None:
+    spec = _schema()["properties"]["spec"]
+    most = _most_fields(spec)
+    by_field = sorted(((_most_fields(sub), name) for name, sub in spec["properties"].items()),
+                      reverse=True)  # fmt: skip
+    assert most <= SPEC_FIELDS_MOST, f"{most} fields at most; the largest: {by_field[:4]}"

@@ -11,6 +11,7 @@ import pytest
 from apilib import ROOT
 
 from spyre_operator.api.crd import build_crd
+from spyre_operator.api.k8s_types import SELECTOR_ITEMS, TERMS, VALUES
 from spyre_operator.api.validation import validate
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -32,7 +33,9 @@ def test_the_old_crd_keeps_unknown_fields_in_the_spec_but_affinity() -> None:
 
 def test_validate_refuses_the_unknown_fields_and_takes_the_rest() -> None:
     """Nested maps and unknown keys are fields the schema lacks (pruned by the API server);
-    the plain create and the 1 MB of fields at their bounds are valid SpyreModels."""
+    the plain create and the 1 MB ones of fields at their bounds (env values, affinity
+    lists; with spec.rollout and cache.compile.minServingReplicas at theirs) are valid
+    SpyreModels."""
     for case, (spec, _) in crd_cost.cases(depth=16).items():
         problems = validate(crd_cost.document("m", spec()))
         unknown = "deep" in case or "unknown" in case
@@ -40,6 +43,20 @@ def test_validate_refuses_the_unknown_fields_and_takes_the_rest() -> None:
         assert all(p.message.startswith("unknown field") for p in problems[:1]), problems[:2]
 
 
-def test_a_same_size_config_map_has_the_size_asked_for() -> None:
-    body = crd_cost.config_map("c", 10_000)
+def test_a_same_size_flat_has_the_size_asked_for_and_the_flat_crd_one_string() -> None:
+    body = crd_cost.flat("c", 10_000)
     assert abs(len(crd_cost.json.dumps(body)) - 10_000) < 20
+    (version,) = crd_cost.FLAT_CRD["spec"]["versions"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec == {"type": "object", "properties": {"data": {"type": "string"}}}
+
+
+def test_the_affinity_case_fills_every_list_to_the_crds_bound() -> None:
+    affinity = crd_cost.affinity_at_bounds()
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    expressions = terms["nodeSelectorTerms"][0]["matchExpressions"]
+    assert (len(terms["nodeSelectorTerms"]), len(expressions), len(expressions[0]["values"])) == (
+        TERMS, TERMS, VALUES)  # fmt: skip
+    (pod_term, *_) = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    selector = pod_term["namespaceSelector"]["matchExpressions"]
+    assert (len(selector), len(selector[0]["values"])) == (SELECTOR_ITEMS, VALUES)

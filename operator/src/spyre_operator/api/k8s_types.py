@@ -10,7 +10,6 @@ from pydantic import Field
 
 from spyre_operator.api.base import (
     ApiModel,
-    LabelMap,
     LabelValue,
     ObjectName,
     Quantity,
@@ -18,6 +17,19 @@ from spyre_operator.api.base import (
 
 # Label and annotation keys: a qualified name, at most a 253-character prefix, '/' and 63.
 LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
+
+# The lists of the selectors and affinity terms are bounded tighter than a size bound needs:
+# the API server's cost of a create grows with the number of fields its schema checks
+# (a few microseconds each on the 2-core dev machine), and these lists multiply through their
+# nesting: with these, a spec has at most about 28,000 fields (270,000 with 16 terms and
+# expressions and 64 values; tests/unit/test_api_crd.py counts them in the CRD, docs/api.md
+# "The schema protects the API server").
+TERMS = 8  # terms, requirements, and pods' namespaces per list
+SELECTOR_ITEMS = 8  # requirements of a label selector
+VALUES = 16  # values of a requirement
+SELECTOR_LABELS = 16  # matchLabels of a label selector
+# Pod label keys whose values the scheduler reads from the incoming pod (matchLabelKeys).
+LabelKeys = Annotated[list[LabelKey], Field(max_length=8)]
 
 
 EnvName = Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
@@ -99,16 +111,18 @@ class LabelSelectorRequirement(ApiModel):
     """Label key."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     """How the key's value is matched; In and NotIn need values, the others take none."""
-    values: Annotated[list[LabelValue], Field(max_length=64)] | None = None
+    values: Annotated[list[LabelValue], Field(max_length=VALUES)] | None = None
     """Label values for In and NotIn."""
 
 
 class LabelSelector(ApiModel):
     """A label query (metav1.LabelSelector): every requirement must hold; {} matches all."""
 
-    match_labels: LabelMap | None = None
+    match_labels: Annotated[dict[str, LabelValue], Field(max_length=SELECTOR_LABELS)] | None = None
     """Labels a match must carry (all of them)."""
-    match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=16)] | None = None
+    match_expressions: (
+        Annotated[list[LabelSelectorRequirement], Field(max_length=SELECTOR_ITEMS)] | None
+    ) = None
     """Requirements a match must meet (all of them)."""
 
 
@@ -139,11 +153,6 @@ class NetworkPeer(ApiModel):
 # The Kubernetes types below are copies of core/v1's with the fields of the newest release
 # the kubernetes client knows (tests/unit/test_api_kubernetes_types.py compares them), and
 # bounds on every list.
-TERMS = 16
-
-
-# Pod label keys whose values the scheduler reads from the incoming pod (matchLabelKeys).
-LabelKeys = Annotated[list[LabelKey], Field(max_length=16)]
 
 
 class NodeSelectorRequirement(ApiModel):
@@ -151,9 +160,9 @@ class NodeSelectorRequirement(ApiModel):
     """Node label key (matchExpressions), or metadata.name (matchFields)."""
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
     """In and NotIn need values, Exists and DoesNotExist take none, Gt and Lt one integer."""
-    values: Annotated[list[Annotated[str, Field(max_length=253)]], Field(max_length=64)] | None = (
-        None
-    )
+    values: (
+        Annotated[list[Annotated[str, Field(max_length=253)]], Field(max_length=VALUES)] | None
+    ) = None
     """Values to compare with: label values, or node names for metadata.name."""
 
 

@@ -13,9 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from spyre_operator import __version__
-from spyre_operator.api.names import KIND
+from spyre_operator.api.names import CACHE_KIND, KIND
+from spyre_operator.api.spec import CacheVolume
 from spyre_operator.api.status import CACHE_READY, READY
 from spyre_operator.reconcile.conditions import UNSCHEDULABLE
+from spyre_operator.render.cachekey import short_key
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +26,47 @@ PREFIX = "spyre_operator"
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 COMPILE_BUCKETS = (60.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 10800.0)
 Key = tuple[str, str]
+Who = tuple[str, str, str]  # (kind, namespace, name)
+DEFAULT_CLAIM = CacheVolume.model_fields["claim_name"].default
+
+
+class CacheKeys:
+    """What the SpyreModels' and SpyreCaches' status say of the cache keys: the bytes of
+    each compiled key on its volume (a SpyreCache's compile report), and the keys waiting
+    in the compile queue (CacheReady reason Queued)."""
+
+    def __init__(self) -> None:
+        self.compiled: dict[Who, tuple[str, str, int]] = {}  # -> (claim, short key, bytes)
+        self.wanted: dict[Who, tuple[str, str]] = {}  # -> (target key, CacheReady reason)
+
+    def record(self, who: Who, status: dict[str, Any], spec: dict[str, Any] | None) -> None:
+        cache = status.get("cache") or {}
+        size, key = cache.get("bytes"), cache.get("cacheKey")
+        if who[0] == CACHE_KIND and cache.get("ok") is True and isinstance(size, int) and key:
+            volume = ((spec or {}).get("cache") or {}).get("volume") or {}
+            self.compiled[who] = (volume.get("claimName") or DEFAULT_CLAIM, short_key(key), size)
+        else:
+            self.compiled.pop(who, None)
+        by_type = {c.get("type"): c for c in status.get("conditions") or []}
+        reason = (by_type.get(CACHE_READY) or {}).get("reason") or ""
+        self.wanted[who] = (status.get("targetCacheKey") or "", reason)
+
+    def forget(self, who: Who) -> None:
+        self.compiled.pop(who, None)
+        self.wanted.pop(who, None)
+
+    def key_bytes(self) -> dict[tuple[str, str, str], int]:
+        """(namespace, claim, short key) -> bytes, each key once (an inventory entry and a
+        user's SpyreCache of one key report the same compile)."""
+        return {(ns, claim, key): size for (_, ns, _), (claim, key, size) in self.compiled.items()}
+
+    def queued(self) -> dict[str, int]:
+        """Keys waiting for a compile slot, by namespace; 0 for a namespace with SpyreModels
+        or SpyreCaches and none waiting."""
+        waiting = {(ns, key) for (_, ns, _), (key, reason) in self.wanted.items()
+                   if reason == "Queued"}  # fmt: skip
+        counts = Counter(ns for ns, _ in waiting)
+        return {ns: counts[ns] for ns in sorted({ns for _, ns, _ in self.wanted})}
 
 
 class Histogram:
@@ -58,6 +101,7 @@ class Metrics:
         self.unschedulable: dict[tuple[str, str, str], str] = {}  # (kind, ns, name) -> role
         self.from_cache: dict[Key, tuple[int, int]] = {}  # (ready, started from the cache)
         self._compiles_seen: set[str] = set()  # Job names whose duration was observed
+        self.cache_keys = CacheKeys()
 
     def reconciled(self, seconds: float) -> None:
         with self._lock:
@@ -67,12 +111,16 @@ class Metrics:
         with self._lock:
             self.errors[reason] += 1
 
-    def status(self, kind: str, key: Key, status: dict[str, Any]) -> None:
-        """The status as written: the model's phase, and a compile's duration once."""
+    def status(
+        self, kind: str, key: Key, status: dict[str, Any], spec: dict[str, Any] | None = None
+    ) -> None:
+        """The status as written (and the spec, for the cache volume's claim): the model's
+        phase, the cache keys' bytes and queue, and a compile's duration once."""
         cache = status.get("cache") or {}
         seconds, job = cache.get("seconds"), cache.get("jobName")
         role = waiting_role(status)
         with self._lock:
+            self.cache_keys.record((kind, *key), status, spec)
             if role is None:
                 self.unschedulable.pop((kind, *key), None)
             else:
@@ -90,6 +138,7 @@ class Metrics:
     def forget(self, kind: str, key: Key) -> None:
         with self._lock:
             self.unschedulable.pop((kind, *key), None)
+            self.cache_keys.forget((kind, *key))
             if kind == KIND:
                 self.phases.pop(key, None)
                 self.from_cache.pop(key, None)
@@ -116,6 +165,12 @@ class Metrics:
                 dict(self.unschedulable),
                 dict(self.from_cache),
             )
+
+    def cache_snapshot(self) -> tuple[dict[tuple[str, str, str], int], dict[str, int]]:
+        """(bytes of each compiled key by namespace, claim and short key; keys queued by
+        namespace)."""
+        with self._lock:
+            return self.cache_keys.key_bytes(), self.cache_keys.queued()
 
 
 def waiting_role(status: dict[str, Any]) -> str | None:
@@ -250,6 +305,25 @@ def exposition(
             f'role="{role}"}} 1'
             for (kind, ns, name), role in sorted(unschedulable.items())
         ],
+    )
+    key_bytes, queued = metrics.cache_snapshot()
+    lines += _family(
+        f"{p}_cache_key_bytes",
+        "gauge",
+        "Bytes each compiled cache key holds on its cache volume (claim), as its compile "
+        "reported them in the SpyreCaches' status; each key once.",
+        [
+            f'{p}_cache_key_bytes{{namespace="{_label(ns)}",claim="{_label(claim)}",'
+            f'key="{key}"}} {size}'
+            for (ns, claim, key), size in sorted(key_bytes.items())
+        ],
+    )
+    lines += _family(
+        f"{p}_compile_queue_keys",
+        "gauge",
+        "Cache keys whose compile waits for a free slot (CacheReady reason Queued), by "
+        "namespace (0 in one with SpyreModels or SpyreCaches and none waiting).",
+        [f'{p}_compile_queue_keys{{namespace="{_label(ns)}"}} {n}' for ns, n in queued.items()],
     )
     if last_pass is not None:  # a pass longer than --resync-seconds delays the next one
         objects, seconds = last_pass

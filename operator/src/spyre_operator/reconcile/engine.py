@@ -394,7 +394,9 @@ class Reconciler:
                 where = (meta["namespace"], meta["name"])
                 self._written[where] = written["metadata"]["resourceVersion"]
                 self._ahead.add(where)
-        self.metrics.status(self.kind, (meta["namespace"], meta["name"]), written_status)
+        self.metrics.status(
+            self.kind, (meta["namespace"], meta["name"]), written_status, body.get("spec")
+        )
         for event in [] if events else said:
             self._say(body, event)
         if failed is not None:
