@@ -9,10 +9,10 @@ import json
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from cachelib import COMMIT, CONFIG, KEY, compiled, files_of
 from spyre_runtime.cacheartifact import (
     ANNOTATION_BYTES,
     ANNOTATION_KEY,
@@ -26,51 +26,17 @@ from spyre_runtime.cacheartifact import (
     architecture,
     blob_descriptor,
     build_manifest,
-    canonical_key,
     check_manifest,
     pack,
     tag,
     write_tree,
 )
 from spyre_runtime.cacheunpack import STAGING, Received, receive
-from spyre_runtime.catalog import upsert_catalog_entry, write_ready
 from spyre_runtime.contract import READY_NAME
 
 pytestmark = pytest.mark.unit
 
 ARCH = "amd64"
-CONFIG = {
-    "model": "ibm-granite/tiny",
-    "revision": "c0ffee" * 6 + "abcd",
-    "runtime": {"flavour": "vllm-spyre"},
-}
-KEY = canonical_key(CONFIG)
-
-
-def compiled(root: Path, config: dict[str, Any] = CONFIG) -> Path:
-    """A key directory as a compile leaves it: graphs, inductor, the catalog, READY."""
-    key = canonical_key(config)
-    path = root / key
-    (path / "inductor" / "fx").mkdir(parents=True)
-    (path / "inductor" / "fx" / "graph.bin").write_bytes(b"g" * 3000)
-    (path / "inductor" / "kernel.so").write_bytes(b"\x7fELF" * 10)
-    (path / "inductor" / "kernel.so").chmod(0o755)
-    (path / "sendnn-graph.bin").write_bytes(b"s" * 5000)
-    entry = {"vllm_spyre_version": "1.10.0", "data": {"MODEL_NAME": config["model"]}}
-    upsert_catalog_entry(path, entry)
-    write_ready(
-        path,
-        {
-            "cacheKey": key,
-            "config": config,
-            "flavour": "vllm-spyre",
-            "catalogEntry": entry,
-            "inductorFiles": {"fx/graph.bin": 3000, "kernel.so": 40},
-            "versions": {"vllm_spyre": "1.10.0", "vllm": "0.17.1"},
-            "bytes": 8040,
-        },
-    )
-    return path
 
 
 class Blobs:
@@ -102,14 +68,6 @@ def published(key_dir: Path) -> tuple[bytes, Blobs]:
 def pull(root: Path, manifest: bytes, blobs: Blobs, limits: Limits = DEFAULT_LIMITS) -> Received:
     artifact = check_manifest(manifest, KEY, ARCH, limits)
     return receive(root, KEY, ARCH, artifact, blobs.open, {"reference": "r"}, limits)
-
-
-def tree_of(root: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name not in (READY_NAME, ".catalog.lock")
-    }
 
 
 def hostile(
@@ -156,7 +114,7 @@ def test_a_pushed_key_pulls_into_another_volume_with_the_same_files_and_ready_la
     root = tmp_path / "b"
     root.mkdir()
     got = pull(root, manifest, blobs)
-    assert tree_of(root / KEY) == tree_of(source)
+    assert files_of(root / KEY) == files_of(source)
     assert got.files == 4 and got.bytes == sum(len(b) for b in blobs.by_digest.values())
     ready = json.loads((root / KEY / READY_NAME).read_text())
     original = json.loads((source / READY_NAME).read_text())
@@ -179,7 +137,7 @@ def test_the_annotations_name_what_the_record_says(tmp_path: Path) -> None:
         "dev.spyre.serving.cache.flavour": "vllm-spyre",
         "dev.spyre.serving.cache.runtime-version": "1.10.0",
         "dev.spyre.serving.cache.model": "ibm-granite/tiny",
-        ANNOTATION_MODEL_COMMIT: CONFIG["revision"],
+        ANNOTATION_MODEL_COMMIT: COMMIT,
         "dev.spyre.serving.cache.architecture": ARCH,
         ANNOTATION_BYTES: "8040",
     }

@@ -1,0 +1,159 @@
+"""`spyre-operator cache ls|push|pull` against the testbed's REAL registry (Debian's
+docker-registry with TLS from its own CA and basic auth, spyre_devcluster.registry), no
+node: a key pushed from one volume pulls into another whole, and an artifact altered in
+the registry's own storage, or tagged for another key, is refused with nothing left ready."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cachelib import COMMIT, CONFIG, KEY, compiled, files_of
+from spyre_devcluster import registry
+from spyre_devcluster.controlplane import free_port
+from spyre_devcluster.simulate import poll_until
+from spyre_operator.cli import main
+from spyre_runtime.cacheartifact import architecture, canonical_key, check_manifest, tag
+from spyre_runtime.contract import READY_NAME
+from spyre_runtime.ociregistry import Client, Repository
+
+pytestmark = pytest.mark.integration
+
+ARCH = architecture()
+
+
+@dataclass(frozen=True)
+class Bed:
+    registry: registry.Registry
+    storage: Path
+    auth_file: Path  # a Docker config with the account
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
+    registry.install(print)
+    folder = tmp_path_factory.mktemp("registry")
+    reg, config = registry.configure(folder / "conf", free_port(), folder / "storage")
+    auth_file = folder / "auth.json"
+    auth_file.write_text(json.dumps(reg.docker_config()))
+    with (folder / "registry.log").open("w") as log:
+        proc = subprocess.Popen(registry.command(config), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        poll_until(lambda: registry.answers(reg), "the registry answers", 30, interval=0.2)
+        yield Bed(reg, folder / "storage", auth_file)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def repository(testbed: Bed) -> str:
+    """A repository of its own per test."""
+    return f"{testbed.registry.address}/caches/t{uuid.uuid4().hex[:8]}"
+
+
+def cache(testbed: Bed, *args: str, auth_file: Path | None = None) -> int:
+    verb, repo, *rest = args
+    options = ["--auth-file", str(auth_file or testbed.auth_file), "--ca-file", testbed.registry.ca]
+    return main(["cache", verb, repo, *options, *rest])
+
+
+def test_a_key_pushed_from_one_volume_pulls_into_another_whole(
+    testbed: Bed, repository: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = compiled(tmp_path / "a")
+    assert cache(testbed, "push", repository, str(tmp_path / "a")) == 0
+    pushed = capsys.readouterr().out
+    assert f"pushed {repository}:{KEY}-{ARCH} (sha256:" in pushed and "4 files" in pushed
+    assert cache(testbed, "push", repository, str(tmp_path / "a"), KEY) == 0
+    assert "already there, nothing moved" in capsys.readouterr().out
+
+    assert cache(testbed, "ls", repository) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split() == ["TAG", "FLAVOUR", "RUNTIME", "MODEL", "COMMIT", "BYTES"]
+    assert listed[1].split() == [
+        f"{KEY}-{ARCH}",
+        "vllm-spyre",
+        "1.10.0",
+        "ibm-granite/tiny",
+        COMMIT[:12],
+        "8040",
+    ]
+
+    target = tmp_path / "b"
+    target.mkdir()
+    assert cache(testbed, "pull", repository, str(target), KEY) == 0
+    assert "pulled" in capsys.readouterr().out
+    assert files_of(target / KEY) == files_of(source)
+    ready = json.loads((target / KEY / READY_NAME).read_text())
+    assert ready["pulledFrom"]["reference"] == f"{repository}:{KEY}-{ARCH}"
+    assert ready["pulledFrom"]["digest"].startswith("sha256:")
+    assert cache(testbed, "pull", repository, str(target), KEY) == 0
+    assert "already there" in capsys.readouterr().out
+
+
+def test_a_missing_key_bad_credentials_and_an_unknown_ca_each_say_so(
+    testbed: Bed, repository: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cache(testbed, "pull", repository, str(tmp_path), KEY) == 1
+    assert "has no cache of it for this architecture" in capsys.readouterr().err
+    wrong = tmp_path / "wrong.json"
+    reg = testbed.registry
+    wrong.write_text(json.dumps({"auths": {reg.address: {"username": "spyre", "password": "x"}}}))
+    assert cache(testbed, "ls", repository, auth_file=wrong) == 1
+    assert "HTTP 401 Unauthorized: check the credentials" in capsys.readouterr().err
+    assert main(["cache", "ls", repository, "--auth-file", str(testbed.auth_file)]) == 1
+    assert "CERTIFICATE_VERIFY_FAILED" in capsys.readouterr().err
+
+
+def blob_file(testbed: Bed, digest: str) -> Path:
+    """Where the registry keeps a blob (distribution's filesystem storage)."""
+    hex_ = digest.removeprefix("sha256:")
+    return testbed.storage / "docker/registry/v2/blobs/sha256" / hex_[:2] / hex_ / "data"
+
+
+def pushed(testbed: Bed, repository: str, root: Path) -> tuple[Client, bytes]:
+    """Push the test key from a volume at `root`; a client of the repository, the manifest."""
+    compiled(root)
+    assert cache(testbed, "push", repository, str(root)) == 0
+    auth = (testbed.registry.username, testbed.registry.password)
+    client = Client(Repository.parse(repository), auth, testbed.registry.ca)
+    got = client.manifest(tag(KEY, ARCH), 1 << 20)
+    assert got is not None
+    return client, got[0]
+
+
+def test_a_layer_altered_in_the_registrys_storage_is_refused(
+    testbed: Bed, repository: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, manifest = pushed(testbed, repository, tmp_path / "a")
+    layer = blob_file(testbed, check_manifest(manifest, KEY, ARCH).tree.digest)
+    data = bytearray(layer.read_bytes())
+    data[data.index(b"sssss")] = ord("t")
+    layer.write_bytes(bytes(data))
+    target = tmp_path / "b"
+    target.mkdir()
+    assert cache(testbed, "pull", repository, str(target), KEY) == 1
+    assert "it was altered" in capsys.readouterr().err
+    assert list(target.iterdir()) == []
+
+
+def test_an_artifact_tagged_for_another_key_is_refused(
+    testbed: Bed, repository: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client, manifest = pushed(testbed, repository, tmp_path / "a")
+    other = canonical_key({**CONFIG, "model": "someone/else"})
+    client.put_manifest(tag(other, ARCH), manifest)  # the same artifact under another key
+    target = tmp_path / "b"
+    target.mkdir()
+    assert cache(testbed, "pull", repository, str(target), other) == 1
+    assert f"annotations name key '{KEY}', not {other}" in capsys.readouterr().err
+    assert list(target.iterdir()) == []
+    assert cache(testbed, "ls", repository) == 0
+    assert f"{other}-{ARCH}  -" in capsys.readouterr().out  # listed as refused
