@@ -38,7 +38,9 @@ def client_from_env(environ: Mapping[str, str]) -> Client | None:
     repository = Repository.parse(named)
     auth_file = environ.get(SPYRE_SERVING_CACHE_REGISTRY_AUTH)
     auth = read_credentials(Path(auth_file), repository.host) if auth_file else None
-    return Client(repository, auth, environ.get(SPYRE_SERVING_CACHE_REGISTRY_CA) or None)
+    # A Secret without ca.crt (a registry with a public certificate) leaves the path absent.
+    ca = environ.get(SPYRE_SERVING_CACHE_REGISTRY_CA)
+    return Client(repository, auth, ca if ca and Path(ca).exists() else None)
 
 
 def transfer(moved: Moved) -> Transfer:

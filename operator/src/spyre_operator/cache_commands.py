@@ -9,7 +9,6 @@ it refuses this refuses too. Failures go to stderr as one line; exit 1.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,6 @@ from spyre_runtime.contract import READY_NAME
 from spyre_runtime.ociregistry import Client, RegistryError, Repository, read_credentials
 
 FAILED = 1
-
-
-def _default_auth_file() -> Path:
-    """podman's and skopeo's variable, else Docker's file."""
-    return Path(os.environ.get("REGISTRY_AUTH_FILE") or Path.home() / ".docker" / "config.json")
 
 
 def _key(text: str) -> str:
@@ -61,9 +55,9 @@ def register(sub: Any) -> None:
     common.add_argument(
         "--auth-file",
         type=Path,
-        default=_default_auth_file(),
-        help="a Docker config with the registry's credentials (default: $REGISTRY_AUTH_FILE "
-        "or ~/.docker/config.json; none there: anonymous)",
+        default=Path.home() / ".docker" / "config.json",
+        help="a Docker config with the registry's credentials, e.g. podman's "
+        "$REGISTRY_AUTH_FILE (default: ~/.docker/config.json; none there: anonymous)",
     )
     common.add_argument("--ca-file", help="PEM CA of a registry with a private certificate")
 
