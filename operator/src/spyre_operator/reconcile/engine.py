@@ -300,7 +300,13 @@ class Reconciler:
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now)
         observed = observe(
-            self.kube, body, model, self.compile_queue, self.progress, self.start_reports
+            self.kube,
+            body,
+            model,
+            self.compile_queue,
+            self.progress,
+            self.start_reports,
+            pulls=self.settings.cache_sharing is not None,
         )
         plan = decide(observed, model, now, self.settings)
         starts = [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Job"]
