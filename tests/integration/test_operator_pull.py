@@ -1,7 +1,8 @@
 """Pull instead of compile, on a real API server with the operator running (the tests play
 the kubelet and the Job controller): with --cache-registry a key's pull Job comes first;
 a pull that succeeded serves the key and no compile Job is ever made; a miss compiles and
-the compile's Event says why, and its publish is recorded."""
+the compile's Event and status say why, and its publish is recorded; the metrics count
+hits, misses and the pulls' seconds."""
 
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
@@ -92,6 +93,11 @@ def test_a_pulled_key_serves_and_no_compile_job_is_made(
     assert condition(st, "CacheReady")[:2] == ("True", "Pulled")
     assert kube.get("Job", namespace, job_name(doc)) is None
     assert said(kube, namespace, f"pulling cache {key[:12]} from {REGISTRY}")
+    got = sharing_operator.metrics()
+    assert got['spyre_operator_cache_pulls_total{result="hit"}'] == 1
+    assert got['spyre_operator_cache_pulls_total{result="miss"}'] == 0
+    assert got["spyre_operator_pull_duration_seconds_sum"] == 3.5
+    assert got["spyre_operator_compile_duration_seconds_count"] == 0
 
 
 def test_a_miss_compiles_says_why_and_records_the_publish(
@@ -123,3 +129,8 @@ def test_a_miss_compiles_says_why_and_records_the_publish(
         st["cache"]["publishedTo"] == published["reference"] and st["cache"]["bytesMoved"] == 7000
     )
     assert condition(st, "CacheReady")[:2] == ("True", "Compiled")
+    assert st["cache"]["notPulled"] == f"NotInRegistry: {REGISTRY} has no cache"
+    got = sharing_operator.metrics()
+    assert got['spyre_operator_cache_pulls_total{result="miss"}'] == 1
+    assert got['spyre_operator_cache_pulls_total{result="hit"}'] == 0
+    assert got["spyre_operator_compile_duration_seconds_sum"] == 50.0

@@ -105,6 +105,13 @@ def test_a_miss_or_a_refusal_compiles_and_says_why(summary: dict[str, Any], said
     (compile_job,) = [a for a in plan.actions if a.reason == "CreatedCompileJob"]
     assert compile_job.message.endswith(said)
     assert cond(plan, "CacheReady") == ("False", "Compiling")
+    recorded = plan.status.to_k8s()["cache"]
+    assert recorded["notPulled"] == said.removeprefix("the registry's copy was not used: ")
+    # kept while the compile runs (the pull Job is no longer read)
+    live = copy.deepcopy(compile_job.obj)
+    live["status"] = {"active": 1}
+    running = step(body(cache=recorded), SHARING, pvc_exists=True, job=job_view(live, []))
+    assert running.status.to_k8s()["cache"]["notPulled"] == recorded["notPulled"]
 
 
 def test_a_pull_job_that_died_without_a_summary_compiles_too() -> None:

@@ -119,6 +119,9 @@ class CompileSummary(StatusModel):
     """With a cache registry: the artifact the compile published the key as."""
     bytes_moved: Annotated[int, Field(ge=0)] | None = None
     """The bytes that pull fetched or that publish sent (0: the registry had them)."""
+    not_pulled: str | None = None
+    """With a cache registry: why this key compiled rather than being pulled (the pull
+    Job's reason and message, e.g. NotInRegistry)."""
 
 
 class WeightsSummary(StatusModel):

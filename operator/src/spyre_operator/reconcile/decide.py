@@ -47,7 +47,7 @@ from spyre_operator.reconcile.drift import needs_apply
 from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.model_status import model_conditions
 from spyre_operator.reconcile.observe import JobView, Observed
-from spyre_operator.reconcile.pull import OFF, pull_step, pulling
+from spyre_operator.reconcile.pull import OFF, carry_miss, pull_step, pulling
 from spyre_operator.reconcile.weights_status import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
@@ -227,6 +227,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
         pull = OFF if ready_or_cleaning else pull_step(sharing is not None, key, job, obs.pull_job)
         if pull.pulled is not None:
             cache, cache_ready = pull.pulled, True
+        carry_miss(cache, pull, status.get("cache") or {})
         # From the summary (recorded once the pods were read: they may be gone later).
         if cache.ok is False:
             failure = Failure(cache.reason or "", cache.message or "")

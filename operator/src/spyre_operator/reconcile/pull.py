@@ -58,3 +58,12 @@ def pull_step(
 def pulling(key: str) -> CompileSummary:
     """status.cache while the pull Job runs."""
     return CompileSummary(job_name=meta.pull_job_name(key), cache_key=key)
+
+
+def carry_miss(cache: CompileSummary, step: PullStep, recorded: dict[str, Any]) -> None:
+    """status.cache.notPulled: set by the pass that gives up on the registry, kept by the
+    compile's summary while it runs and after (`recorded`: the stored status.cache)."""
+    if step.missed is not None:
+        cache.not_pulled = step.missed
+    elif cache.not_pulled is None and recorded.get("jobName") == cache.job_name:
+        cache.not_pulled = recorded.get("notPulled")
