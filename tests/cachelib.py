@@ -1,11 +1,21 @@
-"""A compiled key's directory as the compile Job leaves it, for the cache-sharing tests
-(tests/runtime/test_runtime_cacheartifact_unit.py, tests/integration/test_cache_registry.py)."""
+"""For the cache-sharing tests (tests/runtime/test_runtime_cacheartifact_unit.py,
+test_runtime_cache_sharing.py, tests/integration/test_cache_registry.py): a compiled key's
+directory as the compile Job leaves it, and the testbed's registry without a node."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spyre_devcluster import registry
+from spyre_devcluster.controlplane import free_port
+from spyre_devcluster.simulate import poll_until
+from spyre_runtime import contract
 from spyre_runtime.cacheartifact import canonical_key
 from spyre_runtime.catalog import upsert_catalog_entry, write_ready
 
@@ -52,3 +62,38 @@ def files_of(key_dir: Path) -> dict[str, bytes]:
         for p in sorted(key_dir.rglob("*"))
         if p.is_file() and p.name not in ("READY", ".catalog.lock")
     }
+
+
+@dataclass(frozen=True)
+class Bed:
+    """The testbed's registry (spyre_devcluster.registry: Debian's docker-registry, TLS from
+    a CA of its own, basic auth), running."""
+
+    registry: registry.Registry
+    storage: Path  # its blobs (distribution's filesystem storage)
+    auth_file: Path  # a Docker config with the account
+
+    def job_env(self, repository: str) -> dict[str, str]:
+        """The registry's env of the pull and compile Jobs (docs/contract.md)."""
+        return {
+            contract.SPYRE_SERVING_CACHE_REGISTRY: repository,
+            contract.SPYRE_SERVING_CACHE_REGISTRY_AUTH: str(self.auth_file),
+            contract.SPYRE_SERVING_CACHE_REGISTRY_CA: self.registry.ca,
+        }
+
+
+@contextmanager
+def running_registry(folder: Path) -> Iterator[Bed]:
+    """A registry on loopback with a storage of its own under `folder`, stopped after."""
+    registry.install(print)
+    reg, config = registry.configure(folder / "conf", free_port(), folder / "storage")
+    auth_file = folder / "auth.json"
+    auth_file.write_text(json.dumps(reg.docker_config()))
+    with (folder / "registry.log").open("w") as log:
+        proc = subprocess.Popen(registry.command(config), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        poll_until(lambda: registry.answers(reg), "the registry answers", 30, interval=0.2)
+        yield Bed(reg, folder / "storage", auth_file)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cachelib import COMMIT, CONFIG, KEY, compiled, files_of
-from spyre_devcluster import registry
+from cachelib import COMMIT, CONFIG, KEY, Bed, compiled, files_of, running_registry
 from spyre_devcluster.controlplane import free_port
-from spyre_devcluster.simulate import poll_until
 from spyre_operator.cli import main
 from spyre_runtime import contract
 from spyre_runtime.cacheartifact import architecture, canonical_key, check_manifest, tag
@@ -33,28 +29,10 @@ pytestmark = pytest.mark.integration
 ARCH = architecture()
 
 
-@dataclass(frozen=True)
-class Bed:
-    registry: registry.Registry
-    storage: Path
-    auth_file: Path  # a Docker config with the account
-
-
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
-    registry.install(print)
-    folder = tmp_path_factory.mktemp("registry")
-    reg, config = registry.configure(folder / "conf", free_port(), folder / "storage")
-    auth_file = folder / "auth.json"
-    auth_file.write_text(json.dumps(reg.docker_config()))
-    with (folder / "registry.log").open("w") as log:
-        proc = subprocess.Popen(registry.command(config), stdout=log, stderr=subprocess.STDOUT)
-    try:
-        poll_until(lambda: registry.answers(reg), "the registry answers", 30, interval=0.2)
-        yield Bed(reg, folder / "storage", auth_file)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with running_registry(tmp_path_factory.mktemp("registry")) as bed:
+        yield bed
 
 
 @pytest.fixture
@@ -181,10 +159,8 @@ def job_env(testbed: Bed, repository: str, root: Path, log: Path) -> dict[str, s
     return {
         contract.SPYRE_SERVING_CACHE_ROOT: str(root),
         contract.SPYRE_SERVING_CACHE_KEY: KEY,
-        contract.SPYRE_SERVING_CACHE_REGISTRY: repository,
-        contract.SPYRE_SERVING_CACHE_REGISTRY_AUTH: str(testbed.auth_file),
-        contract.SPYRE_SERVING_CACHE_REGISTRY_CA: testbed.registry.ca,
         contract.SPYRE_SERVING_TERMINATION_LOG: str(log),
+        **testbed.job_env(repository),
     }
 
 
