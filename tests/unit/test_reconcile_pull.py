@@ -145,3 +145,12 @@ def test_an_existing_compile_job_wins_and_its_publish_is_recorded() -> None:
 def test_without_a_registry_no_pull_job() -> None:
     plan = step(body(), pvc_exists=True)
     assert [reason for reason, _ in created(plan)] == ["CreatedCompileJob"]
+
+
+def test_a_registry_in_the_spec_pulls_without_the_operators_and_one_turned_off_compiles() -> None:
+    own = {"cache": {"registry": {"repository": "other.example/team/caches"}}}
+    plan = step(body(own), pvc_exists=True)
+    assert [reason for reason, _ in created(plan)] == ["CreatedPullJob"]
+    off = {"cache": {"registry": {"enabled": False}}}
+    plan = step(body(off), SHARING, pvc_exists=True)
+    assert [reason for reason, _ in created(plan)] == ["CreatedCompileJob"]

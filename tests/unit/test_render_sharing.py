@@ -10,14 +10,14 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from apilib import example, pinned
+from apilib import example, merge, pinned
 
-from spyre_operator.api.validation import parse
+from spyre_operator.api.validation import parse, validate_spec
 from spyre_operator.controller.settings import Settings, SettingsError, from_env
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import desired
-from spyre_operator.render.sharing import CacheSharing
+from spyre_operator.render.sharing import CacheSharing, sharing_for
 from spyre_runtime import contract
 
 pytestmark = pytest.mark.unit
@@ -118,3 +118,37 @@ def test_the_settings_turn_it_on_and_refuse_a_wrong_repository_or_secret() -> No
     ]:
         with pytest.raises(SettingsError, match=re.escape(said)):
             from_env(environ)
+
+
+def with_registry(registry: dict[str, Any]) -> Any:
+    return parse(merge(example("micro-granite-cpu"), {"spec": {"cache": {"registry": registry}}}))
+
+
+def test_the_spec_overrides_the_operators_registry_and_never_the_cache_key() -> None:
+    operator = CacheSharing("registry.example.com/spyre/caches", "operator-creds")
+    own = with_registry({"repository": "other.example:443/team/caches", "secretName": "mine"})
+    assert sharing_for(own.spec, operator) == CacheSharing("other.example:443/team/caches", "mine")
+    assert sharing_for(own.spec, None) == CacheSharing("other.example:443/team/caches", "mine")
+    secret_only = with_registry({"secretName": "mine"})
+    assert sharing_for(secret_only.spec, operator) == CacheSharing(operator.repository, "mine")
+    assert sharing_for(secret_only.spec, None) is None  # no repository anywhere
+    off = with_registry({"enabled": False})
+    assert sharing_for(off.spec, operator) is None
+    assert desired(off, UID, sharing=operator).pull is None
+    plain = parse(example("micro-granite-cpu"))
+    assert cache_key(own.spec) == cache_key(off.spec) == cache_key(plain.spec)
+    pulled = desired(own, UID).pull
+    assert pulled is not None
+    assert env_of(pulled)[contract.SPYRE_SERVING_CACHE_REGISTRY] == "other.example:443/team/caches"
+
+
+@pytest.mark.parametrize(
+    "repository", ["https://r.example/x", "r.example/x:tag", "r.example/UPPER", "r.example"]
+)
+def test_a_spec_repository_that_is_not_one_is_refused(repository: str) -> None:
+    doc = merge(
+        example("micro-granite-cpu"), {"spec": {"cache": {"registry": {"repository": repository}}}}
+    )
+    spec, problems = validate_spec(doc["spec"])
+    assert spec is None
+    assert [p.path for p in problems] == ["spec.cache.registry.repository"], problems

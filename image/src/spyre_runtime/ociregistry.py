@@ -26,11 +26,10 @@ from .cacheartifact import MEDIA_MANIFEST, Descriptor, Refused
 TIMEOUT = 600.0  # a socket read: a registry verifies a big blob's digest before it answers
 CHUNK = 1 << 20
 _REDIRECTS = 5
-# distribution's grammar: host[:port] then lowercase path components
-_REPOSITORY = re.compile(
-    r"^(?P<host>[A-Za-z0-9.-]+(?::[0-9]+)?)/(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)$"
-)
+# distribution's grammar: host[:port] then lowercase path components (also the CRD's
+# pattern of spec.cache.registry.repository: no named groups, which JSON schema lacks)
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY_PATTERN = rf"^[A-Za-z0-9.-]+(?::[0-9]+)?/{_COMPONENT}(?:/{_COMPONENT})*$"
 
 
 class RegistryError(Exception):
@@ -44,13 +43,13 @@ class Repository:
 
     @classmethod
     def parse(cls, text: str) -> Repository:
-        found = _REPOSITORY.match(text)
-        if found is None:
+        if re.fullmatch(REPOSITORY_PATTERN, text) is None:
             raise RegistryError(
                 f"{text!r} is not a repository: host[:port]/path, lowercase, no scheme, tag "
                 "or digest (e.g. registry.example.com/spyre/caches)"
             )
-        return cls(found["host"], found["path"])
+        host, _, path = text.partition("/")
+        return cls(host, path)
 
     def __str__(self) -> str:
         return f"{self.host}/{self.path}"

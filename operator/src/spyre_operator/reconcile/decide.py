@@ -52,6 +52,7 @@ from spyre_operator.reconcile.weights_status import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import build_cleanup_job, desired, endpoint_url
+from spyre_operator.render.sharing import sharing_for
 
 Verb = Literal["create", "apply", "add-owner", "scale", "mark", "delete"]
 """create: POST (PVC, Job: first writer wins, a Job's template is immutable); apply:
@@ -173,7 +174,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
     weights = obs.weights
     commit = weights_commit(weights)
     weights_ready = not spec.model.from_hub or commit is not None
-    sharing = settings.cache_sharing
+    sharing = sharing_for(spec, settings.cache_sharing)
     want = desired(model, uid, settings.platform, commit, settings.runtime_images, sharing)
     actions: list[Action] = []
     deferred: list[Action] = []

@@ -15,7 +15,12 @@ from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.pod import Platform, pod_spec, startup_seconds
-from spyre_operator.render.sharing import CacheSharing, build_pull_job, with_sharing
+from spyre_operator.render.sharing import (
+    CacheSharing,
+    build_pull_job,
+    sharing_for,
+    with_sharing,
+)
 from spyre_operator.render.weights_job import is_commit, weights_job_name
 
 # Time for a rollout beyond the startup budget (image pull, scheduling).
@@ -341,6 +346,7 @@ def desired(
     `sharing`: its cache registry (--cache-registry, -secret): the compile Job publishes
     there, and a pull Job fetches the key from there first."""
     spec = model.spec
+    sharing = sharing_for(spec, sharing)
     weights = job = deployment = pull = None
     if spec.model.from_hub:
         weights = _finish(

@@ -31,6 +31,17 @@ class CacheSharing:
     secret: str | None = None  # in the model's namespace: .dockerconfigjson, ca.crt
 
 
+def sharing_for(spec: SpyreModelSpec, default: CacheSharing | None) -> CacheSharing | None:
+    """The model's registry: spec.cache.registry over the operator's (`default`)."""
+    chosen = spec.cache.registry
+    if chosen is None:
+        return default
+    repository = chosen.repository or (default.repository if default else None)
+    if not chosen.enabled or repository is None:
+        return None
+    return CacheSharing(repository, chosen.secret_name or (default.secret if default else None))
+
+
 def with_sharing(pod: dict[str, Any], sharing: CacheSharing) -> dict[str, Any]:
     """The pod with the registry's env and, with a Secret, the Secret mounted (optional
     keys: a registry without auth, or with a public certificate, needs neither file)."""
