@@ -51,7 +51,7 @@ def test_the_compile_job_publishes_and_a_pull_job_comes_first() -> None:
         assert {"name": "cache-registry", "mountPath": "/etc/spyre-registry", "readOnly": True} in (
             pod["containers"][0]["volumeMounts"]
         )
-        volume = {"secretName": "registry-creds", "optional": False, "defaultMode": 0o444}
+        volume = {"secretName": "registry-creds", "optional": True, "defaultMode": 0o444}
         assert {"name": "cache-registry", "secret": volume} in pod["volumes"]
 
     key = cache_key(

@@ -54,7 +54,10 @@ def with_sharing(pod: dict[str, Any], sharing: CacheSharing) -> dict[str, Any]:
             contract.SPYRE_SERVING_CACHE_REGISTRY_CA: CA_FILE,
         }
         env += [{"name": name, "value": f"{MOUNT}/{file}"} for name, file in files.items()]
-        secret = {"secretName": sharing.secret, "optional": False, "defaultMode": 0o444}
+        # optional: a namespace without the Secret must not hold its pods in
+        # ContainerCreating (the pull until its deadline, the compile for ever); the pull is
+        # then refused (401) at once and says so, and the key compiles.
+        secret = {"secretName": sharing.secret, "optional": True, "defaultMode": 0o444}
         out["volumes"].append({"name": VOLUME, "secret": secret})
         container["volumeMounts"].append({"name": VOLUME, "mountPath": MOUNT, "readOnly": True})
     container["env"] = container["env"] + env
