@@ -42,6 +42,7 @@ def test_a_key_compiled_and_published_pulls_into_another_volume_and_serves_compi
     assert compiled.result.returncode == 0, compiled.result.tail()
     summary = compiled.result.summary or {}
     key = cache_key(workload.config)
+    assert "published" in summary, summary
     published = summary["published"]
     assert published["reference"].startswith(f"{repository}:{key}-"), summary
     assert published["bytes"] > summary["bytes"] > 0  # the tar's headers besides the files
