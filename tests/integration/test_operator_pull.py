@@ -21,6 +21,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     job_name,
     kube,
     model,
+    operator,
     running_operator,
     wait_for,
     wait_phase,
@@ -28,7 +29,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 
 from spyre_devcluster import simulate
 from spyre_operator.api.validation import parse
-from spyre_operator.kube.client import Kube
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 
@@ -134,3 +135,19 @@ def test_a_miss_compiles_says_why_and_records_the_publish(
     assert got['spyre_operator_cache_pulls_total{result="miss"}'] == 1
     assert got['spyre_operator_cache_pulls_total{result="hit"}'] == 0
     assert got["spyre_operator_compile_duration_seconds_sum"] == 50.0
+
+
+def test_a_registry_in_the_spec_is_checked_by_the_api_server_and_used(
+    kube: Kube, namespace: str, operator: Operator
+) -> None:
+    """The operator without --cache-registry: a model's own spec.cache.registry pulls."""
+    wrong = model(namespace, "wrong")
+    wrong["spec"]["cache"] = {"registry": {"repository": "https://r.example/Caches"}}
+    with pytest.raises(ApiError) as refused:
+        create(kube, wrong)
+    assert refused.value.status == 422 and "spec.cache.registry.repository" in str(refused.value)
+    own = model(namespace, "own")
+    own["spec"]["cache"] = {"registry": {"repository": "r.example:5000/team/caches"}}
+    pull = pulling(kube, own)
+    env = simulate.env_of(kube.get("Job", namespace, pull) or {})
+    assert env["SPYRE_SERVING_CACHE_REGISTRY"] == "r.example:5000/team/caches"
