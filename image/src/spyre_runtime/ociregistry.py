@@ -1,5 +1,7 @@
-"""A client of the OCI distribution API (v2) over HTTPS with basic auth: what pushing and
-pulling a cache artifact needs, and no more.
+"""A client of the OCI distribution API (v2) over HTTPS, with basic auth or the token
+protocol (a Bearer challenge answered with a token from the registry's token service, as
+Docker Hub, GHCR, Quay and Harbor ask): what pushing and pulling a cache artifact needs,
+and no more.
 
 The standard library only (http.client), so the runtime image and the operator image need
 no new package on any architecture. A repository is named as `host[:port]/path`
@@ -30,6 +32,13 @@ _REDIRECTS = 5
 # pattern of spec.cache.registry.repository: no named groups, which JSON schema lacks)
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 REPOSITORY_PATTERN = rf"^[A-Za-z0-9.-]+(?::[0-9]+)?/{_COMPONENT}(?:/{_COMPONENT})*$"
+
+
+_PARAM = re.compile(r'(\w+)="([^"]*)"')
+
+
+def _is_bearer(challenge: str) -> bool:
+    return challenge.split(" ", 1)[0].lower() == "bearer"
 
 
 class RegistryError(Exception):
@@ -94,9 +103,11 @@ class Client:
         self.context = ssl.create_default_context(cafile=ca_file)
         self.timeout = timeout
         self.headers: dict[str, str] = {}
+        self.basic: dict[str, str] = {}  # for the registry, or its token service
         if auth is not None:
             token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-            self.headers["Authorization"] = f"Basic {token}"
+            self.basic["Authorization"] = f"Basic {token}"
+            self.headers.update(self.basic)
 
     def _connect(self, netloc: str) -> http.client.HTTPSConnection:
         host, _, port = netloc.rpartition(":") if ":" in netloc else (netloc, "", "443")
@@ -112,8 +123,10 @@ class Client:
         headers: Mapping[str, str] | None = None,
     ) -> http.client.HTTPResponse:
         """One request; redirects (a blob served from elsewhere) followed, credentials
-        sent to the registry's own host only."""
-        for _ in range(_REDIRECTS + 1):
+        sent to the registry's own host only; a Bearer challenge answered once with a
+        token from the registry's token service."""
+        logged_in = False
+        for _ in range(_REDIRECTS + 2):
             parts = urllib.parse.urlsplit(url)
             own = parts.netloc in ("", self.repository.host)
             netloc = parts.netloc or self.repository.host
@@ -125,6 +138,12 @@ class Client:
                 response = conn.getresponse()
             except (OSError, http.client.HTTPException) as e:
                 raise RegistryError(f"the registry {netloc} cannot be reached: {e}") from None
+            challenge = response.getheader("WWW-Authenticate") or ""
+            if response.status == 401 and own and not logged_in and _is_bearer(challenge):
+                response.read()
+                self._login(challenge)
+                logged_in = True
+                continue
             if response.status in (301, 302, 303, 307, 308) and method in ("GET", "HEAD"):
                 location = response.getheader("Location") or ""
                 response.close()
@@ -134,6 +153,34 @@ class Client:
                 continue
             return response
         raise RegistryError(f"more than {_REDIRECTS} redirects for {method} {url}")
+
+    def _login(self, challenge: str) -> None:
+        """A token for this repository (pull and push) from the service the challenge
+        names (the distribution token protocol), with the account's credentials if any."""
+        fields = dict(_PARAM.findall(challenge))
+        realm = fields.get("realm", "")
+        if not realm.startswith("https://"):
+            raise RegistryError(f"the registry's token service {realm!r} is not an HTTPS URL")
+        scope = f"repository:{self.repository.path}:pull,push"
+        query = urllib.parse.urlencode({"service": fields.get("service", ""), "scope": scope})
+        parts = urllib.parse.urlsplit(realm)
+        target = f"{parts.path or '/'}?{'&'.join(q for q in (parts.query, query) if q)}"
+        try:
+            conn = self._connect(parts.netloc)
+            conn.request("GET", target, headers=self.basic)
+            response = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            raise RegistryError(f"the token service {realm} cannot be reached: {e}") from None
+        if response.status != 200:
+            raise self._fail(response, f"a token request to {realm}")
+        try:
+            answer = json.loads(response.read(1 << 20))
+            token = answer.get("token") or answer.get("access_token")
+        except (ValueError, AttributeError):
+            token = None
+        if not isinstance(token, str) or not token:
+            raise RegistryError(f"the token service {realm} answered without a token")
+        self.headers["Authorization"] = f"Bearer {token}"
 
     def _fail(self, response: http.client.HTTPResponse, what: str) -> RegistryError:
         detail = response.read(4096).decode(errors="replace").strip()
