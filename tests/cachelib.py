@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from spyre_devcluster import registry
 from spyre_devcluster.controlplane import free_port
 from spyre_devcluster.simulate import poll_until
@@ -83,10 +85,14 @@ class Bed:
 
 
 @contextmanager
-def running_registry(folder: Path) -> Iterator[Bed]:
-    """A registry on loopback with a storage of its own under `folder`, stopped after."""
+def running_registry(folder: Path, auth: dict[str, Any] | None = None) -> Iterator[Bed]:
+    """A registry on loopback with a storage of its own under `folder`, stopped after;
+    `auth`: its config's `auth` section instead of the account's htpasswd (its TLS
+    certificate and key are in folder/conf)."""
     registry.install(print)
     reg, config = registry.configure(folder / "conf", free_port(), folder / "storage")
+    if auth is not None:
+        config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "auth": auth}))
     auth_file = folder / "auth.json"
     auth_file.write_text(json.dumps(reg.docker_config()))
     with (folder / "registry.log").open("w") as log:

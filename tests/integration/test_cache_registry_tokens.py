@@ -10,7 +10,6 @@ import base64
 import datetime
 import json
 import ssl
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -21,16 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
-from cachelib import KEY, compiled, files_of
-from spyre_devcluster import registry
+from cachelib import KEY, Bed, compiled, files_of, running_registry
 from spyre_devcluster.controlplane import free_port
-from spyre_devcluster.simulate import poll_until
 from spyre_operator.cli import main
 
 pytestmark = pytest.mark.integration
@@ -42,6 +38,23 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+def certificate(key: rsa.RSAPrivateKey) -> x509.Certificate:
+    """The token signer's self-signed certificate: the root the registry trusts."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ISSUER)])
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+
+
 @dataclass
 class Tokens:
     """A token service: Basic auth of the registry's account -> an RS256 JWT with an x5c
@@ -49,25 +62,8 @@ class Tokens:
 
     user: str
     password: str
-    key: rsa.RSAPrivateKey = field(
-        default_factory=lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    )
+    key: rsa.RSAPrivateKey
     issued: list[str] = field(default_factory=list)  # the scopes asked for
-
-    def certificate(self) -> x509.Certificate:
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ISSUER)])
-        now = datetime.datetime.now(datetime.UTC)
-        return (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(self.key, hashes.SHA256())
-        )
 
     def token(self, cert: x509.Certificate, scope: str) -> str:
         _, name, actions = scope.split(":")
@@ -89,33 +85,15 @@ class Tokens:
 
 @dataclass(frozen=True)
 class TokenBed:
-    address: str
-    ca: str
-    auth_file: Path
+    bed: Bed
     tokens: Tokens
 
 
-@pytest.fixture(scope="module")
-def token_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBed]:
-    registry.install(print)
-    folder = tmp_path_factory.mktemp("token-registry")
-    reg, config = registry.configure(folder / "conf", free_port(), folder / "storage")
-    tokens = Tokens(reg.username, reg.password)
-    cert = tokens.certificate()
-    bundle = folder / "conf" / "tokens.pem"
-    bundle.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    port = free_port()
-    doc = yaml.safe_load(config.read_text())
-    doc["auth"] = {
-        "token": {
-            "realm": f"https://127.0.0.1:{port}/token",
-            "service": SERVICE,
-            "issuer": ISSUER,
-            "rootcertbundle": str(bundle),
-        }
-    }
-    config.write_text(yaml.safe_dump(doc))
-    basic = "Basic " + base64.b64encode(f"{reg.username}:{reg.password}".encode()).decode()
+def serve_tokens(
+    tokens: Tokens, cert: x509.Certificate, port: int, tls: Path
+) -> ThreadingHTTPServer:
+    """The token service on 127.0.0.1:port, HTTPS with the registry's certificate."""
+    basic = "Basic " + base64.b64encode(f"{tokens.user}:{tokens.password}".encode()).decode()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -138,27 +116,42 @@ def token_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBed]:
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(folder / "conf" / "tls.crt", folder / "conf" / "tls.key")
+    context.load_cert_chain(tls / "tls.crt", tls / "tls.key")
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    auth_file = folder / "auth.json"
-    auth_file.write_text(json.dumps(reg.docker_config()))
-    with (folder / "registry.log").open("w") as log:
-        proc = subprocess.Popen(registry.command(config), stdout=log, stderr=subprocess.STDOUT)
-    try:
-        poll_until(lambda: registry.answers(reg), "the registry answers", 30, interval=0.2)
-        yield TokenBed(reg.address, reg.ca, auth_file, tokens)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        server.shutdown()
+    return server
+
+
+@pytest.fixture(scope="module")
+def token_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenBed]:
+    folder = tmp_path_factory.mktemp("token-registry")
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    cert = certificate(key)
+    bundle = folder / "tokens.pem"
+    bundle.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    port = free_port()
+    realm = f"https://127.0.0.1:{port}/token"
+    token_auth = {
+        "realm": realm,
+        "service": SERVICE,
+        "issuer": ISSUER,
+        "rootcertbundle": str(bundle),
+    }
+    with running_registry(folder, {"token": token_auth}) as bed:
+        tokens = Tokens(bed.registry.username, bed.registry.password, key)
+        server = serve_tokens(tokens, cert, port, folder / "conf")
+        try:
+            yield TokenBed(bed, tokens)
+        finally:
+            server.shutdown()
 
 
 def test_push_and_pull_answer_the_bearer_challenge_with_a_token(
     token_bed: TokenBed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    repository = f"{token_bed.address}/caches/t{uuid.uuid4().hex[:8]}"
-    options = ["--auth-file", str(token_bed.auth_file), "--ca-file", token_bed.ca]
+    repository = f"{token_bed.bed.registry.address}/caches/t{uuid.uuid4().hex[:8]}"
+    bed = token_bed.bed
+    options = ["--auth-file", str(bed.auth_file), "--ca-file", bed.registry.ca]
     source = compiled(tmp_path / "a")
     assert main(["cache", "push", repository, *options, str(tmp_path / "a")]) == 0, (
         capsys.readouterr().err
@@ -172,8 +165,6 @@ def test_push_and_pull_answer_the_bearer_challenge_with_a_token(
     assert token_bed.tokens.issued == [f"repository:{path}:pull,push"] * 2  # once per client
 
     wrong = tmp_path / "wrong.json"
-    wrong.write_text(json.dumps({"auths": {token_bed.address: {"auth": "c3B5cmU6eA=="}}}))
-    assert (
-        main(["cache", "ls", repository, "--auth-file", str(wrong), "--ca-file", token_bed.ca]) == 1
-    )
+    wrong.write_text(json.dumps({"auths": {bed.registry.address: {"auth": "c3B5cmU6eA=="}}}))
+    assert main(["cache", "ls", repository, "--auth-file", str(wrong), *options[2:]]) == 1
     assert "answered a token request to https://127.0.0.1:" in capsys.readouterr().err
