@@ -27,8 +27,14 @@ PREFIX = {"vllm-spyre": "VLLM_SPYRE_", "sendnn-inference": "SENDNN_INFERENCE_"}
 PLUGIN = {"vllm-spyre": "spyre", "sendnn-inference": "sendnn_inference"}
 
 
+def canonical(config: dict[str, Any]) -> str:
+    """The operator's canonical JSON of a compile config (render/cachekey.py)."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
 def cache_key(config: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+    """Its sha256, as the operator's: a pulled artifact's READY record must hash to it."""
+    return hashlib.sha256(canonical(config).encode()).hexdigest()
 
 
 def contract_env(
@@ -49,7 +55,7 @@ def contract_env(
         "SPYRE_SERVING_FLAVOUR": flavour,
         "SPYRE_SERVING_CACHE_KEY": key,
         "SPYRE_SERVING_CACHE_ROOT": str(root),
-        "SPYRE_SERVING_COMPILE_CONFIG": json.dumps(config, sort_keys=True),
+        "SPYRE_SERVING_COMPILE_CONFIG": canonical(config),
         "SPYRE_SERVING_TERMINATION_LOG": str(termination_log),
         "TORCH_SENDNN_CACHE_ENABLE": "1",
         "TORCH_SENDNN_CACHE_DIR": str(root / key),

@@ -1,5 +1,5 @@
 """`spyre-runtime <precompile|serve|describe> [vllm args...]`, `spyre-runtime weights
-[--from DIR]`, `spyre-runtime clean`, `spyre-runtime tiny-models DIR`.
+[--from DIR]`, `spyre-runtime clean`, `spyre-runtime pull`, `spyre-runtime tiny-models DIR`.
 
 Everything after the subcommand is passed to vLLM untouched, so no argparse here: it would
 try to interpret vLLM's own flags.
@@ -18,6 +18,7 @@ from .contract import (
     MASTER_ADDR,
     MASTER_PORT,
     SPYRE_SERVING_CACHE_KEY,
+    SPYRE_SERVING_CACHE_REGISTRY,
     SPYRE_SERVING_CACHE_ROOT,
     SPYRE_SERVING_MODEL_ID,
     SPYRE_SERVING_MODEL_REVISION,
@@ -29,6 +30,7 @@ from .report import failure, log, setup_logging, write_summary
 USAGE = f"""usage: spyre-runtime <command> [vllm serve args...]
        spyre-runtime weights [--from <dir>]
        spyre-runtime clean
+       spyre-runtime pull
        spyre-runtime tiny-models <dir>
 
 commands:
@@ -42,6 +44,10 @@ commands:
   clean       remove <{SPYRE_SERVING_CACHE_ROOT}>/<{SPYRE_SERVING_CACHE_KEY}>/ and nothing
               else, once it is a key's directory (not a symlink, directly under the
               root); the summary says the bytes freed (the clean-up Job)
+  pull        fetch <{SPYRE_SERVING_CACHE_ROOT}>/<{SPYRE_SERVING_CACHE_KEY}>/ from the registry
+              {SPYRE_SERVING_CACHE_REGISTRY} instead of compiling it: every layer's digest,
+              the key and the architecture checked, READY written last (the pull Job);
+              with the registry set, precompile publishes the key there after READY
   tiny-models write <dir>/granite and <dir>/roberta: tiny random-weight models made here,
               nothing downloaded (to try the stack without hub access)
 
@@ -98,14 +104,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, vllm_args = args[0], args[1:]
     if command == "tiny-models":
         return tiny_models(vllm_args)
-    if command == "clean":
+    if command in ("clean", "pull"):
         if vllm_args:
-            print(f"clean takes no arguments (its env names the key)\n\n{USAGE}", file=sys.stderr)
+            said = f"{command} takes no arguments (its env names the key)"
+            print(f"{said}\n\n{USAGE}", file=sys.stderr)
             return 2
         from .clean import clean
+        from .registryjob import pull
 
         setup_logging()
-        return clean(dict(os.environ))
+        return {"clean": clean, "pull": pull}[command](dict(os.environ))
     if command == "weights":
         from .weights import run
 

@@ -23,6 +23,13 @@ SPYRE_SERVING_MODEL_ID: Final = "SPYRE_SERVING_MODEL_ID"
 SPYRE_SERVING_MODEL_REVISION: Final = "SPYRE_SERVING_MODEL_REVISION"
 HF_ENDPOINT: Final = "HF_ENDPOINT"
 HF_TOKEN: Final = "HF_TOKEN"
+# Compiled caches shared through an OCI registry (docs/cache-sharing.md): the repository
+# (host[:port]/path), a Docker config file with its credentials (the mounted
+# `.dockerconfigjson` of a Secret), a PEM CA for a registry with a private certificate. Set:
+# the compile Job publishes the key after READY; `spyre-runtime pull` fetches it instead.
+SPYRE_SERVING_CACHE_REGISTRY: Final = "SPYRE_SERVING_CACHE_REGISTRY"
+SPYRE_SERVING_CACHE_REGISTRY_AUTH: Final = "SPYRE_SERVING_CACHE_REGISTRY_AUTH"
+SPYRE_SERVING_CACHE_REGISTRY_CA: Final = "SPYRE_SERVING_CACHE_REGISTRY_CA"
 # torch_sendnn's graph cache: <root>/<cacheKey>, set by the operator and checked by `serve`.
 TORCH_SENDNN_CACHE_ENABLE: Final = "TORCH_SENDNN_CACHE_ENABLE"
 TORCH_SENDNN_CACHE_DIR: Final = "TORCH_SENDNN_CACHE_DIR"
@@ -175,6 +182,15 @@ def last_step(log: str) -> Step | None:
 
 
 # ----- the termination summary ---------------------------------------------------------
+class Transfer(TypedDict):
+    """A cache key moved to or from a registry."""
+
+    reference: str  # repository:tag
+    digest: str  # the manifest's
+    bytes: int  # sent or received; 0 when nothing had to move
+    seconds: float
+
+
 class Summary(TypedDict, total=False):
     """The one line of JSON each command writes to its termination log, which the operator
     copies into status.cache (precompile) and status.weights (weights)."""
@@ -186,6 +202,11 @@ class Summary(TypedDict, total=False):
     seconds: float
     bytes: int  # precompile: what it wrote under the key; weights: the model's size
     versions: dict[str, str]  # precompile: vllm, the plugin, torch, spyre_runtime
+    # precompile with a registry: what it published, or why it could not (the compile
+    # succeeded all the same)
+    published: Transfer
+    publishProblem: str
+    pulled: Transfer  # pull: the artifact it fetched instead of a compile
     # weights
     id: str
     revision: str
@@ -194,10 +215,12 @@ class Summary(TypedDict, total=False):
     downloaded: bool
 
 
-# Why a command failed: precompile's, serve's refusal, then the weights Job's own.
+# Why a command failed: precompile's, serve's refusal, the pull Job's (the key compiles as
+# without a registry), then the weights Job's own.
 Reason = Literal[
     "OutOfMemory", "ModelNotFound", "InvalidConfig", "CompileFailed", "OutOfSpace",
     "CacheNotReady",
+    "NotInRegistry", "ArtifactRefused", "RegistryUnavailable",
     "GatedModel", "RevisionNotFound", "Unauthorized", "HubUnreachable", "ChecksumMismatch",
     "DownloadFailed",
 ]  # fmt: skip

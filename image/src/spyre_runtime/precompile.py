@@ -31,6 +31,7 @@ from .contract import (
     Summary,
 )
 from .inductorcopy import manifest
+from .registryjob import publish_ready
 from .report import STARTED_ENV, Progress, failure, log, write_summary
 from .space import shortfall, tree_bytes
 from .warmup import current_step_path
@@ -156,9 +157,13 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
         },
     )
     progress.step("ready", f"{cache_dir / READY_NAME} written")
+    shared = publish_ready(environ, cache_dir.parent, cache_dir.name)
+    if len(shared) > 1:
+        progress.step("publish", json.dumps(shared, sort_keys=True))
     write_summary(
         cfg.termination_log,
         {
+            **shared,
             "ok": True,
             "cacheKey": cfg.cache_key,
             "seconds": seconds,

@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from spyre_operator import __version__
+from spyre_operator import __version__, cache_commands
 from spyre_operator.controller import check_install, run
 from spyre_operator.render import commands as render_commands
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     render_commands.register(sub)
     run.register(sub)
     check_install.register(sub)
+    cache_commands.register(sub)
     try:  # `cluster` and `dev`: the dev cluster's distribution, which the image lacks
         from spyre_devcluster import commands as devcluster_commands
     except ImportError:

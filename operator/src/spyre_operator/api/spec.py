@@ -34,6 +34,7 @@ from spyre_operator.api.k8s_types import (
 )
 from spyre_operator.api.labels import ANNOTATIONS_MAX_BYTES
 from spyre_runtime.contract import FLAVOURS, SENDNN_INFERENCE, Flavour, FlavourName
+from spyre_runtime.ociregistry import REPOSITORY_PATTERN
 
 # Spyre's KV-cache block size: chunk sizes and static prompt lengths are multiples of it.
 SPYRE_BLOCK = 64
@@ -249,10 +250,26 @@ class CompileSpec(ApiModel):
     spec.replicas the compile waits for cards to free up (Unschedulable)."""
 
 
+class CacheRegistry(ApiModel):
+    """Where this model's compiled caches are shared (docs/cache-sharing.md): a key is
+    pulled from there before it would compile, and a compile publishes its key there.
+    Unset fields take the operator's --cache-registry and --cache-registry-secret."""
+
+    enabled: bool = True
+    """false: no pull Job and no publish for this model, whatever the operator's setting."""
+    repository: Annotated[str, Field(max_length=255, pattern=REPOSITORY_PATTERN)] | None = None
+    """An OCI repository, host[:port]/path (lowercase, no scheme or tag)."""
+    secret_name: ObjectName | None = None
+    """A Secret of this namespace the Jobs mount: .dockerconfigjson (the credentials) and,
+    for a private certificate, ca.crt."""
+
+
 class CacheSpec(ApiModel):
     """The shared compiled-graph cache and the Job that fills it."""
 
     volume: CacheVolume = Field(default_factory=CacheVolume)
+    registry: CacheRegistry | None = None
+    """Share compiled caches through an OCI registry (overrides the operator's)."""
     require_precompiled: bool | None = None
     """Serving pods of decoders refuse to compile (REQUIRE_PRECOMPILED_DECODERS=1).
     Defaults to true for generate, must stay unset or false for pooling models."""

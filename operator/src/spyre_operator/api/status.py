@@ -112,6 +112,16 @@ class CompileSummary(StatusModel):
     progress: CompileProgress | None = None
     """While the compile runs: its newest step, read from the compile pod's log every
     --progress-seconds (absent when the log cannot be read)."""
+    pulled_from: str | None = None
+    """With a cache registry: the artifact (repository:tag) a pull Job fetched the key
+    from instead of compiling it (jobName is then the pull Job)."""
+    published_to: str | None = None
+    """With a cache registry: the artifact the compile published the key as."""
+    bytes_moved: Annotated[int, Field(ge=0)] | None = None
+    """The bytes that pull fetched or that publish sent (0: the registry had them)."""
+    not_pulled: str | None = None
+    """With a cache registry: why this key compiled rather than being pulled (the pull
+    Job's reason and message, e.g. NotInRegistry)."""
 
 
 class WeightsSummary(StatusModel):

@@ -25,6 +25,8 @@ PREFIX = "spyre_operator"
 # A reconcile is a few API reads and maybe a write; a compile takes minutes to hours.
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 COMPILE_BUCKETS = (60.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 10800.0)
+# A pull moves GBs from a registry: seconds to minutes.
+PULL_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 Key = tuple[str, str]
 Who = tuple[str, str, str]  # (kind, namespace, name)
 DEFAULT_CLAIM = CacheVolume.model_fields["claim_name"].default
@@ -97,11 +99,14 @@ class Metrics:
         self.errors: Counter[str] = Counter()  # by reason
         self.reconcile = Histogram(RECONCILE_BUCKETS)
         self.compile = Histogram(COMPILE_BUCKETS)
+        self.pull = Histogram(PULL_BUCKETS)
+        self.pulls: Counter[str] = Counter()  # hit, miss (a key compiled with a registry)
         self.phases: dict[Key, str] = {}
         self.unschedulable: dict[tuple[str, str, str], str] = {}  # (kind, ns, name) -> role
         self.from_cache: dict[Key, tuple[int, int]] = {}  # (ready, started from the cache)
         self._compiles_seen: set[str] = set()  # Job names whose duration was observed
         self.cache_keys = CacheKeys()
+        self._pulls_seen: set[tuple[str, str]] = set()  # (hit or miss, Job name) counted
 
     def reconciled(self, seconds: float) -> None:
         with self._lock:
@@ -129,9 +134,17 @@ class Metrics:
                 self.phases[key] = status["phase"]
                 ready = int(status.get("readyReplicas") or 0)
                 self.from_cache[key] = (ready, int(status.get("replicasFromCache") or 0))
+            if job and cache.get("notPulled") and ("miss", job) not in self._pulls_seen:
+                self._pulls_seen.add(("miss", job))
+                self.pulls["miss"] += 1
             if not isinstance(seconds, int | float) or cache.get("ok") is not True:
                 return
-            if job and job not in self._compiles_seen:
+            if cache.get("pulledFrom"):
+                if job and ("hit", job) not in self._pulls_seen:
+                    self._pulls_seen.add(("hit", job))
+                    self.pulls["hit"] += 1
+                    self.pull.observe(float(seconds))
+            elif job and job not in self._compiles_seen:
                 self._compiles_seen.add(job)
                 self.compile.observe(float(seconds))
 
@@ -171,6 +184,25 @@ class Metrics:
         namespace)."""
         with self._lock:
             return self.cache_keys.key_bytes(), self.cache_keys.queued()
+
+    def pull_lines(self) -> list[str]:
+        """The cache registry's families: pulls by result, and the pulls' durations."""
+        name = f"{PREFIX}_cache_pulls_total"
+        with self._lock:
+            samples = [f'{name}{{result="{r}"}} {self.pulls[r]}' for r in ("hit", "miss")]
+            durations = self.pull.lines(f"{PREFIX}_pull_duration_seconds")
+        return _family(
+            name,
+            "counter",
+            "Keys a cache registry was asked for: hit (pulled, no compile) or miss (compiled "
+            "after all: not there, refused or unreachable; status.cache.notPulled says which).",
+            samples,
+        ) + _family(
+            f"{PREFIX}_pull_duration_seconds",
+            "histogram",
+            "Time of a successful pull Job, as its pod reported it (each pull Job once).",
+            durations,
+        )
 
 
 def waiting_role(status: dict[str, Any]) -> str | None:
@@ -260,6 +292,7 @@ def exposition(
         "Time of a successful compile, as its pod reported it (each compile Job once).",
         compile_,
     )
+    lines += metrics.pull_lines()
     lines += _family(
         f"{p}_models",
         "gauge",

@@ -16,9 +16,12 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from spyre_operator.api.base import DNS_SUBDOMAIN
 from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
 from spyre_operator.render.pod import PLATFORMS, Platform
+from spyre_operator.render.sharing import CacheSharing
 from spyre_runtime.contract import HEARTBEAT_SECONDS
+from spyre_runtime.ociregistry import RegistryError, Repository
 
 ENV_PREFIX = "SPYRE_OPERATOR_"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -144,6 +147,25 @@ class Settings(BaseModel):
         default=(),
         metavar="NAME",
     )
+    # A key compiles once per fleet: every cluster and namespace with the registry pulls
+    # what one of them compiled (docs/cache-sharing.md).
+    cache_registry: str = _opt(
+        "share compiled caches through this OCI repository (host[:port]/path): a cache key "
+        "is pulled from it (a pull Job, no card) before it would compile, and a finished "
+        "compile publishes its key there; empty: off",
+        chart=True,
+        default="",
+        metavar="REPOSITORY",
+    )
+    cache_registry_secret: str = _opt(
+        "the Secret the pull and compile Jobs mount for --cache-registry, in each namespace "
+        "with SpyreModels: .dockerconfigjson (the credentials, as `kubectl create secret "
+        "docker-registry` writes it) and, for a private certificate, ca.crt; empty: "
+        "anonymous, with the image's CAs",
+        chart=True,
+        default="",
+        metavar="NAME",
+    )
     webhook_port: Port = _opt(
         "serve the admission webhook over HTTPS on this port (0: off)", metavar="PORT", default=0
     )
@@ -244,6 +266,27 @@ class Settings(BaseModel):
                 "operator by, e.g. SERVICE.NAMESPACE.svc, or 127.0.0.1)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _cache_sharing(self) -> Settings:
+        self.cache_sharing  # noqa: B018 (checks the repository and the Secret's name)
+        return self
+
+    @property
+    def cache_sharing(self) -> CacheSharing | None:
+        """The cache registry, None when off."""
+        if not self.cache_registry:
+            if self.cache_registry_secret:
+                raise ValueError("--cache-registry-secret needs --cache-registry")
+            return None
+        try:
+            Repository.parse(self.cache_registry)
+        except RegistryError as err:
+            raise ValueError(f"--cache-registry: {err}") from None
+        secret = self.cache_registry_secret or None
+        if secret is not None and (len(secret) > 253 or not re.match(DNS_SUBDOMAIN, secret)):
+            raise ValueError(f"--cache-registry-secret {secret!r}: not a Secret's name")
+        return CacheSharing(self.cache_registry, secret)
 
     @property
     def cache_retention_seconds(self) -> int:

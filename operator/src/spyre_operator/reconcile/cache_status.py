@@ -111,6 +111,7 @@ def cache_summary(
         return stored  # the pods may be gone by now; keep what was read from them
     if job.succeeded:
         said = (job.terminated.summary if job.terminated else None) or {"ok": True}
+        published: dict[str, Any] = dict(said.get("published") or {})
         return CompileSummary(
             job_name=job.name,
             cache_key=key,
@@ -118,6 +119,8 @@ def cache_summary(
             seconds=said.get("seconds"),
             versions=said.get("versions"),
             bytes=said.get("bytes"),
+            published_to=published.get("reference"),
+            bytes_moved=published.get("bytes"),
         )
     failure = compile_failure(job)
     return CompileSummary(
@@ -148,11 +151,12 @@ def cache_condition(
     if cache_ready:
         assert key is not None and cache is not None
         took = f" in {cache.seconds:.0f}s" if cache.seconds is not None else ""
+        how = f"pulled from {cache.pulled_from}" if cache.pulled_from else "compiled"
         cache_cond = Cond(
             CACHE_READY,
             "True",
-            "Compiled",
-            f"cache {short_key(key)} compiled by Job {cache.job_name}{took}",
+            "Pulled" if cache.pulled_from else "Compiled",
+            f"cache {short_key(key)} {how} by Job {cache.job_name}{took}",
         )
     elif failure is not None:
         cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
@@ -176,6 +180,14 @@ def cache_condition(
             "CleaningUp",
             f"Job {cleaning} is removing the unused cache {short_key(key)} from the volume; "
             "it is compiled again once that finished",
+        )
+    elif cache is not None and key is not None and cache.job_name == meta.pull_job_name(key):
+        cache_cond = Cond(
+            CACHE_READY,
+            "False",
+            "Pulling",
+            f"Job {cache.job_name} is pulling cache {short_key(key)} from the cache registry; "
+            "it is compiled if the registry has no usable copy",
         )
     elif queued is not None:
         assert key is not None

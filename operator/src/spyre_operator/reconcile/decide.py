@@ -47,10 +47,12 @@ from spyre_operator.reconcile.drift import needs_apply
 from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.model_status import model_conditions
 from spyre_operator.reconcile.observe import JobView, Observed
+from spyre_operator.reconcile.pull import OFF, carry_miss, pull_step, pulling
 from spyre_operator.reconcile.weights_status import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import build_cleanup_job, desired, endpoint_url
+from spyre_operator.render.sharing import sharing_for
 
 Verb = Literal["create", "apply", "add-owner", "scale", "mark", "delete"]
 """create: POST (PVC, Job: first writer wins, a Job's template is immutable); apply:
@@ -172,7 +174,8 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
     weights = obs.weights
     commit = weights_commit(weights)
     weights_ready = not spec.model.from_hub or commit is not None
-    want = desired(model, uid, settings.platform, commit, settings.runtime_images)
+    sharing = sharing_for(spec, settings.cache_sharing)
+    want = desired(model, uid, settings.platform, commit, settings.runtime_images, sharing)
     actions: list[Action] = []
     deferred: list[Action] = []
 
@@ -221,18 +224,36 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
         else:
             cache = cache_summary(key, job, status.get("cache") or {}, obs.progress)
             cache_ready = cache.ok is True
+        ready_or_cleaning = cache_ready or cleaning is not None
+        pull = OFF if ready_or_cleaning else pull_step(sharing is not None, key, job, obs.pull_job)
+        if pull.pulled is not None:
+            cache, cache_ready = pull.pulled, True
+        carry_miss(cache, pull, status.get("cache") or {})
         # From the summary (recorded once the pods were read: they may be gone later).
         if cache.ok is False:
             failure = Failure(cache.reason or "", cache.message or "")
-        if job is None and not cache_ready:
+        if job is None and not cache_ready and not pull.wait:
             queued = _queued(obs, model, name)
-        if (not cache_ready or job is not None) and queued is None and cleaning is None:
+        if pull.wait:
+            assert want.pull is not None and sharing is not None
+            cache = pulling(key)
+            pull_name = want.pull["metadata"]["name"]
+            actions += _shared_job(
+                model,
+                uid,
+                obs.pull_job,
+                want.pull,
+                ("CreatedPullJob", f"pulling cache {short_key(key)} from {sharing.repository}"),
+                ("SharedPullJob", f"uses Job {pull_name} of another SpyreModel with the same key"),
+            )
+        elif (not cache_ready or job is not None) and queued is None and cleaning is None:
+            unused = f"; the registry's copy was not used: {pull.missed}" if pull.missed else ""
             joins = _shared_job(
                 model,
                 uid,
                 job,
                 want.job,
-                ("CreatedCompileJob", f"compiling cache {short_key(key)} in Job {name}"),
+                ("CreatedCompileJob", f"compiling cache {short_key(key)} in Job {name}{unused}"),
                 ("SharedCompileJob", f"uses Job {name} of another SpyreModel with the same key"),
             )
             actions += joins

@@ -49,6 +49,7 @@ from spyre_operator.reconcile.model_status import with_apply_failure
 from spyre_operator.reconcile.observe import observe
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.starts import StartReader
+from spyre_operator.render.sharing import sharing_for
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +301,13 @@ class Reconciler:
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now)
         observed = observe(
-            self.kube, body, model, self.compile_queue, self.progress, self.start_reports
+            self.kube,
+            body,
+            model,
+            self.compile_queue,
+            self.progress,
+            self.start_reports,
+            pulls=sharing_for(model.spec, self.settings.cache_sharing) is not None,
         )
         plan = decide(observed, model, now, self.settings)
         starts = [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Job"]

@@ -133,6 +133,7 @@ class Observed:
     weights_job: JobView | None = None  # a hub model's weights Job
     weights: WeightsSummary | None = None  # status.weights as it stands now (hub models)
     job: JobView | None = None  # the compile Job of the spec's cache key
+    pull_job: JobView | None = None  # with a cache registry, while that Job does not exist
     progress: Reading | None = None  # while that Job runs: its pod's newest step
     progress_seconds: float | None = None  # while it runs: when to read the progress again
     queue: Queue | None = None  # the compile queue, read when that Job does not exist
@@ -373,16 +374,19 @@ def observe(
     compile_queue: Callable[[], Queue | None] | None = None,
     progress: ProgressReader | None = None,
     starts: StartReader | None = None,
+    pulls: bool = False,
 ) -> Observed:
     """`compile_queue` reads the compile queue (None: no limits); `progress` a running
     compile's progress (None: not read); `starts` the ready serving pods' start-up
-    reports (None: not read)."""
+    reports (None: not read); `pulls`: a cache registry is configured (the key's pull Job
+    is read while its compile Job does not exist)."""
     ns, spec = model.namespace, model.spec
     status = body.get("status") or {}
     pvc_exists = None
     if spec.cache.volume.create:
         pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
     weights_job, weights, job, commit, queue, cleanup_job = None, None, None, None, None, None
+    pull_job = None
     reading, progress_seconds = None, None
     inventory = model.kind == CACHE_KIND and meta.is_inventory(body)
     if inventory and spec.model.from_hub:  # pinned to the commit its SpyreModel downloaded
@@ -409,6 +413,14 @@ def observe(
         )
         if job is None and compile_queue is not None:
             queue = compile_queue()
+        if job is None and pulls:
+            pull_job = _job(
+                kube,
+                ns,
+                meta.pull_job_name(key),
+                CONTAINER_NAMES["pull"],
+                lambda raw: _needs_compile_pods(raw, status),
+            )
         running = job is not None and job.active and not (job.succeeded or job.failed)
         if job is not None and running and progress is not None:
             reading, progress_seconds = progress(ns, job.name), progress.interval
@@ -437,6 +449,7 @@ def observe(
         weights_job=weights_job,
         weights=weights,
         job=job,
+        pull_job=pull_job,
         progress=reading,
         progress_seconds=progress_seconds,
         queue=queue,

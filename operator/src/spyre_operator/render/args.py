@@ -35,6 +35,6 @@ def vllm_args(spec: SpyreModelSpec, role: Role) -> list[str]:
 
 
 def container_args(spec: SpyreModelSpec, role: Role) -> list[str]:
-    if role in ("weights", "clean"):
+    if role in ("weights", "clean", "pull"):
         return [role]  # everything else is in its env
     return [role, *vllm_args(spec, role)]

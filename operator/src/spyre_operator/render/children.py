@@ -15,6 +15,12 @@ from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.pod import Platform, pod_spec, startup_seconds
+from spyre_operator.render.sharing import (
+    CacheSharing,
+    build_pull_job,
+    sharing_for,
+    with_sharing,
+)
 from spyre_operator.render.weights_job import is_commit, weights_job_name
 
 # Time for a rollout beyond the startup budget (image pull, scheduling).
@@ -307,12 +313,15 @@ class Desired:
     deployment: dict[str, Any] | None  # server-side applied
     service: dict[str, Any] | None  # server-side applied
     disruption_budget: dict[str, Any] | None = None  # server-side applied; 2+ replicas
+    # With a cache registry: created before the compile Job, shared like it
+    pull: dict[str, Any] | None = None
 
     def objects(self) -> list[dict[str, Any]]:
         """In creation order."""
         found = (
             self.pvc,
             self.weights,
+            self.pull,
             self.job,
             self.network_policy,
             self.deployment,
@@ -328,13 +337,17 @@ def desired(
     platform: Platform = "kubernetes",
     commit: str | None = None,
     images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
+    sharing: CacheSharing | None = None,
 ) -> Desired:
     """With the SpyreModel's uid, the owned objects get their ownerReferences (the shared
     Jobs as non-controllers), as the operator writes them. `commit`: the commit a hub
     model's revision resolved to (a revision that is a full commit needs none); `images`:
-    the operator's runtime image settings (--runtime-image-repository, -pull-secret)."""
+    the operator's runtime image settings (--runtime-image-repository, -pull-secret);
+    `sharing`: its cache registry (--cache-registry, -secret): the compile Job publishes
+    there, and a pull Job fetches the key from there first."""
     spec = model.spec
-    weights = job = deployment = None
+    sharing = sharing_for(spec, sharing)
+    weights = job = deployment = pull = None
     if spec.model.from_hub:
         weights = _finish(
             build_weights_job(spec, model.namespace, platform, images),
@@ -352,6 +365,11 @@ def desired(
             controller=False,
             hashed=False,
         )
+        if sharing is not None:
+            template = job["spec"]["template"]
+            template["spec"] = with_sharing(template["spec"], sharing)
+            pull_job = build_pull_job(spec, model.namespace, sharing, platform, commit, images)
+            pull = _finish(pull_job, model, uid, controller=False, hashed=False)
         if model.serves:
             deployment = _finish(
                 build_deployment(model, platform, commit, images),
@@ -377,4 +395,5 @@ def desired(
         deployment=deployment,
         service=service,
         disruption_budget=budget,
+        pull=pull,
     )

@@ -14,8 +14,8 @@ from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.cachekey import cache_key, canonical_json, compile_config
 from spyre_runtime import contract
 
-Role = Literal["serve", "precompile", "weights", "clean"]
-CARD_FREE: tuple[Role, ...] = ("weights", "clean")  # pods that never use a card
+Role = Literal["serve", "precompile", "weights", "clean", "pull"]
+CARD_FREE: tuple[Role, ...] = ("weights", "clean", "pull")  # pods that never use a card
 
 
 def _flag(on: bool) -> str:
@@ -108,11 +108,11 @@ def container_env(
     spec: SpyreModelSpec, role: Role, commit: str | None = None
 ) -> list[dict[str, Any]]:
     """The compile and serving pods' (`commit`: a hub model's resolved commit); the
-    clean-up pod's names only the key to remove."""
+    clean-up and pull pods' name only the key to remove or fetch."""
     if role == "weights":
         return weights_env(spec)
     key = cache_key(spec, commit)
-    if role == "clean":
+    if role in ("clean", "pull"):
         values = {
             contract.SPYRE_SERVING_CACHE_KEY: key,
             contract.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,

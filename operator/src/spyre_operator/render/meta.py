@@ -21,6 +21,7 @@ SERVER = "server"
 COMPILE = "compile"
 WEIGHTS = "weights"
 CLEANUP = "cleanup"
+PULL = "pull"
 GRAPH_CACHE = "graph-cache"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 JOB_NAME_LABEL = "job-name"  # what the Job controller labels its pods with
@@ -76,6 +77,10 @@ def compile_job_name(key: str) -> str:
 
 def cleanup_job_name(key: str) -> str:
     return f"spyre-cleanup-{short_key(key)}"
+
+
+def pull_job_name(key: str) -> str:
+    return f"spyre-pull-{short_key(key)}"
 
 
 def inventory_name(key: str) -> str:

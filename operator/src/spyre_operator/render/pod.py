@@ -30,13 +30,14 @@ PLATFORMS: tuple[Platform, ...] = ("kubernetes", "openshift")
 
 # The weights Job streams files to the volume: little CPU, memory for the hub client only.
 WEIGHTS_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "4Gi"}}
-# The clean-up Job walks and removes one directory.
+# The clean-up Job walks and removes one directory; the pull Job streams one into place.
 CLEAN_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
 CONTAINER_NAMES: dict[Role, str] = {
     "serve": "vllm",
     "precompile": "precompile",
     "weights": "weights",
     "clean": "clean",
+    "pull": "pull",
 }
 
 CONTAINER_SECURITY = {

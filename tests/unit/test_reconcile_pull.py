@@ -1,0 +1,156 @@
+"""Pull instead of compile (reconcile/pull.py in decide): with a cache registry the key's
+pull Job comes first and no compile Job is made while it runs; a pull that succeeded
+serves the key with no compile at all; a miss or a refusal compiles as without a
+registry, and the compile's Event says why. Without a registry nothing changes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from test_reconcile_decide import body, complete, cond, failed, pod, step
+
+from spyre_operator.controller.settings import Settings
+from spyre_operator.reconcile.decide import Plan
+from spyre_operator.reconcile.observe import job_view
+
+pytestmark = pytest.mark.unit
+
+SHARING = Settings(cache_registry="registry.example.com/spyre/caches", cache_registry_secret="reg")
+REFERENCE = "registry.example.com/spyre/caches:<key>-amd64"
+
+
+def created(plan: Plan) -> list[tuple[str, str]]:
+    return [(a.reason, a.obj["metadata"]["name"]) for a in plan.actions if a.verb == "create"]
+
+
+def pull_job(obj: dict[str, Any], **state: Any) -> dict[str, Any]:
+    """The pull Job as the API server returns it, with a status."""
+    first = step(obj, SHARING, pvc_exists=True)
+    manifest = next(a.obj for a in first.actions if a.reason == "CreatedPullJob")
+    live = copy.deepcopy(manifest)
+    live["status"] = state
+    return live
+
+
+def finished_pull(obj: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """Observed fields once the pull Job ended with `summary` (its pod's termination)."""
+    live = pull_job(obj, **(complete("p") if summary["ok"] else failed()))
+    code = 0 if summary["ok"] else 1
+    pods = [pod("p-0", "Completed" if code == 0 else "Error", code, json.dumps(summary), "pull")]
+    return {"pvc_exists": True, "pull_job": job_view(live, pods, "pull")}
+
+
+def test_the_pull_job_comes_first_and_no_compile_job_while_it_runs() -> None:
+    obj = body()
+    plan = step(obj, SHARING, pvc_exists=True)
+    (pull,) = [a for a in plan.actions if a.reason == "CreatedPullJob"]
+    assert pull.obj["metadata"]["name"].startswith("spyre-pull-")
+    assert pull.message.endswith("from registry.example.com/spyre/caches")
+    assert not [a for a in plan.actions if a.reason == "CreatedCompileJob"]
+    assert cond(plan, "CacheReady") == ("False", "Pulling")
+    assert (
+        plan.status.cache is not None and plan.status.cache.job_name == pull.obj["metadata"]["name"]
+    )
+    running = step(obj, SHARING, pvc_exists=True, pull_job=job_view(pull_job(obj, active=1), []))
+    assert created(running) == [] and cond(running, "CacheReady") == ("False", "Pulling")
+
+
+def test_a_pulled_key_serves_with_no_compile_job() -> None:
+    obj = body()
+    summary = {
+        "ok": True,
+        "cacheKey": "k",
+        "seconds": 4.2,
+        "pulled": {"reference": REFERENCE, "digest": "sha256:ab", "bytes": 123456, "seconds": 4.0},
+    }
+    plan = step(obj, SHARING, **finished_pull(obj, summary))
+    assert created(plan) == []
+    assert [a.reason for a in plan.actions if a.obj["kind"] == "Deployment"] == [
+        "CreatedDeployment"
+    ]
+    status = plan.status.to_k8s()
+    assert status["cache"] | {"jobName": "-"} == {
+        "jobName": "-",
+        "cacheKey": status["targetCacheKey"],
+        "ok": True,
+        "seconds": 4.2,
+        "pulledFrom": REFERENCE,
+        "bytesMoved": 123456,
+    }
+    assert cond(plan, "CacheReady") == ("True", "Pulled")
+    # the next pass: the recorded summary stands for the pull (the Job may be gone)
+    again = step(body(**{"cache": status["cache"]}), SHARING, pvc_exists=True)
+    assert created(again) == [] and cond(again, "CacheReady") == ("True", "Pulled")
+
+
+@pytest.mark.parametrize(
+    ("summary", "said"),
+    [
+        (
+            {"ok": False, "reason": "NotInRegistry", "message": "r has no cache of key k"},
+            "the registry's copy was not used: NotInRegistry: r has no cache of key k",
+        ),
+        (
+            {"ok": False, "reason": "ArtifactRefused", "message": "the layer holds a link"},
+            "the registry's copy was not used: ArtifactRefused: the layer holds a link",
+        ),
+    ],
+)
+def test_a_miss_or_a_refusal_compiles_and_says_why(summary: dict[str, Any], said: str) -> None:
+    obj = body()
+    plan = step(obj, SHARING, **finished_pull(obj, summary))
+    (compile_job,) = [a for a in plan.actions if a.reason == "CreatedCompileJob"]
+    assert compile_job.message.endswith(said)
+    assert cond(plan, "CacheReady") == ("False", "Compiling")
+    recorded = plan.status.to_k8s()["cache"]
+    assert recorded["notPulled"] == said.removeprefix("the registry's copy was not used: ")
+    # kept while the compile runs (the pull Job is no longer read)
+    live = copy.deepcopy(compile_job.obj)
+    live["status"] = {"active": 1}
+    running = step(body(cache=recorded), SHARING, pvc_exists=True, job=job_view(live, []))
+    assert running.status.to_k8s()["cache"]["notPulled"] == recorded["notPulled"]
+
+
+def test_a_pull_job_that_died_without_a_summary_compiles_too() -> None:
+    obj = body()
+    live = pull_job(obj, **failed("DeadlineExceeded"))
+    plan = step(obj, SHARING, pvc_exists=True, pull_job=job_view(live, []))
+    (compile_job,) = [a for a in plan.actions if a.reason == "CreatedCompileJob"]
+    assert "Job has reached DeadlineExceeded" in compile_job.message
+
+
+def test_an_existing_compile_job_wins_and_its_publish_is_recorded() -> None:
+    obj = body()
+    summary = {
+        "ok": True,
+        "seconds": 61.2,
+        "bytes": 5000,
+        "published": {"reference": REFERENCE, "digest": "sha256:ab", "bytes": 5100, "seconds": 1},
+    }
+    missed = {"ok": False, "reason": "NotInRegistry", "message": "none"}
+    after_miss = step(obj, SHARING, **finished_pull(obj, missed))
+    done = copy.deepcopy(next(a.obj for a in after_miss.actions if a.reason == "CreatedCompileJob"))
+    done["status"] = complete("c")
+    pods = [pod("c-0", "Completed", 0, json.dumps(summary), "precompile")]
+    plan = step(obj, SHARING, pvc_exists=True, job=job_view(done, pods))
+    assert not [a for a in plan.actions if a.reason == "CreatedPullJob"]
+    cache = plan.status.to_k8s()["cache"]
+    assert (cache["publishedTo"], cache["bytesMoved"], cache["bytes"]) == (REFERENCE, 5100, 5000)
+    assert cond(plan, "CacheReady") == ("True", "Compiled")
+
+
+def test_without_a_registry_no_pull_job() -> None:
+    plan = step(body(), pvc_exists=True)
+    assert [reason for reason, _ in created(plan)] == ["CreatedCompileJob"]
+
+
+def test_a_registry_in_the_spec_pulls_without_the_operators_and_one_turned_off_compiles() -> None:
+    own = {"cache": {"registry": {"repository": "other.example/team/caches"}}}
+    plan = step(body(own), pvc_exists=True)
+    assert [reason for reason, _ in created(plan)] == ["CreatedPullJob"]
+    off = {"cache": {"registry": {"enabled": False}}}
+    plan = step(body(off), SHARING, pvc_exists=True)
+    assert [reason for reason, _ in created(plan)] == ["CreatedCompileJob"]
