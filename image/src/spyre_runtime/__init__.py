@@ -1,3 +1,6 @@
 """spyre_runtime: the serving image's entrypoint (precompile, serve, describe)."""
 
-__version__ = "0.1.0"
+# The distribution's version, kept in one place (spyre_operator: the same wheel)
+from spyre_operator import __version__
+
+__all__ = ["__version__"]

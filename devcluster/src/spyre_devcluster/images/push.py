@@ -172,12 +172,14 @@ def _layer_writer(folder: Path, blob: Blob) -> Callable[[_Sender], None]:
     return write
 
 
-def push(image: Image, registry: Registry, name: str, tag: str) -> Pushed:
-    """Make image available as <registry>/spyre-serving/<name>:<tag>."""
+def push(
+    image: Image, registry: Registry, name: str, tag: str, prefix: str = REPOSITORY_PREFIX
+) -> Pushed:
+    """Make image available as <registry>/<prefix>/<name>:<tag>."""
     began = time.monotonic()
     client = Client(registry)
-    reference = registry.reference(name, tag)
-    repository = f"{REPOSITORY_PREFIX}/{name}"
+    repository = f"{prefix}/{name}" if prefix else name
+    reference = f"{registry.address}/{repository}:{tag}"
     manifest = image.manifest
     if client.manifest_digest(repository, tag) == manifest.digest:
         return Pushed(reference, manifest.digest, 0, 0, time.monotonic() - began, True)
