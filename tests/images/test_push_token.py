@@ -9,7 +9,6 @@ import base64
 import datetime
 import http.server
 import json
-import os
 import subprocess
 import threading
 import time
@@ -28,7 +27,6 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from spyre_devcluster import registry
 from spyre_devcluster.controlplane import free_port
-from spyre_devcluster.images import recipes
 from spyre_devcluster.images.push import Client, push
 from spyre_devcluster.images.store import Image, ImageBuildError
 from spyre_devcluster.simulate import poll_until
@@ -92,14 +90,6 @@ class Tokens:
         server = http.server.HTTPServer(("127.0.0.1", free_port()), Handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         return server, f"http://127.0.0.1:{server.server_port}/token"
-
-
-@pytest.fixture(scope="module")
-def pause() -> Image:
-    if os.geteuid() != 0:
-        pytest.skip("building images needs root (overlay mounts, chroot, containerd)")
-    (image,) = recipes.build_images(["pause"])
-    return image
 
 
 @pytest.fixture(scope="module")

@@ -209,12 +209,16 @@ def waits(pod: Unschedulable) -> str:
     return f"waits for a node{since}: pod {pod.pod}: {pod.message or 'unschedulable'}"
 
 
+def _running_job(obs: Observed, key: str | None) -> JobView | None:
+    """The running download (no key yet) or compile."""
+    job = obs.weights_job if key is None else obs.job
+    return None if job is None or job.succeeded or job.failed else job
+
+
 def waiting_pod(obs: Observed, key: str | None) -> Unschedulable | None:
     """The running download's (no key yet) or compile's pod that no node takes."""
-    job = obs.weights_job if key is None else obs.job
-    if job is None or job.succeeded or job.failed:
-        return None
-    return job.unschedulable
+    job = _running_job(obs, key)
+    return job.unschedulable if job else None
 
 
 def cannot_start(pod: PodIssue) -> str:
@@ -225,10 +229,8 @@ def cannot_start(pod: PodIssue) -> str:
 
 def stuck_pod(obs: Observed, key: str | None) -> PodIssue | None:
     """The running download's (no key yet) or compile's pod whose container cannot start."""
-    job = obs.weights_job if key is None else obs.job
-    if job is None or job.succeeded or job.failed:
-        return None
-    return job.stuck
+    job = _running_job(obs, key)
+    return job.stuck if job else None
 
 
 def progress_message(progress: CompileProgress) -> str:
