@@ -213,7 +213,7 @@ def test_release_install_from_oci_then_move_to_an_air_gapped_mirror(
 
 def wait_ready(kubectl: Kubectl) -> None:
     """README's `kubectl wait` (scripts, CI)."""
-    kubectl("wait", "--for=condition=Ready", f"sm/{MODEL}", f"--timeout={WAIT}s")
+    kubectl.wait(f"sm/{MODEL}", "condition=Ready", WAIT)
 
 
 def compile_jobs(kubectl: Kubectl) -> dict[str, str]:

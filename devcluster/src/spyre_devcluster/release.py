@@ -145,44 +145,46 @@ def package_chart(target: Target, version: str, out: Path) -> Path:
     return out / f"{CHART}-{version}.tgz"
 
 
-def push_chart(package: Path, target: Target, auth: list[str]) -> None:
-    _run([tool("helm"), "push", str(package), target.chart_url(), *auth])
+def push_chart(package: Path, target: Target, registry: Registry) -> None:
+    """`helm push` to oci://REGISTRY/charts, logged in with a registry config of its own
+    (the password on stdin, never in a command line)."""
+    config = package.parent / "registry.json"
+    tls = ["--ca-file", registry.ca] if registry.ca else []
+    if registry.username:
+        _run([tool("helm"), "registry", "login", target.host, "--username", registry.username,
+              "--password-stdin", "--registry-config", str(config), *tls],
+             stdin=registry.password)  # fmt: skip
+    _run([tool("helm"), "push", str(package), target.chart_url(),
+          "--registry-config", str(config), *tls])  # fmt: skip
 
 
-def _run(cmd: list[str]) -> str:
-    shown = " ".join("***" if i and cmd[i - 1] == "--password" else c for i, c in enumerate(cmd))
-    print(f">> {shown}", file=sys.stderr, flush=True)
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+def _run(cmd: list[str], stdin: str | None = None) -> None:
+    print(f">> {' '.join(cmd)}", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        cmd, input=stdin, capture_output=True, text=True, check=False, timeout=600
+    )
     if done.returncode != 0:
-        raise ReleaseError(f"`{shown}` failed: {(done.stderr or done.stdout).strip()}")
-    return done.stdout
+        raise ReleaseError(f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()}")
 
 
 def release(
     version: str, target: Target, platforms: list[str], flavours: list[str], ca: str | None
-) -> list[str]:
-    """Build, push the images, package and push the chart; returns what was published."""
+) -> None:
+    """Build, push the images, package and push the chart."""
     version = check_version(version)
     user, password = os.environ.get(USERNAME_ENV, ""), os.environ.get(PASSWORD_ENV, "")
     registry = Registry(target.host, ca, user, password)
     install_tools()
     operator = build_operator(platforms)
-    published = []
     serving = [(image, RUNTIME_CPU, tag) for tag, image in build_serving(flavours)]
     for image, name, tag in [(operator, OPERATOR, version), *serving]:
         done = push(image, registry, name, tag, prefix=target.path)
         state = "already there" if done.already else f"{done.sent / 1e6:.0f} MB sent"
         print(f"{done.reference}@{done.digest}: {state} ({done.seconds:.1f}s)", flush=True)
-        published.append(f"{done.reference}@{done.digest}")
-    auth = ["--ca-file", ca] if ca else []
-    if user:
-        auth += ["--username", user, "--password", password]
     with tempfile.TemporaryDirectory(prefix="spyre-release-") as work:
         package = package_chart(target, version, Path(work))
-        push_chart(package, target, auth)
-    chart = f"{target.chart_url()}/{CHART}:{version}"
-    print(f"{chart}: pushed", flush=True)
-    return [*published, chart]
+        push_chart(package, target, registry)
+    print(f"{target.chart_url()}/{CHART}:{version}: pushed", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
