@@ -17,7 +17,7 @@ from spyre_operator import __version__
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).parents[2]
-VERSION_FILE = "operator/src/spyre_operator/__init__.py"
+VERSION_FILE = "image/src/spyre_runtime/__init__.py"
 
 
 def test_the_version_lives_in_one_place_and_the_chart_agrees() -> None:
@@ -27,7 +27,7 @@ def test_the_version_lives_in_one_place_and_the_chart_agrees() -> None:
         assert config["project"]["dynamic"] == ["version"]
         path = (pyproject.parent / config["tool"]["hatch"]["version"]["path"]).resolve()
         assert path == (ROOT / VERSION_FILE).resolve(), pyproject
-    assert spyre_runtime.__version__ == __version__
+    assert spyre_runtime.__version__ is __version__  # re-exported by spyre_operator
     chart = yaml.safe_load((ROOT / "charts" / "spyre-operator" / "Chart.yaml").read_text())
     assert chart["version"] == chart["appVersion"] == __version__, (
         f"charts/spyre-operator/Chart.yaml: version and appVersion must be {__version__} "

@@ -6,7 +6,7 @@ REGISTRY is `host[:port][/path]`, e.g. `quay.io/spyre-serving`. Published:
     REGISTRY/runtime-cpu:VERSION-<flavour>-<version>       the CPU serving image (below)
     oci://REGISTRY/charts/spyre-operator:VERSION           the chart (helm package + push)
 
-VERSION is the project's, from one place: `__version__` in spyre_operator/__init__.py
+VERSION is the project's, from one place: `__version__` in spyre_runtime/__init__.py
 (pyproject.toml reads it, the image tags and the packaged chart's version/appVersion are
 made from it; a unit test keeps charts/spyre-operator/Chart.yaml equal to it). A VERSION
 that is not that one is refused: bump it there first. The packaged chart's default image
@@ -97,7 +97,7 @@ def check_version(version: str) -> str:
     if plain != __version__:
         raise ReleaseError(
             f"VERSION {version} is not the project's version {__version__} "
-            "(operator/src/spyre_operator/__init__.py, the one place it is kept): bump it "
+            "(image/src/spyre_runtime/__init__.py, the one place it is kept): bump it "
             "there and in charts/spyre-operator/Chart.yaml (a unit test keeps them equal), "
             "commit, then tag"
         )
