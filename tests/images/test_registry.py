@@ -5,7 +5,6 @@ config (the hosts.toml the node's containerd reads) with the account's credentia
 from __future__ import annotations
 
 import http.client
-import os
 import ssl
 import subprocess
 import urllib.error
@@ -20,21 +19,12 @@ from ctdlib import private_containerd
 
 from spyre_devcluster import registry
 from spyre_devcluster.controlplane import free_port
-from spyre_devcluster.images import recipes
 from spyre_devcluster.images.containerd import Ctr
 from spyre_devcluster.images.push import push
 from spyre_devcluster.images.store import Image, ImageBuildError
 from spyre_devcluster.simulate import poll_until
 
 pytestmark = pytest.mark.images
-
-
-@pytest.fixture(scope="module")
-def pause() -> Image:
-    if os.geteuid() != 0:
-        pytest.skip("building images needs root (overlay mounts, chroot, containerd)")
-    (image,) = recipes.build_images(["pause"])
-    return image
 
 
 @pytest.fixture(scope="module")

@@ -89,7 +89,7 @@ class Registry:
     one account that may push and pull."""
 
     address: str  # host:port
-    ca: str  # path of the CA certificate (PEM)
+    ca: str | None  # path of the CA certificate (PEM); None: the system's
     username: str
     password: str
 

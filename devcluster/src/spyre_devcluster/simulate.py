@@ -302,6 +302,25 @@ def unschedulable_pod(kube: Kube, kind: str, namespace: str, name: str, message:
     return str(pod["metadata"]["name"])
 
 
+def pull_failing_pod(kube: Kube, kind: str, namespace: str, name: str, message: str) -> str:
+    """A pod of the Job or Deployment `name` whose image the kubelet cannot pull: its
+    container waits in ImagePullBackOff with `message` (the kubelet's words, e.g. the
+    registry's 401); a Job counts it active. The pod's name."""
+    owner = kube.get(kind, namespace, name)
+    if owner is None:
+        raise LookupError(f"{kind} {namespace}/{name} does not exist")
+    labels = {"job-name": name} if kind == "Job" else {}
+    pod = _pod_from_template(kube, owner, f"{name}-pulling", labels)
+    container = pod["spec"]["containers"][0]
+    waiting = {"reason": "ImagePullBackOff", "message": message}
+    statuses = [_container_status(container["name"], container["image"], {"waiting": waiting})]
+    status = {"phase": "Pending", "containerStatuses": statuses}
+    kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": status}, sub="status")
+    if kind == "Job":
+        kube.patch("Job", namespace, name, {"status": {"active": 1}}, sub="status")
+    return str(pod["metadata"]["name"])
+
+
 def crash_serving_pod(kube: Kube, namespace: str, name: str, message: str, exit_code: int) -> None:
     """A serving pod whose container exited (e.g. `serve` refusing the cache) and now
     waits in CrashLoopBackOff; its termination message is in lastState."""

@@ -1,3 +1,6 @@
 """spyre_operator: a kopf operator that serves models on IBM Spyre with vLLM-Spyre."""
 
-__version__ = "0.1.0"
+# The distribution's version, kept in one place (spyre_runtime: the same wheel)
+from spyre_runtime import __version__
+
+__all__ = ["__version__"]

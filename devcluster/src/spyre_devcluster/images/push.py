@@ -1,4 +1,5 @@
-"""Push built images to a registry over the distribution HTTP API v2 (TLS, basic auth).
+"""Push built images to a registry over the distribution HTTP API v2 (TLS; basic auth, or
+the token a registry's Bearer challenge asks for).
 
 The project's own pusher rather than skopeo: a layer is streamed from its tree straight
 into the upload (the same deterministic tar whose digest the build stored), so a 9 GB
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 import base64
 import http.client
+import json
+import re
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,17 +68,19 @@ class _Sender:
 
 
 class Client:
-    """The registry's v2 API with its account's credentials."""
+    """The registry's v2 API with its account's credentials: basic auth, or the token a
+    Bearer challenge asks for (the distribution token flow of quay.io, ghcr.io, Harbor)."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         token = f"{registry.username}:{registry.password}".encode()
-        self.auth = "Basic " + base64.b64encode(token).decode()
+        self.basic = "Basic " + base64.b64encode(token).decode()
+        self.auth = self.basic
+        self.scopes: set[str] = set()  # the scopes a token was fetched for
 
     def _connect(self) -> http.client.HTTPSConnection:
-        host, _, port = self.registry.address.rpartition(":")
         context = self.registry.ssl_context()
-        return http.client.HTTPSConnection(host, int(port), context=context, timeout=TIMEOUT)
+        return http.client.HTTPSConnection(self.registry.address, context=context, timeout=TIMEOUT)
 
     def _request(
         self,
@@ -83,14 +89,44 @@ class Client:
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
     ) -> http.client.HTTPResponse:
-        conn = self._connect()
-        conn.request(
-            method, path, body=body, headers={"Authorization": self.auth, **(headers or {})}
+        while True:
+            conn = self._connect()
+            conn.request(
+                method, path, body=body, headers={"Authorization": self.auth, **(headers or {})}
+            )
+            response = conn.getresponse()
+            response.read()
+            conn.close()
+            if response.status != 401 or not self._token(response):
+                return response
+
+    def _token(self, refused: http.client.HTTPResponse) -> bool:
+        """A token for a Bearer challenge's realm, service and scope, fetched with the
+        account (once per scope); False when there is none to fetch."""
+        challenge = refused.getheader("WWW-Authenticate") or ""
+        if not challenge.lower().startswith("bearer "):
+            return False
+        params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+        scope = params.get("scope", "")
+        if "realm" not in params or scope in self.scopes:
+            return False  # refused with a token of this scope: the account may not
+        self.scopes.add(scope)
+        query = urllib.parse.urlencode({k: params[k] for k in ("service", "scope") if k in params})
+        request = urllib.request.Request(
+            f"{params['realm']}?{query}", headers={"Authorization": self.basic}
         )
-        response = conn.getresponse()
-        response.read()
-        conn.close()
-        return response
+        try:
+            with urllib.request.urlopen(
+                request, timeout=60, context=self.registry.ssl_context()
+            ) as resp:
+                answer = json.loads(resp.read())
+        except (OSError, ValueError) as exc:
+            raise ImageBuildError(
+                f"the token service {params['realm']} of {self.registry.address} refused "
+                f"the account {self.registry.username!r}: {exc}"
+            ) from exc
+        self.auth = "Bearer " + str(answer.get("token") or answer.get("access_token") or "")
+        return True
 
     def _expect(
         self, response: http.client.HTTPResponse, codes: tuple[int, ...], what: str
@@ -172,12 +208,14 @@ def _layer_writer(folder: Path, blob: Blob) -> Callable[[_Sender], None]:
     return write
 
 
-def push(image: Image, registry: Registry, name: str, tag: str) -> Pushed:
-    """Make image available as <registry>/spyre-serving/<name>:<tag>."""
+def push(
+    image: Image, registry: Registry, name: str, tag: str, prefix: str = REPOSITORY_PREFIX
+) -> Pushed:
+    """Make image available as <registry>/<prefix>/<name>:<tag>."""
     began = time.monotonic()
     client = Client(registry)
-    reference = registry.reference(name, tag)
-    repository = f"{REPOSITORY_PREFIX}/{name}"
+    repository = f"{prefix}/{name}" if prefix else name
+    reference = f"{registry.address}/{repository}:{tag}"
     manifest = image.manifest
     if client.manifest_digest(repository, tag) == manifest.digest:
         return Pushed(reference, manifest.digest, 0, 0, time.monotonic() - began, True)

@@ -17,7 +17,7 @@ from spyre_operator.api.status import (
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compile_queue import Turn
 from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, clip, tail
-from spyre_operator.reconcile.observe import JobView, Observed, Unschedulable
+from spyre_operator.reconcile.observe import JobView, Observed, PodIssue, Unschedulable
 from spyre_operator.reconcile.progress import Reading
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
@@ -142,11 +142,13 @@ def cache_condition(
     weights: WeightsSummary | None,
     cleaning: str | None = None,
     waiting: Unschedulable | None = None,
+    stuck: PodIssue | None = None,
 ) -> Cond:
     """CacheReady: compiled, failed, or on its way (downloading, queued, compiling, or
     waiting for the key's clean-up to finish before compiling it again); `waiting`: the
     download's or compile's pod no node takes (reason Unschedulable, the scheduler's
-    words)."""
+    words); `stuck`: its pod whose container cannot start (the kubelet's reason, e.g.
+    ImagePullBackOff, and words)."""
     spec = model.spec
     if cache_ready:
         assert key is not None and cache is not None
@@ -160,6 +162,9 @@ def cache_condition(
         )
     elif failure is not None:
         cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
+    elif stuck is not None:
+        what = "download" if key is None else f"compile of cache {short_key(key)}"
+        cache_cond = Cond(CACHE_READY, "False", stuck.reason, f"the {what} {cannot_start(stuck)}")
     elif waiting is not None:
         what = "download" if key is None else f"compile of cache {short_key(key)}"
         cache_cond = Cond(CACHE_READY, "False", UNSCHEDULABLE, f"the {what} {waits(waiting)}")
@@ -216,12 +221,28 @@ def waits(pod: Unschedulable) -> str:
     return f"waits for a node{since}: pod {pod.pod}: {pod.message or 'unschedulable'}"
 
 
+def _running_job(obs: Observed, key: str | None) -> JobView | None:
+    """The running download (no key yet) or compile."""
+    job = obs.weights_job if key is None else obs.job
+    return None if job is None or job.succeeded or job.failed else job
+
+
 def waiting_pod(obs: Observed, key: str | None) -> Unschedulable | None:
     """The running download's (no key yet) or compile's pod that no node takes."""
-    job = obs.weights_job if key is None else obs.job
-    if job is None or job.succeeded or job.failed:
-        return None
-    return job.unschedulable
+    job = _running_job(obs, key)
+    return job.unschedulable if job else None
+
+
+def cannot_start(pod: PodIssue) -> str:
+    """... cannot start: pod P: ImagePullBackOff: <the kubelet's words>"""
+    said = f": {pod.message}" if pod.message else ""
+    return f"cannot start: pod {pod.pod}: {pod.reason}{said}"
+
+
+def stuck_pod(obs: Observed, key: str | None) -> PodIssue | None:
+    """The running download's (no key yet) or compile's pod whose container cannot start."""
+    job = _running_job(obs, key)
+    return job.stuck if job else None
 
 
 def progress_message(progress: CompileProgress) -> str:

@@ -34,6 +34,7 @@ from spyre_operator.reconcile.cache_status import (
     Failure,
     cache_condition,
     cache_summary,
+    stuck_pod,
     waiting_pod,
 )
 from spyre_operator.reconcile.compile_queue import Turn, Want, turn
@@ -276,6 +277,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
             weights,
             cleaning,
             waiting_pod(obs, key),
+            stuck_pod(obs, key),
         )
         plan = _compile_only(obs, model, actions, key, cache, cache_cond, failure, now, settings)
         return replace(plan, requeue_after=_sooner(requeue, plan.requeue_after), deferred=deferred)

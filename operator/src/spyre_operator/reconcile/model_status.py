@@ -18,7 +18,13 @@ from spyre_operator.api.status import (
     Phase,
 )
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.reconcile.cache_status import Failure, cache_condition, waiting_pod, waits
+from spyre_operator.reconcile.cache_status import (
+    Failure,
+    cache_condition,
+    stuck_pod,
+    waiting_pod,
+    waits,
+)
 from spyre_operator.reconcile.compile_queue import Turn
 from spyre_operator.reconcile.conditions import (
     REPLICA_COMPILED,
@@ -83,6 +89,7 @@ def model_conditions(
         obs.weights,
         cleaning,
         waiting_pod(obs, key),
+        stuck_pod(obs, key),
     )
     ready_of = f"{deploy.ready_replicas if deploy else 0}/{spec.replicas} replicas ready"
     unplaced = (
@@ -127,6 +134,7 @@ def model_conditions(
         reason = reason.replace("ing", "ingNewCache", 1) if serving_old else reason
         reason = "CleaningUp" if cleaning else reason
         reason = UNSCHEDULABLE if cache_cond.reason == UNSCHEDULABLE else reason
+        reason = stuck.reason if (stuck := stuck_pod(obs, key)) else reason
         where = ""
         if serving_old and deploy:
             where = f"; Deployment keeps serving cache {short_key(deploy.cache_key or '')}"

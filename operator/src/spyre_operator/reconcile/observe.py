@@ -88,6 +88,7 @@ class JobView:
     active: int = 0  # pods running or about to
     terminated: Terminated | None = None  # the newest terminated container of its pods
     unschedulable: Unschedulable | None = None  # a pod of the running Job no node takes
+    stuck: PodIssue | None = None  # a pod of the running Job whose container cannot start
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,7 @@ def job_view(
         active=int(job.get("status", {}).get("active", 0)),
         terminated=newest_termination(pods, container),
         unschedulable=next(iter(unschedulable(pods)), None),
+        stuck=next(iter(pod_issues(pods)), None),
     )
 
 
@@ -282,7 +284,8 @@ def deployment_view(deploy: dict[str, Any]) -> DeploymentView:
 
 
 def pod_issues(pods: list[dict[str, Any]]) -> tuple[PodIssue, ...]:
-    """Why serving pods do not come up: a rejected cache first, then stuck containers."""
+    """Why serving pods do not come up: a rejected cache first, then stuck containers
+    (of a Job's pods too: an image that cannot be pulled, ...)."""
     issues = []
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         name = pod["metadata"]["name"]

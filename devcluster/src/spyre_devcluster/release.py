@@ -1,0 +1,227 @@
+"""`scripts/release VERSION REGISTRY`: build the images and publish them and the chart.
+
+REGISTRY is `host[:port][/path]`, e.g. `quay.io/spyre-serving`. Published:
+
+    REGISTRY/operator:VERSION                              the operator image
+    REGISTRY/runtime-cpu:VERSION-<flavour>-<version>       the CPU serving image (below)
+    oci://REGISTRY/charts/spyre-operator:VERSION           the chart (helm package + push)
+
+VERSION is the project's, from one place: `__version__` in spyre_runtime/__init__.py
+(pyproject.toml reads it, the image tags and the packaged chart's version/appVersion are
+made from it; a unit test keeps charts/spyre-operator/Chart.yaml equal to it). A VERSION
+that is not that one is refused: bump it there first. The packaged chart's default image
+repositories name REGISTRY, so `helm install oci://REGISTRY/charts/spyre-operator`
+pulls from where it was published.
+
+The serving image pushed is the CPU build of image/Containerfile (the real vLLM-Spyre
+plugins on CPU, for trying without cards): the image builder has no upstream Spyre base
+yet, so no `runtime` (card) image is published; a model on cards names its image in
+`spec.image` or the chart's `runtimeImage.repository` a registry that has it.
+
+Credentials: REGISTRY_USERNAME / REGISTRY_PASSWORD in the environment (basic auth, as
+`docker login` sends it), `--ca-file` for a registry whose CA is not the system's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from spyre_devcluster.images import recipes
+from spyre_devcluster.images.containerfile import ContainerfileError
+from spyre_devcluster.images.oci import LayerChanged
+from spyre_devcluster.images.push import push
+from spyre_devcluster.images.store import Image, ImageBuildError
+from spyre_devcluster.registry import Registry
+from spyre_devcluster.tools import install_tools, tool
+from spyre_operator import __version__
+from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
+from spyre_runtime.contract import FLAVOURS
+
+CHART = "spyre-operator"
+CHARTS = "charts"  # the chart's repository under REGISTRY
+OPERATOR = "operator"
+RUNTIME_CPU = "runtime-cpu"
+# The registry path the chart's defaults name (values.yaml, Chart.yaml's annotations)
+DEFAULT_REGISTRY = IMAGE_REPOSITORY.rpartition("/")[0]
+# What the image builder builds: the host's platform (multi-arch: issue 29 part 2)
+HOST_PLATFORM = "linux/amd64"
+USERNAME_ENV = "REGISTRY_USERNAME"
+PASSWORD_ENV = "REGISTRY_PASSWORD"
+_REGISTRY = re.compile(r"^(?P<host>[a-z0-9.-]+(:[0-9]+)?)(?P<path>(/[a-z0-9._-]+)*)$")
+
+
+class ReleaseError(RuntimeError):
+    """A release cannot go ahead, with what to do."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a release goes: the registry host and the path under it."""
+
+    host: str  # host[:port]
+    path: str  # "" or "a/b"
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        found = _REGISTRY.match(text.strip().removesuffix("/"))
+        if not found:
+            raise ReleaseError(
+                f"REGISTRY {text!r} is not host[:port][/path] in lower case, e.g. "
+                "quay.io/spyre-serving or 127.0.0.1:5000/spyre-serving (no scheme, no tag)"
+            )
+        return cls(found["host"], found["path"].lstrip("/"))
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.path}" if self.path else self.host
+
+    def repository(self, name: str) -> str:
+        return f"{self}/{name}"
+
+    def chart_url(self) -> str:
+        """Where `helm push` puts the chart (and `helm install` finds it, + /spyre-operator)."""
+        return f"oci://{self.repository(CHARTS)}"
+
+
+def check_version(version: str) -> str:
+    """VERSION (a tag's `v` prefix dropped) must be the project's."""
+    plain = version.removeprefix("v")
+    if plain != __version__:
+        raise ReleaseError(
+            f"VERSION {version} is not the project's version {__version__} "
+            "(image/src/spyre_runtime/__init__.py, the one place it is kept): bump it "
+            "there and in charts/spyre-operator/Chart.yaml (a unit test keeps them equal), "
+            "commit, then tag"
+        )
+    return plain
+
+
+def check_platforms(platforms: list[str]) -> list[str]:
+    """The platforms for the image builder: today it builds the host's only."""
+    other = [p for p in platforms if p != HOST_PLATFORM]
+    if other:
+        raise ReleaseError(
+            f"--platforms {','.join(other)}: the image builder builds {HOST_PLATFORM} only "
+            "(multi-arch images: issue 29 part 2)"
+        )
+    return platforms
+
+
+def build_operator(platforms: list[str]) -> Image:
+    """The operator image for `platforms` (the image builder's)."""
+    check_platforms(platforms)
+    (image,) = recipes.build_images([OPERATOR])
+    return image
+
+
+def build_serving(flavours: list[str]) -> list[tuple[str, Image]]:
+    """The CPU serving image of each flavour, with the tag the operator renders for it."""
+    names = {f: "runtime-cpu" if f == "sendnn-inference" else f"runtime-cpu-{f}" for f in FLAVOURS}
+    images = recipes.build_images([names[f] for f in flavours])
+    cpu = RuntimeImages(RUNTIME_CPU)
+    tags = [cpu.image(f, FLAVOURS[f].default_version).rpartition(":")[2] for f in flavours]
+    return list(zip(tags, images, strict=True))
+
+
+def package_chart(target: Target, version: str, out: Path) -> Path:
+    """`helm package` of a copy of the chart whose default image repositories name the
+    target registry, with the version and appVersion `version`."""
+    source = recipes.checkout() / "charts" / CHART
+    copy = out / "src" / CHART
+    shutil.copytree(source, copy)
+    for name in ("values.yaml", "Chart.yaml"):
+        path = copy / name
+        path.write_text(path.read_text().replace(f"{DEFAULT_REGISTRY}/", f"{target}/"))
+    _run([tool("helm"), "package", str(copy), "--version", version, "--app-version", version,
+          "--destination", str(out)])  # fmt: skip
+    return out / f"{CHART}-{version}.tgz"
+
+
+def push_chart(package: Path, target: Target, registry: Registry) -> None:
+    """`helm push` to oci://REGISTRY/charts, logged in with a registry config of its own
+    (the password on stdin, never in a command line)."""
+    config = package.parent / "registry.json"
+    tls = ["--ca-file", registry.ca] if registry.ca else []
+    if registry.username:
+        _run([tool("helm"), "registry", "login", target.host, "--username", registry.username,
+              "--password-stdin", "--registry-config", str(config), *tls],
+             stdin=registry.password)  # fmt: skip
+    _run([tool("helm"), "push", str(package), target.chart_url(),
+          "--registry-config", str(config), *tls])  # fmt: skip
+
+
+def _run(cmd: list[str], stdin: str | None = None) -> None:
+    print(f">> {' '.join(cmd)}", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        cmd, input=stdin, capture_output=True, text=True, check=False, timeout=600
+    )
+    if done.returncode != 0:
+        raise ReleaseError(f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()}")
+
+
+def release(
+    version: str, target: Target, platforms: list[str], flavours: list[str], ca: str | None
+) -> None:
+    """Build, push the images, package and push the chart."""
+    version = check_version(version)
+    user, password = os.environ.get(USERNAME_ENV, ""), os.environ.get(PASSWORD_ENV, "")
+    registry = Registry(target.host, ca, user, password)
+    install_tools()
+    operator = build_operator(platforms)
+    serving = [(image, RUNTIME_CPU, tag) for tag, image in build_serving(flavours)]
+    for image, name, tag in [(operator, OPERATOR, version), *serving]:
+        done = push(image, registry, name, tag, prefix=target.path)
+        state = "already there" if done.already else f"{done.sent / 1e6:.0f} MB sent"
+        print(f"{done.reference}@{done.digest}: {state} ({done.seconds:.1f}s)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="spyre-release-") as work:
+        package = package_chart(target, version, Path(work))
+        push_chart(package, target, registry)
+    print(f"{target.chart_url()}/{CHART}:{version}: pushed", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/release",
+        description="Build the operator and CPU serving images, push them to REGISTRY, "
+        "package the chart and push it to oci://REGISTRY/charts. Credentials from "
+        f"{USERNAME_ENV}/{PASSWORD_ENV}. Needs root (the image builder).",
+    )
+    parser.add_argument("version", metavar="VERSION", help=f"{__version__} or v{__version__}")
+    parser.add_argument("registry", metavar="REGISTRY", help="e.g. quay.io/spyre-serving")
+    parser.add_argument(
+        "--platforms",
+        default=HOST_PLATFORM,
+        help=f"comma-separated platforms of the operator image (default {HOST_PLATFORM})",
+    )
+    parser.add_argument(
+        "--flavours",
+        default="sendnn-inference",
+        help=f"CPU serving images to publish, comma-separated among {', '.join(FLAVOURS)}",
+    )
+    parser.add_argument("--ca-file", help="the registry's CA (PEM), if not the system's")
+    args = parser.parse_args(argv)
+    flavours = [f for f in args.flavours.split(",") if f]
+    started = time.monotonic()
+    try:
+        unknown = [f for f in flavours if f not in FLAVOURS]
+        if unknown:
+            raise ReleaseError(f"--flavours {unknown[0]}: not one of {', '.join(FLAVOURS)}")
+        target = Target.parse(args.registry)
+        release(args.version, target, args.platforms.split(","), flavours, args.ca_file)
+    except (ReleaseError, ImageBuildError, ContainerfileError, LayerChanged) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"released {__version__} to {target} in {time.monotonic() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
