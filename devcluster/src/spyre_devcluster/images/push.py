@@ -6,7 +6,9 @@ into the upload (the same deterministic tar whose digest the build stored), so a
 layer needs no OCI layout on disk first. What the registry has is never sent again: an
 image whose tag already names the same manifest is skipped whole (one HEAD), and a blob
 the repository has is skipped (one HEAD each). Layers go uncompressed, as the build made
-them (containerd pulls them as they are).
+them (containerd pulls them as they are). A blob another repository of the registry holds
+is mounted from there (a release to a new path of a registry that has the images moves
+no layer again).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class Pushed:
     reference: str
     digest: str  # the manifest's
     sent: int  # bytes of blobs uploaded
-    skipped: int  # blobs the registry had
+    skipped: int  # blobs the repository had, or mounted from another of the registry's
     seconds: float
     already: bool  # the tag named this manifest: nothing sent
 
@@ -89,16 +91,25 @@ class Client:
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
     ) -> http.client.HTTPResponse:
+        return self._exchange(method, path, body, headers)[0]
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[http.client.HTTPResponse, bytes]:
         while True:
             conn = self._connect()
             conn.request(
                 method, path, body=body, headers={"Authorization": self.auth, **(headers or {})}
             )
             response = conn.getresponse()
-            response.read()
+            data = response.read()
             conn.close()
             if response.status != 401 or not self._token(response):
-                return response
+                return response, data
 
     def _token(self, refused: http.client.HTTPResponse) -> bool:
         """A token for a Bearer challenge's realm, service and scope, fetched with the
@@ -152,6 +163,23 @@ class Client:
             return False
         self._expect(response, (200,), f"HEAD blob {digest}")
         return True
+
+    def repositories(self) -> list[str]:
+        """The registry's repositories (its catalog's first page); none where it keeps its
+        catalog to itself, as quay.io does."""
+        response, data = self._exchange("GET", "/v2/_catalog?n=100")
+        try:
+            names = json.loads(data).get("repositories") if response.status == 200 else None
+        except ValueError:
+            names = None
+        return [str(name) for name in names or []]
+
+    def mount(self, repository: str, digest: str, source: str) -> bool:
+        """The registry links a blob it holds in source into repository (the distribution
+        API's cross-repository mount): no byte sent. False where it will not."""
+        query = urllib.parse.urlencode({"mount": digest, "from": source})
+        response = self._request("POST", f"/v2/{repository}/blobs/uploads/?{query}")
+        return response.status == 201
 
     def upload(self, repository: str, blob: Blob, write: Callable[[_Sender], None]) -> None:
         """A monolithic upload: POST for a session, one PUT streaming the blob."""
@@ -223,8 +251,15 @@ def push(
     blobs = [(blob_of(config), _bytes_writer(config))]
     blobs += [(layer.blob, _layer_writer(layer.dir, layer.blob)) for layer in image.layers]
     sent = skipped = 0
+    others: list[str] | None = None  # the registry's other repositories, asked once
     for blob, write in blobs:
         if client.has_blob(repository, blob.digest):
+            skipped += 1
+            continue
+        if others is None:
+            others = [r for r in client.repositories() if r != repository]
+        holder = next((r for r in others if client.has_blob(r, blob.digest)), None)
+        if holder and client.mount(repository, blob.digest, holder):
             skipped += 1
             continue
         client.upload(repository, blob, write)
