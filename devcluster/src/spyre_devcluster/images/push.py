@@ -208,8 +208,12 @@ def push(image: Image, registry: Registry, name: str, tag: str) -> Pushed:
 
 
 def push_index(images: list[Image], registry: Registry, repository: str, tag: str) -> Pushed:
-    """Push one image per architecture, each manifest by its digest, then the index of
-    them as <registry>/<repository>:<tag> (what a multi-arch pull resolves)."""
+    """Push one image per architecture, each manifest also as <tag>-<arch>, then the index
+    of them as <registry>/<repository>:<tag> (what a multi-arch pull resolves).
+
+    The per-architecture tags are for running an architecture other than the host's:
+    containerd's CRI takes the host's platform from an index and has no setting to take
+    another, while a tag naming one manifest is run as it is (under binfmt_misc)."""
     began = time.monotonic()
     client = Client(registry)
     reference = f"{registry.address}/{repository}:{tag}"
@@ -220,9 +224,10 @@ def push_index(images: list[Image], registry: Registry, repository: str, tag: st
     sent = skipped = 0
     for image in images:
         manifest = image.manifest
-        if client.manifest_digest(repository, manifest.digest) != manifest.digest:
+        own = f"{tag}-{image.architecture}"
+        if client.manifest_digest(repository, own) != manifest.digest:
             more, had = _send_blobs(client, repository, image)
             sent, skipped = sent + more, skipped + had
-            client.put_manifest(repository, manifest.digest, manifest.manifest_bytes)
+            client.put_manifest(repository, own, manifest.manifest_bytes)
     client.put_manifest(repository, tag, index, MEDIA_INDEX)
     return Pushed(reference, digest, sent, skipped, time.monotonic() - began, False)
