@@ -49,19 +49,10 @@ def mounted(image: Image, scratch: Path) -> Iterator[Path]:
 
 def run(root: Path, image: Image, *argv: str) -> subprocess.CompletedProcess[str]:
     """argv in the image, as its entrypoint would run it: its user, env and workdir."""
-    uid, gid = rootfs.parse_user(image.config.user)
-
-    def enter() -> None:
-        os.chroot(root)
-        os.chdir(image.config.workdir or "/")
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
-
     return subprocess.run(
         list(argv),
         env=image.config.env_dict(),
-        preexec_fn=enter,
+        preexec_fn=rootfs.entering(root, image.config.user, image.config.workdir),
         capture_output=True,
         text=True,
         timeout=600,

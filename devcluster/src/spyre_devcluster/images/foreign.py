@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -42,17 +41,7 @@ def _apt(work: Path, arch: str, *args: str) -> None:
         "Debug::NoLocking": "true",
     }
     cmd = ["apt-get", "-q", *(f"-o{k}={v}" for k, v in options.items()), *args]
-    print(f"   $ apt-get ({arch}) {' '.join(args)}", file=sys.stderr, flush=True)
-    done = subprocess.run(
-        cmd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )
-    if done.returncode != 0:
-        tail = "\n    ".join((done.stdout + done.stderr).strip().splitlines()[-12:])
-        raise ImageBuildError(f"apt-get ({arch}) {' '.join(args)} failed:\n    {tail}")
+    debian.checked(cmd, f"apt-get ({arch}) {' '.join(args)}")
 
 
 def download(work: Path, suite: str, arch: str, packages: list[str]) -> list[Path]:

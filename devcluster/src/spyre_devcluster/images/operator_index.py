@@ -18,10 +18,8 @@ minutes per architecture). Only the byte-compiles and the checks run emulated.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from spyre_devcluster.images import build, emulation, foreign, rootfs
+from spyre_devcluster.images import build, debian, emulation, foreign, rootfs
 from spyre_devcluster.images.oci import ImageConfig
 from spyre_devcluster.images.platforms import Platform
 from spyre_devcluster.images.recipes import SYSTEM_PATH, checkout
@@ -111,16 +109,7 @@ def _pip_install(
     cmd += ["--only-binary=:all:", "--python-version", platform.python, "--implementation", "cp"]
     cmd += ["--abi", platform.abi, "--abi", "abi3", "--abi", "none"]
     cmd += [f"--platform={tag}" for tag in platform.wheel_platforms()]
-    _checked([*cmd, *args], env)
-
-
-def _checked(cmd: list[str], env: dict[str, str] | None = None) -> None:
-    done = subprocess.run(
-        cmd, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})}
-    )
-    if done.returncode != 0:
-        tail = "\n    ".join(done.stderr.strip().splitlines()[-12:])
-        raise ImageBuildError(f"`{' '.join(cmd[2:6])} ...` failed:\n    {tail}")
+    debian.checked([*cmd, *args], f"pip install --platform {platform.machine} ...", env)
 
 
 def _name(requirement: str) -> str:
@@ -179,7 +168,7 @@ def _deps(platform: Platform, base: Image, reqs: list[str]) -> Image:
             for requirement in (r for r in wanted if _name(r) == name):
                 cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps"]
                 cmd += ["--no-binary", name, "-w", str(pure), requirement]
-                _checked(cmd, dict(variables))
+                debian.checked(cmd, f"pip wheel {requirement}", dict(variables))
         upper = scratch / "layer"
         with _on(list(base.layers), upper, scratch) as merged:
             _check_from_debian(merged, platform, reqs)
@@ -217,7 +206,7 @@ def project_wheel(out: Path) -> Path:
                 build._copy(Path(tmp), context, step)
         source = Path(tmp) / "tmp" / "spyre-serving"
         cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out)]
-        _checked([*cmd, str(source)])
+        debian.checked([*cmd, str(source)], "pip wheel (the project)")
     return next(out.glob("spyre_serving-*.whl"))
 
 
