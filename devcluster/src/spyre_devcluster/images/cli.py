@@ -50,8 +50,9 @@ def register(actions: Any) -> None:
         "operator-index",
         help="build the operator image for several architectures; with --push, push the index",
         description="Build (or find cached) the operator image for each platform from Debian "
-        "packages of that architecture and PyPI wheels for its CPU (nothing of it runs but "
-        "byte-compiles, under qemu-user-static), and with --push send them and one OCI "
+        "packages of that architecture and PyPI wheels for its CPU (nothing of it runs "
+        "but a byte-compile for a Python version the host lacks, under qemu-user-static), "
+        "and with --push send them and one OCI "
         "index of them to a registry (TLS, basic auth; the password from "
         f"${PASSWORD_ENV}). Needs root. See docs/images.md.",
     )
