@@ -39,6 +39,7 @@ def _apt(work: Path, arch: str, *args: str) -> None:
         "APT::Architectures": arch,
         "APT::Install-Recommends": "false",
         "Debug::NoLocking": "true",
+        "Acquire::Retries": "3",  # a mirror mid-sync answers with a short file (seen here)
     }
     cmd = ["apt-get", "-q", *(f"-o{k}={v}" for k, v in options.items()), *args]
     debian.checked(cmd, f"apt-get ({arch}) {' '.join(args)}")
