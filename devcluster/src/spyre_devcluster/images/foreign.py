@@ -39,7 +39,7 @@ def _apt(work: Path, arch: str, *args: str) -> None:
         "APT::Architectures": arch,
         "APT::Install-Recommends": "false",
         "Debug::NoLocking": "true",
-        "Acquire::Retries": "3",  # a mirror mid-sync answers with a short file (seen here)
+        "Acquire::Retries": "3",
     }
     cmd = ["apt-get", "-q", *(f"-o{k}={v}" for k, v in options.items()), *args]
     debian.checked(cmd, f"apt-get ({arch}) {' '.join(args)}")
@@ -53,11 +53,9 @@ def download(work: Path, suite: str, arch: str, packages: list[str]) -> list[Pat
     for folder in ("state/lists/partial", "cache/archives/partial", "none"):
         (work / folder).mkdir(parents=True, exist_ok=True)
     (work / "status").touch()
-    (work / "sources.list").write_text(
-        "".join(
-            f"deb [signed-by={KEYRING}] {mirror} {s} main\n" for s in (suite, f"{suite}-updates")
-        )
-    )
+    # the suite alone, as debootstrap takes it (the node's Debian images too): its point
+    # releases fold the updates in
+    (work / "sources.list").write_text(f"deb [signed-by={KEYRING}] {mirror} {suite} main\n")
     _apt(work, arch, "update")
     _apt(work, arch, "install", "-y", "--download-only", *packages)
     debs = sorted((work / "cache" / "archives").glob("*.deb"))
