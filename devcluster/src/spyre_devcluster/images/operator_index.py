@@ -13,8 +13,8 @@ $SPYRE_SERVING_CACHE/images/operator-<arch>-{debian,deps,app}/:
 
 The image config (user, env, entrypoint, cmd) is operator/Containerfile's; its RUN, a pip
 install on the target CPU, is done by the cross install above (a pip under qemu takes
-minutes per architecture). Nothing runs emulated but a byte-compile for a Python version
-the host lacks (s390x's 3.13; see `_compile`).
+minutes per architecture). Nothing of the build runs emulated; the tests run each image
+under qemu.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from spyre_devcluster.images import build, debian, emulation, foreign, rootfs
+from spyre_devcluster.images import build, debian, foreign, rootfs
 from spyre_devcluster.images.oci import ImageConfig
 from spyre_devcluster.images.platforms import Platform
 from spyre_devcluster.images.recipes import SYSTEM_PATH, checkout
@@ -65,27 +65,23 @@ def _site(platform: Platform) -> str:
 
 @contextmanager
 def _on(lower: list[Layer], upper: Path, scratch: Path) -> Iterator[Path]:
-    """The layers with upper writable on top, ready for chrooted commands."""
-    with (
-        rootfs.overlay([x.dir for x in lower], upper, scratch / "mnt") as merged,
-        rootfs.runnable(merged, {}),
-    ):
+    """The layers with upper writable on top."""
+    with rootfs.overlay([x.dir for x in lower], upper, scratch / "mnt") as merged:
         yield merged
 
 
 def _compile(merged: Path, platform: Platform, folder: str) -> None:
-    """Byte-compile folder for the image's Python (the root filesystem is read-only when
-    it runs, so nothing would be compiled later). Bytecode is the same on every CPU: a
-    host Python of the same version compiles it natively (paths recorded as the image's);
-    another version runs the image's own Python under qemu (minutes, not seconds)."""
-    if platform.python == f"{sys.version_info.major}.{sys.version_info.minor}":
-        argv = [sys.executable, "-m", "compileall", "-q", "-q", "-s", str(merged), "-p", "/"]
-        debian.checked([*argv, str(merged / folder)], f"compileall /{folder}")
-        return
-    emulation.ensure(platform.machine)
-    python = f"/usr/bin/python{platform.python}"
-    argv = [python, "-m", "compileall", "-q", "-q", f"/{folder}"]
-    rootfs.run(merged, argv, {"PATH": SYSTEM_PATH}, "0", "/")
+    """Byte-compile folder (the root filesystem is read-only when the image runs, so
+    nothing would be compiled later). Bytecode is the same on every CPU: a host Python of
+    the image's version compiles it natively, recording the image's paths."""
+    python = shutil.which(f"python{platform.python}")
+    if python is None:
+        raise ImageBuildError(
+            f"{platform.name}: no python{platform.python} on PATH to byte-compile the image's "
+            f"Python {platform.python} (install it, or set PATH)"
+        )
+    argv = [python, "-m", "compileall", "-q", "-q", "-s", str(merged), "-p", "/"]
+    debian.checked([*argv, str(merged / folder)], f"compileall /{folder}")
 
 
 def _debian(platform: Platform) -> Image:
@@ -100,8 +96,7 @@ def _debian(platform: Platform) -> Image:
         tree = scratch / "rootfs"
         foreign.rootfs(tree, scratch / "apt", platform.suite, platform.debian, packages)
         shutil.rmtree(scratch / "apt")
-        with rootfs.runnable(tree, {}):
-            _compile(tree, platform, f"usr/lib/python{platform.python}")
+        _compile(tree, platform, f"usr/lib/python{platform.python}")
         config = ImageConfig(env=(("PATH", SYSTEM_PATH), ("LANG", "C.UTF-8")), cmd=("python3",))
         layer = Layer(final_path(scratch, tree), new_layer(tree).blob)
         image = Image(f"{slug}:{platform.suite}", key, (layer,), config, platform.name)
@@ -151,8 +146,9 @@ def _check_from_debian(root: Path, platform: Platform, reqs: list[str]) -> None:
         requirement = next((r for r in reqs if _name(r) == name), None)
         if requirement is None:
             continue
-        infos = list((root / "usr/lib/python3/dist-packages").glob(f"{name}-*.dist-info"))
-        version = infos[0].name[len(name) + 1 : -len(".dist-info")] if infos else ""
+        found = (root / "usr/lib/python3/dist-packages").glob(f"{name}-*.*-info")
+        infos = [p.name for p in found if p.suffix in (".dist-info", ".egg-info")]
+        version = infos[0][len(name) + 1 :].rsplit(".", 1)[0] if infos else ""
         if not version or not _floor_met(version, requirement):
             raise ImageBuildError(
                 f"{platform.name}: Debian's {package} ({version or 'not found'}) does not "

@@ -5,9 +5,8 @@ of a dependency for an architecture, the table says what stands in (checked 2026
 
     ppc64le  PyYAML has no ppc64le wheel: its sdist is built as a pure-Python wheel
              (PYYAML_FORCE_LIBYAML=0: no C loader; yaml.safe_load works the same, slower)
-    s390x    cryptography has no s390x wheel, and bookworm's python3-cryptography (38) is
-             under the floor (42): Debian trixie's (43) is used, so the s390x image is
-             trixie with its Python 3.13 (the others bookworm with 3.11, as python:3.11-slim)
+    s390x    cryptography has no s390x wheel: Debian's python3-cryptography (38.0.4, the
+             project's floor) is used
 """
 
 from __future__ import annotations
@@ -59,9 +58,9 @@ PLATFORMS: dict[str, Platform] = {
             "s390x",
             "s390x",
             "s390x",
-            "trixie",
-            "3.13",
-            41,
+            "bookworm",
+            "3.11",
+            36,
             from_debian=(("cryptography", "python3-cryptography"),),
         ),
     )
