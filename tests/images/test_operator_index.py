@@ -6,23 +6,31 @@ The images are built once and cached (docs/images.md); a broken one fails here."
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ctdlib import private_containerd
+from test_registry import running
 
+from spyre_devcluster import registry
 from spyre_devcluster.images import emulation, operator_index, rootfs
+from spyre_devcluster.images.containerd import Ctr
 from spyre_devcluster.images.oci import MEDIA_INDEX, index_bytes
 from spyre_devcluster.images.platforms import PLATFORMS
+from spyre_devcluster.images.push import push_index
 from spyre_devcluster.images.recipes import checkout
 from spyre_devcluster.images.store import Image
 from spyre_operator import __version__
 
 pytestmark = pytest.mark.images
+__all__ = ["running"]  # the registry fixture of test_registry.py, used here too
 
 EXAMPLES = sorted(p.relative_to(checkout()) for p in (checkout() / "examples").rglob("*.yaml"))
 
@@ -90,3 +98,35 @@ def test_each_architectures_image_runs_the_cli_emulated(
     assert checked.returncode == 0, checked.stdout + checked.stderr
     for path in EXAMPLES:
         assert f"/{path}: " in checked.stdout, checked.stdout
+
+
+def test_the_index_is_pushed_with_a_tag_per_architecture_that_containerd_runs_as_is(
+    images: list[Image], running: registry.Registry, tmp_path: Path
+) -> None:
+    repository = f"{registry.REPOSITORY_PREFIX}/operator"
+    first = push_index(images, running, repository, "1")
+    assert not first.already and first.sent > 0
+    assert push_index(images, running, repository, "1").already  # one HEAD
+    request = urllib.request.Request(
+        f"https://{running.address}/v2/{repository}/manifests/1",
+        headers={"Accept": MEDIA_INDEX, "Authorization": _basic(running)},
+    )
+    with urllib.request.urlopen(request, timeout=30, context=running.ssl_context()) as resp:
+        index = json.loads(resp.read())
+    assert {m["platform"]["architecture"]: m["digest"] for m in index["manifests"]} == {
+        i.architecture: i.manifest.digest for i in images
+    }
+    # containerd takes a tag naming one manifest as it is, whatever its architecture
+    arm64 = next(i for i in images if i.architecture == "arm64")
+    hosts = tmp_path / "certs.d"
+    registry.write_containerd_hosts(running, hosts)
+    reference = f"{running.address}/{repository}:1-arm64"
+    user = f"{running.username}:{running.password}"
+    with private_containerd(tmp_path / "containerd") as socket:
+        ctr = Ctr(socket)
+        ctr.run("images", "pull", "--hosts-dir", str(hosts), "--user", user, reference)
+        assert ctr.image_digest(reference) == arm64.manifest.digest
+
+
+def _basic(reg: registry.Registry) -> str:
+    return "Basic " + base64.b64encode(f"{reg.username}:{reg.password}".encode()).decode()
