@@ -4,7 +4,8 @@ Every one is Debian's Python plus wheels from PyPI for that CPU. Where PyPI has 
 of a dependency for an architecture, the table says what stands in (checked 2026-11-26):
 
     ppc64le  PyYAML has no ppc64le wheel: its sdist is built as a pure-Python wheel
-             (PYYAML_FORCE_LIBYAML=0: no C loader; yaml.safe_load works the same, slower)
+             (PYYAML_FORCE_LIBYAML=0): no libyaml, so render/yamlio.py takes the pure
+             loader there (the same rules, slower)
     s390x    cryptography has no s390x wheel: Debian's python3-cryptography (38.0.4, the
              project's floor) is used
 """
