@@ -47,6 +47,12 @@ def test_runtime_containerfile_plan_with_local_base() -> None:
     args = {"BASE_IMAGE": "localhost/spyre-serving/runtime-cpu-base", "BASE_TAG": "t1"}
     assert build.base_ref(text, args) == "localhost/spyre-serving/runtime-cpu-base:t1"
     assert build.base_ref(text, {}) == "quay.io/ibm-aiu/vllm-spyre:1.10.0.amd64"
+    # upstream's <version>.<arch> tags, the architecture from `--platform` (TARGETARCH)
+    upstream = {"BASE_IMAGE": "quay.io/ibm-aiu/sendnn-inference", "BASE_VERSION": "2.6.3"}
+    assert (
+        build.base_ref(text, {**upstream, "TARGETARCH": "s390x"})
+        == "quay.io/ibm-aiu/sendnn-inference:2.6.3.s390x"
+    )
     plan = build.plan(text, {**args, "FLAVOUR": "sendnn-inference"}, BASE)
     assert dict(plan.config.labels) == {
         "org.opencontainers.image.title": "spyre-serving runtime",

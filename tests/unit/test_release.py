@@ -64,10 +64,14 @@ def test_the_version_must_be_the_projects() -> None:
         release.check_version("v99.0.0")
 
 
-def test_other_platforms_are_refused_until_the_builder_makes_them() -> None:
-    assert release.check_platforms(["linux/amd64"]) == ["linux/amd64"]
-    with pytest.raises(ReleaseError, match="--platforms linux/s390x: the image builder builds"):
-        release.check_platforms(["linux/amd64", "linux/s390x"])
+def test_an_unknown_platform_is_refused_before_anything_is_built(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [__version__, "quay.io/spyre-serving", "--platforms", "amd64,mips"]
+    assert release.main(argv) == 1
+    assert "unknown platform 'mips': use a comma-separated list of amd64, arm64" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_refused_release_says_why_and_builds_nothing(capsys: pytest.CaptureFixture[str]) -> None:

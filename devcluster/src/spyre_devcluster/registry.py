@@ -118,7 +118,7 @@ class Registry:
         }
 
     def ssl_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=self.ca)
+        return ssl.create_default_context(cafile=self.ca or None)  # none: the system CAs
 
     def save(self, folder: Path) -> None:
         path = folder / STATE

@@ -2,7 +2,9 @@
 
 REGISTRY is `host[:port][/path]`, e.g. `quay.io/spyre-serving`. Published:
 
-    REGISTRY/operator:VERSION                              the operator image
+    REGISTRY/operator:VERSION                              the operator image: one index of
+                                                           amd64, arm64, ppc64le, s390x
+    REGISTRY/operator:VERSION-<arch>                       each architecture's image alone
     REGISTRY/runtime-cpu:VERSION-<flavour>-<version>       the CPU serving image (below)
     oci://REGISTRY/charts/spyre-operator:VERSION           the chart (helm package + push)
 
@@ -38,7 +40,9 @@ from pathlib import Path
 from spyre_devcluster.images import recipes
 from spyre_devcluster.images.containerfile import ContainerfileError
 from spyre_devcluster.images.oci import LayerChanged
-from spyre_devcluster.images.push import push
+from spyre_devcluster.images import operator_index, platforms
+from spyre_devcluster.images.platforms import Platform
+from spyre_devcluster.images.push import push, push_index
 from spyre_devcluster.images.store import Image, ImageBuildError
 from spyre_devcluster.registry import Registry
 from spyre_devcluster.tools import install_tools, tool
@@ -52,8 +56,7 @@ OPERATOR = "operator"
 RUNTIME_CPU = "runtime-cpu"
 # The registry path the chart's defaults name (values.yaml, Chart.yaml's annotations)
 DEFAULT_REGISTRY = IMAGE_REPOSITORY.rpartition("/")[0]
-# What the image builder builds: the host's platform (multi-arch: issue 29 part 2)
-HOST_PLATFORM = "linux/amd64"
+ALL_PLATFORMS = ",".join(platforms.PLATFORMS)  # the architectures Spyre ships in, and arm64
 USERNAME_ENV = "REGISTRY_USERNAME"
 PASSWORD_ENV = "REGISTRY_PASSWORD"
 _REGISTRY = re.compile(r"^(?P<host>[a-z0-9.-]+(:[0-9]+)?)(?P<path>(/[a-z0-9._-]+)*)$")
@@ -104,24 +107,6 @@ def check_version(version: str) -> str:
     return plain
 
 
-def check_platforms(platforms: list[str]) -> list[str]:
-    """The platforms for the image builder: today it builds the host's only."""
-    other = [p for p in platforms if p != HOST_PLATFORM]
-    if other:
-        raise ReleaseError(
-            f"--platforms {','.join(other)}: the image builder builds {HOST_PLATFORM} only "
-            "(multi-arch images: issue 29 part 2)"
-        )
-    return platforms
-
-
-def build_operator(platforms: list[str]) -> Image:
-    """The operator image for `platforms` (the image builder's)."""
-    check_platforms(platforms)
-    (image,) = recipes.build_images([OPERATOR])
-    return image
-
-
 def build_serving(flavours: list[str]) -> list[tuple[str, Image]]:
     """The CPU serving image of each flavour, with the tag the operator renders for it."""
     names = {f: "runtime-cpu" if f == "sendnn-inference" else f"runtime-cpu-{f}" for f in FLAVOURS}
@@ -168,16 +153,19 @@ def _run(cmd: list[str], stdin: str | None = None) -> None:
 
 
 def release(
-    version: str, target: Target, platforms: list[str], flavours: list[str], ca: str | None
+    version: str, target: Target, cpus: list[Platform], flavours: list[str], ca: str | None
 ) -> None:
     """Build, push the images, package and push the chart."""
     version = check_version(version)
     user, password = os.environ.get(USERNAME_ENV, ""), os.environ.get(PASSWORD_ENV, "")
     registry = Registry(target.host, ca, user, password)
     install_tools()
-    operator = build_operator(platforms)
+    operator = operator_index.build_index(cpus)
     serving = [(image, RUNTIME_CPU, tag) for tag, image in build_serving(flavours)]
-    for image, name, tag in [(operator, OPERATOR, version), *serving]:
+    repository = f"{target.path}/{OPERATOR}" if target.path else OPERATOR
+    done = push_index(operator, registry, repository, version)
+    print(f"{done.reference}@{done.digest}: {', '.join(p.name for p in cpus)}", flush=True)
+    for image, name, tag in serving:
         done = push(image, registry, name, tag, prefix=target.path)
         state = "already there" if done.already else f"{done.sent / 1e6:.0f} MB sent"
         print(f"{done.reference}@{done.digest}: {state} ({done.seconds:.1f}s)", flush=True)
@@ -198,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("registry", metavar="REGISTRY", help="e.g. quay.io/spyre-serving")
     parser.add_argument(
         "--platforms",
-        default=HOST_PLATFORM,
-        help=f"comma-separated platforms of the operator image (default {HOST_PLATFORM})",
+        default=ALL_PLATFORMS,
+        help=f"comma-separated architectures of the operator image (default {ALL_PLATFORMS})",
     )
     parser.add_argument(
         "--flavours",
@@ -215,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise ReleaseError(f"--flavours {unknown[0]}: not one of {', '.join(FLAVOURS)}")
         target = Target.parse(args.registry)
-        release(args.version, target, args.platforms.split(","), flavours, args.ca_file)
+        cpus = platforms.parse(args.platforms)
+        release(args.version, target, cpus, flavours, args.ca_file)
     except (ReleaseError, ImageBuildError, ContainerfileError, LayerChanged) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -118,14 +118,14 @@ def ensure_debootstrap() -> None:
     (found in a cold run: the next call rebuilt the base and pruned the one in use)."""
     if shutil.which("debootstrap") is None:
         subprocess.run(["apt-get", "update", "-qq"], check=False)
-        _checked(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"])
+        checked(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"])
 
 
 def debootstrap(target: Path, suite: str, packages: list[str]) -> None:
     """Make a minbase root filesystem in target, cleaned for use as a layer."""
     ensure_debootstrap()
     remove_tree(target)
-    _checked(
+    checked(
         [
             "debootstrap",
             "--variant=minbase",
@@ -149,15 +149,17 @@ def debootstrap(target: Path, suite: str, packages: list[str]) -> None:
     os.chmod(target / "etc" / "resolv.conf", 0o644)
 
 
-def _checked(cmd: list[str]) -> None:
-    print(f"   $ {' '.join(cmd)}", file=sys.stderr, flush=True)
+def checked(cmd: list[str], label: str = "", env: dict[str, str] | None = None) -> None:
+    """Run cmd (shown as label, default the command), raising with its output's tail."""
+    print(f"   $ {label or ' '.join(cmd)}", file=sys.stderr, flush=True)
     proc = subprocess.run(
         cmd,
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive", **(env or {})},
     )
     if proc.returncode != 0:
         tail = "\n    ".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise ImageBuildError(f"`{' '.join(cmd[:3])} ...` failed:\n    {tail}")
+        shown = label or " ".join(cmd[:3]) + " ..."
+        raise ImageBuildError(f"`{shown}` failed:\n    {tail}")

@@ -224,12 +224,13 @@ class Manifest:
     name: str
     config: ImageConfig
     layers: tuple[Blob, ...]
+    architecture: str = "amd64"  # the OCI/Go name: amd64, arm64, ppc64le, s390x
     config_bytes: bytes = field(init=False)
     manifest_bytes: bytes = field(init=False)
 
     def __post_init__(self) -> None:
         config = {
-            "architecture": "amd64",
+            "architecture": self.architecture,
             "os": "linux",
             "config": self.config.to_json(),
             # uncompressed layers: the diff ID is the blob digest
@@ -251,23 +252,32 @@ class Manifest:
     def digest(self) -> str:
         return blob_of(self.manifest_bytes).digest
 
-    def index_bytes(self) -> bytes:
+    def descriptor(self) -> dict[str, object]:
+        """This manifest as an entry of an index, with its platform."""
         man = blob_of(self.manifest_bytes)
-        tag = self.name.rpartition(":")[2]
-        index = {
-            "schemaVersion": 2,
-            "mediaType": MEDIA_INDEX,
-            "manifests": [
-                {
-                    "mediaType": MEDIA_MANIFEST,
-                    "digest": man.digest,
-                    "size": man.size,
-                    "platform": {"architecture": "amd64", "os": "linux"},
-                    "annotations": {ANNOTATION_NAME: self.name, ANNOTATION_REF: tag},
-                }
-            ],
+        return {
+            "mediaType": MEDIA_MANIFEST,
+            "digest": man.digest,
+            "size": man.size,
+            "platform": {"architecture": self.architecture, "os": "linux"},
         }
-        return canonical(index)
+
+    def index_bytes(self) -> bytes:
+        tag = self.name.rpartition(":")[2]
+        entry = {
+            **self.descriptor(),
+            "annotations": {ANNOTATION_NAME: self.name, ANNOTATION_REF: tag},
+        }
+        return canonical({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": [entry]})
+
+
+def index_bytes(manifests: list[Manifest]) -> bytes:
+    """An image index of one manifest per platform (what a multi-arch tag names)."""
+    platforms = [m.architecture for m in manifests]
+    if len(set(platforms)) != len(platforms):
+        raise ValueError(f"one manifest per architecture, got {', '.join(platforms)}")
+    entries = [m.descriptor() for m in manifests]
+    return canonical({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": entries})
 
 
 def chain_ids(layers: tuple[Blob, ...]) -> list[str]:

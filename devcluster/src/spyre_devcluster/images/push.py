@@ -26,11 +26,13 @@ from pathlib import Path
 
 from spyre_devcluster.images.oci import (
     CHUNK,
+    MEDIA_INDEX,
     MEDIA_MANIFEST,
     Blob,
     Digester,
     LayerChanged,
     blob_of,
+    index_bytes,
     write_layer,
 )
 from spyre_devcluster.images.store import Image, ImageBuildError
@@ -148,9 +150,11 @@ class Client:
                 f"{response.reason}"
             )
 
-    def manifest_digest(self, repository: str, tag: str) -> str | None:
+    def manifest_digest(
+        self, repository: str, tag: str, media_type: str = MEDIA_MANIFEST
+    ) -> str | None:
         response = self._request(
-            "HEAD", f"/v2/{repository}/manifests/{tag}", headers={"Accept": MEDIA_MANIFEST}
+            "HEAD", f"/v2/{repository}/manifests/{tag}", headers={"Accept": media_type}
         )
         if response.status == 404:
             return None
@@ -204,12 +208,14 @@ class Client:
         conn.close()
         self._expect(response, (201,), f"blob {blob.digest} ({blob.size} bytes)")
 
-    def put_manifest(self, repository: str, tag: str, manifest: bytes) -> None:
+    def put_manifest(
+        self, repository: str, tag: str, manifest: bytes, media_type: str = MEDIA_MANIFEST
+    ) -> None:
         response = self._request(
             "PUT",
             f"/v2/{repository}/manifests/{tag}",
             body=manifest,
-            headers={"Content-Type": MEDIA_MANIFEST},
+            headers={"Content-Type": media_type},
         )
         self._expect(response, (201,), f"the manifest of {repository}:{tag}")
 
@@ -236,18 +242,9 @@ def _layer_writer(folder: Path, blob: Blob) -> Callable[[_Sender], None]:
     return write
 
 
-def push(
-    image: Image, registry: Registry, name: str, tag: str, prefix: str = REPOSITORY_PREFIX
-) -> Pushed:
-    """Make image available as <registry>/<prefix>/<name>:<tag>."""
-    began = time.monotonic()
-    client = Client(registry)
-    repository = f"{prefix}/{name}" if prefix else name
-    reference = f"{registry.address}/{repository}:{tag}"
-    manifest = image.manifest
-    if client.manifest_digest(repository, tag) == manifest.digest:
-        return Pushed(reference, manifest.digest, 0, 0, time.monotonic() - began, True)
-    config = manifest.config_bytes
+def _send_blobs(client: Client, repository: str, image: Image) -> tuple[int, int]:
+    """The config and layers the repository lacks; (bytes sent, blobs skipped)."""
+    config = image.manifest.config_bytes
     blobs = [(blob_of(config), _bytes_writer(config))]
     blobs += [(layer.blob, _layer_writer(layer.dir, layer.blob)) for layer in image.layers]
     sent = skipped = 0
@@ -264,5 +261,46 @@ def push(
             continue
         client.upload(repository, blob, write)
         sent += blob.size
+    return sent, skipped
+
+
+def push(
+    image: Image, registry: Registry, name: str, tag: str, prefix: str = REPOSITORY_PREFIX
+) -> Pushed:
+    """Make image available as <registry>/<prefix>/<name>:<tag>."""
+    began = time.monotonic()
+    client = Client(registry)
+    repository = f"{prefix}/{name}" if prefix else name
+    reference = f"{registry.address}/{repository}:{tag}"
+    manifest = image.manifest
+    if client.manifest_digest(repository, tag) == manifest.digest:
+        return Pushed(reference, manifest.digest, 0, 0, time.monotonic() - began, True)
+    sent, skipped = _send_blobs(client, repository, image)
     client.put_manifest(repository, tag, manifest.manifest_bytes)
     return Pushed(reference, manifest.digest, sent, skipped, time.monotonic() - began, False)
+
+
+def push_index(images: list[Image], registry: Registry, repository: str, tag: str) -> Pushed:
+    """Push one image per architecture, each manifest also as <tag>-<arch>, then the index
+    of them as <registry>/<repository>:<tag> (what a multi-arch pull resolves).
+
+    The per-architecture tags are for running an architecture other than the host's:
+    containerd's CRI takes the host's platform from an index and has no setting to take
+    another, while a tag naming one manifest is run as it is (under binfmt_misc)."""
+    began = time.monotonic()
+    client = Client(registry)
+    reference = f"{registry.address}/{repository}:{tag}"
+    index = index_bytes([image.manifest for image in images])
+    digest = blob_of(index).digest
+    if client.manifest_digest(repository, tag, MEDIA_INDEX) == digest:
+        return Pushed(reference, digest, 0, 0, time.monotonic() - began, True)
+    sent = skipped = 0
+    for image in images:
+        manifest = image.manifest
+        own = f"{tag}-{image.architecture}"
+        if client.manifest_digest(repository, own) != manifest.digest:
+            more, had = _send_blobs(client, repository, image)
+            sent, skipped = sent + more, skipped + had
+            client.put_manifest(repository, own, manifest.manifest_bytes)
+    client.put_manifest(repository, tag, index, MEDIA_INDEX)
+    return Pushed(reference, digest, sent, skipped, time.monotonic() - began, False)

@@ -14,7 +14,7 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from spyre_devcluster.images.store import ImageBuildError
@@ -171,8 +171,8 @@ def parse_user(user: str) -> tuple[int, int]:
     return uid, gid
 
 
-def run(root: Path, argv: Sequence[str], env: dict[str, str], user: str, workdir: str) -> None:
-    """Run argv chrooted into root as user, streaming its output; raise on failure."""
+def entering(root: Path, user: str, workdir: str) -> Callable[[], None]:
+    """A preexec_fn that chroots into root, as user, in workdir."""
     uid, gid = parse_user(user)
 
     def enter() -> None:
@@ -182,6 +182,12 @@ def run(root: Path, argv: Sequence[str], env: dict[str, str], user: str, workdir
         os.setgid(gid)
         os.setuid(uid)
 
+    return enter
+
+
+def run(root: Path, argv: Sequence[str], env: dict[str, str], user: str, workdir: str) -> None:
+    """Run argv chrooted into root as user, streaming its output; raise on failure."""
+    enter = entering(root, user, workdir)
     print(f"   RUN {' '.join(argv)}", file=sys.stderr, flush=True)
     proc = subprocess.Popen(
         list(argv),

@@ -59,10 +59,12 @@ class Image:
     key: str
     layers: tuple[Layer, ...]
     config: ImageConfig
+    architecture: str = "amd64"
 
     @property
     def manifest(self) -> Manifest:
-        return Manifest(self.name, self.config, tuple(layer.blob for layer in self.layers))
+        blobs = tuple(layer.blob for layer in self.layers)
+        return Manifest(self.name, self.config, blobs, self.architecture)
 
     @property
     def size(self) -> int:
@@ -77,6 +79,7 @@ class Image:
                 for x in self.layers
             ],
             "config": self.config.to_json(),
+            "architecture": self.architecture,
         }
         (folder / "image.json").write_text(json.dumps(doc, indent=2) + "\n")
 
@@ -93,7 +96,8 @@ class Image:
             recorded = {(x["dir"], x["digest"], x["size"]) for x in owner["layers"]}
             if (str(layer.dir), layer.blob.digest, layer.blob.size) not in recorded:
                 return None
-        return cls(doc["name"], doc["key"], layers, ImageConfig.from_json(doc["config"]))
+        config = ImageConfig.from_json(doc["config"])
+        return cls(doc["name"], doc["key"], layers, config, doc.get("architecture", "amd64"))
 
 
 def _read(folder: Path) -> dict[str, Any] | None:

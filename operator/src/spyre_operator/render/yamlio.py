@@ -18,6 +18,11 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from spyre_operator.api.problem import shown
 
+try:  # libyaml: a 1 MB file loads well within a second
+    from yaml import CSafeLoader as SafeLoader
+except ImportError:  # PyPI has no ppc64le wheel: that image's PyYAML is pure Python (slower)
+    from yaml import SafeLoader  # type: ignore[assignment]
+
 # The API server's request limit: no bigger SpyreModel can be applied.
 MAX_CHARS = 3 * 1024 * 1024
 # A SpyreModel nests about 12 levels (affinity); Python's stack ends near 500.
@@ -37,7 +42,7 @@ class _Named(io.StringIO):
         self.name = name
 
 
-class _Loader(yaml.CSafeLoader):  # libyaml: a 1 MB file loads well within a second
+class _Loader(SafeLoader):
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         first: dict[tuple[str, str], int] = {}
         for key_node, _ in node.value:
@@ -115,7 +120,7 @@ def load_documents(text: str, name: str = "<input>") -> list[Any]:
 def _check_depth(text: str, name: str) -> bool:
     """Nesting checked on the event stream (flat), before anything recursive reads it;
     whether the text has aliases."""
-    parser = yaml.CSafeLoader(_Named(text, name))
+    parser = SafeLoader(_Named(text, name))
     depth, aliased = 0, False
     try:
         while parser.check_event():

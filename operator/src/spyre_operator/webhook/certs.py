@@ -137,16 +137,36 @@ def issue(
                  previous_ca)  # fmt: skip
 
 
+# cryptography 38 (Debian bookworm's, which the s390x operator image carries: PyPI has
+# no s390x wheel) lacks verify_directly_issued_by (40) and the *_utc fields (42).
+def validity(cert: x509.Certificate) -> tuple[datetime.datetime, datetime.datetime]:
+    """The certificate's not-before and not-after, in UTC."""
+    if hasattr(cert, "not_valid_before_utc"):
+        return cert.not_valid_before_utc, cert.not_valid_after_utc
+    start, end = cert.not_valid_before, cert.not_valid_after  # naive UTC before 42
+    return start.replace(tzinfo=datetime.UTC), end.replace(tzinfo=datetime.UTC)
+
+
+def check_issued_by(cert: x509.Certificate, ca: x509.Certificate) -> None:
+    """Raise ValueError/InvalidSignature unless ca's (EC) key signed cert."""
+    if cert.issuer != ca.subject:
+        raise ValueError("issuer mismatch")
+    key = ca.public_key()
+    if not isinstance(key, ec.EllipticCurvePublicKey) or cert.signature_hash_algorithm is None:
+        raise TypeError("the CA's key is not an EC key")
+    key.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+
+
 def renewal_due(certs: Certs, hosts: Sequence[str], now: datetime.datetime) -> str | None:
     """Why `certs` must be replaced (for the log), or None while they serve `hosts` well."""
     try:
         ca = x509.load_pem_x509_certificate(certs.ca_cert)
         cert = x509.load_pem_x509_certificate(certs.cert)
         serialization.load_pem_private_key(certs.key, None)
-        cert.verify_directly_issued_by(ca)
+        check_issued_by(cert, ca)
     except (ValueError, TypeError, InvalidSignature):
         return "the stored certificate is unreadable or not signed by the stored CA"
-    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    start, end = validity(cert)
     if now >= start + (end - start) * RENEW_AFTER:
         return f"the certificate expires at {end:%Y-%m-%d %H:%M} UTC (renewed at 2/3 of its life)"
     served = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
@@ -164,6 +184,6 @@ def bundle(certs: Certs, now: datetime.datetime) -> bytes:
             previous = x509.load_pem_x509_certificate(certs.previous_ca)
         except ValueError:
             return out
-        if previous.not_valid_after_utc > now:
+        if validity(previous)[1] > now:
             out += certs.previous_ca
     return out

@@ -1,0 +1,132 @@
+"""The operator image for every architecture, run for real: each architecture's image (its
+layers mounted as containerd would stack them) runs `spyre-operator --version` and
+`spyre-operator validate` of every example, chrooted, on that image's own CPU emulated by
+qemu-user-static through binfmt_misc, as the image's user with the image's environment.
+The images are built once and cached (docs/images.md); a broken one fails here."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ctdlib import private_containerd
+from test_registry import running
+
+from spyre_devcluster import registry
+from spyre_devcluster.images import emulation, operator_index, rootfs
+from spyre_devcluster.images.containerd import Ctr
+from spyre_devcluster.images.oci import MEDIA_INDEX, index_bytes
+from spyre_devcluster.images.platforms import PLATFORMS
+from spyre_devcluster.images.push import push_index
+from spyre_devcluster.images.recipes import checkout
+from spyre_devcluster.images.store import Image
+from spyre_operator import __version__
+
+pytestmark = pytest.mark.images
+__all__ = ["running"]  # the registry fixture of test_registry.py, used here too
+
+EXAMPLES = sorted(p.relative_to(checkout()) for p in (checkout() / "examples").rglob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def images() -> list[Image]:
+    if os.geteuid() != 0:
+        pytest.skip("building images needs root (overlay mounts, chroot, binfmt_misc)")
+    return operator_index.build_index(list(PLATFORMS.values()))
+
+
+@contextlib.contextmanager
+def mounted(image: Image, scratch: Path) -> Iterator[Path]:
+    """The image's layers stacked, the examples at /examples, /proc."""
+    with rootfs.overlay([x.dir for x in image.layers], scratch / "upper", scratch) as merged:
+        mounts = rootfs.Mounts(merged)
+        try:
+            mounts.bind(checkout() / "examples", "/examples")
+            mounts.mount(mounts.point("/proc", True), "-t", "proc", "proc")
+            yield merged
+        finally:
+            mounts.undo()
+
+
+def run(root: Path, image: Image, *argv: str) -> subprocess.CompletedProcess[str]:
+    """argv in the image, as its entrypoint would run it: its user, env and workdir."""
+    return subprocess.run(
+        list(argv),
+        env=image.config.env_dict(),
+        preexec_fn=rootfs.entering(root, image.config.user, image.config.workdir),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_the_index_has_one_image_per_architecture(images: list[Image]) -> None:
+    index = json.loads(index_bytes([i.manifest for i in images]))
+    assert index["mediaType"] == MEDIA_INDEX
+    assert sorted(m["platform"]["architecture"] for m in index["manifests"]) == sorted(PLATFORMS)
+    for image in images:
+        config = json.loads(image.manifest.config_bytes)
+        assert (config["os"], config["architecture"]) == ("linux", image.architecture)
+        assert config["config"]["User"] == "65532:65532"  # operator/Containerfile's
+    assert len({i.manifest.digest for i in images}) == len(PLATFORMS)
+
+
+@pytest.mark.parametrize("arch", list(PLATFORMS))
+def test_each_architectures_image_runs_the_cli_emulated(
+    arch: str, images: list[Image], tmp_path: Path
+) -> None:
+    image = next(i for i in images if i.architecture == arch)
+    platform = PLATFORMS[arch]
+    emulation.ensure(platform.machine)
+    entry = list(image.config.entrypoint or ())
+    assert entry == ["spyre-operator"]
+    with mounted(image, tmp_path) as root:
+        machine = run(root, image, "python3", "-c", "import platform; print(platform.machine())")
+        version = run(root, image, *entry, "--version")
+        checked = run(root, image, *entry, "validate", *(f"/{p}" for p in EXAMPLES))
+    assert machine.stdout.strip() == platform.machine, machine.stderr
+    assert version.returncode == 0, version.stderr
+    assert __version__ in version.stdout
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    for path in EXAMPLES:
+        assert f"/{path}: " in checked.stdout, checked.stdout
+
+
+def test_the_index_is_pushed_with_a_tag_per_architecture_that_containerd_runs_as_is(
+    images: list[Image], running: registry.Registry, tmp_path: Path
+) -> None:
+    repository = f"{registry.REPOSITORY_PREFIX}/operator"
+    first = push_index(images, running, repository, "1")
+    assert not first.already and first.sent > 0
+    assert push_index(images, running, repository, "1").already  # one HEAD
+    request = urllib.request.Request(
+        f"https://{running.address}/v2/{repository}/manifests/1",
+        headers={"Accept": MEDIA_INDEX, "Authorization": _basic(running)},
+    )
+    with urllib.request.urlopen(request, timeout=30, context=running.ssl_context()) as resp:
+        index = json.loads(resp.read())
+    assert {m["platform"]["architecture"]: m["digest"] for m in index["manifests"]} == {
+        i.architecture: i.manifest.digest for i in images
+    }
+    # containerd takes a tag naming one manifest as it is, whatever its architecture
+    arm64 = next(i for i in images if i.architecture == "arm64")
+    hosts = tmp_path / "certs.d"
+    registry.write_containerd_hosts(running, hosts)
+    reference = f"{running.address}/{repository}:1-arm64"
+    user = f"{running.username}:{running.password}"
+    with private_containerd(tmp_path / "containerd") as socket:
+        ctr = Ctr(socket)
+        ctr.run("images", "pull", "--hosts-dir", str(hosts), "--user", user, reference)
+        assert ctr.image_digest(reference) == arm64.manifest.digest
+
+
+def _basic(reg: registry.Registry) -> str:
+    return "Basic " + base64.b64encode(f"{reg.username}:{reg.password}".encode()).decode()
