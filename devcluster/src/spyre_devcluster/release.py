@@ -37,10 +37,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from spyre_devcluster.images import recipes
+from spyre_devcluster.images import operator_index, platforms, recipes
 from spyre_devcluster.images.containerfile import ContainerfileError
 from spyre_devcluster.images.oci import LayerChanged
-from spyre_devcluster.images import operator_index, platforms
 from spyre_devcluster.images.platforms import Platform
 from spyre_devcluster.images.push import push, push_index
 from spyre_devcluster.images.store import Image, ImageBuildError
