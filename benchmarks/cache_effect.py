@@ -9,12 +9,18 @@ template, alternating two kinds, `--runs` of each:
   cached     the template as rendered: the cache volume with the key's compiled graphs;
   compiling  the same template with an empty cache (an emptyDir instead of the volume)
              and the require-precompiled switch off, so vLLM compiles at start-up.
-For each pod: create -> Ready (its readiness probe) and create -> first completion
+  bare       the same serve command, env and cache as `cached`, run as a plain process on
+             the node (the host) from the CPU runtime venv the image was made from
+             (scripts/runtime-env) with this checkout's spyre_runtime: the pod's paths
+             mapped to the host folders of its volumes, no container, no probe (Ready is
+             its first /health answer): the physical limit of a cached pod's start.
+For each: create -> Ready (the pod's readiness probe) and create -> first completion
 (asked at the pod's IP), and where the start-up went: the phases between milestones of
-its own log (`kubectl logs --timestamps`, see PHASES) and the seconds spent in
-torch.compile (its compile report). Prints every run, then median, spread and the ratio
-compiling / cached, and the median of each phase. Needs root and `spyre-operator cluster
-install --node`; takes the node down at the end.
+its own log (`kubectl logs --timestamps`; the bare process's lines stamped as read; see
+PHASES) and the seconds spent in torch.compile (its compile report). Prints every run,
+then median, spread and the ratios compiling / cached and cached / bare, and the median
+of each phase. Needs root and `spyre-operator cluster install --node`; takes the node
+down at the end.
 """
 
 from __future__ import annotations
@@ -24,22 +30,30 @@ import copy
 import json
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runtime"))
+from rtlib import REPO, stop
+
 from spyre_devcluster import node_operator, preflight
+from spyre_devcluster.controlplane import free_port
+from spyre_devcluster.images import recipes
 from spyre_devcluster.kubectl import Kubectl
 from spyre_devcluster.node import Node
 from spyre_devcluster.simulate import poll_until
 from spyre_runtime import compilereport, contract
 
 WAIT = 1800
-KINDS = ("cached", "compiling")
+KINDS = ("cached", "compiling", "bare")
 # Start-up phases: each ends at the first log line matching its pattern (both flavours'
 # plugins, vLLM 0.17 and 0.28), or at Ready; it starts where the one before ended, the
 # first at the pod's creation. A milestone not found folds its phase into the next.
@@ -80,6 +94,9 @@ def is_ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
+Lines = list[tuple[float, str]]  # (epoch seconds, text) of each log line
+
+
 def _timestamp(line: str) -> tuple[float, str] | None:
     """(epoch seconds, text) of a `kubectl logs --timestamps` line (RFC 3339, nanoseconds)."""
     stamp, _, text = line.partition(" ")
@@ -91,10 +108,14 @@ def _timestamp(line: str) -> tuple[float, str] | None:
     return seconds + float(f"0.{fraction or 0}"), text
 
 
-def phases(log: str, created: float, ready: float) -> dict[str, float | None]:
-    """Seconds of each of PHASES in a pod's timestamped log (created and ready: epoch
+def stamped(log: str) -> Lines:
+    """The lines of `kubectl logs --timestamps`."""
+    return [found for line in log.splitlines() if (found := _timestamp(line))]
+
+
+def phases(lines: Lines, created: float, ready: float) -> dict[str, float | None]:
+    """Seconds of each of PHASES in a start's stamped log lines (created and ready: epoch
     seconds); None for a milestone the log lacks (its time goes to the next phase)."""
-    lines = [found for line in log.splitlines() if (found := _timestamp(line))]
     result: dict[str, float | None] = {}
     previous = created
     for name, pattern in PHASES:
@@ -142,7 +163,102 @@ def time_pod(cluster: Kubectl, doc: dict[str, Any]) -> Start:
     warmed = contract.startup(log).values()
     cluster("delete", "pod", name, "--wait=true", "--timeout=120s")
     compile_seconds = sum(r.compile_ms for r in warmed) / 1000
-    return Start(to_ready, to_answer, phases(log, created, ready_at), compile_seconds)
+    return Start(to_ready, to_answer, phases(stamped(log), created, ready_at), compile_seconds)
+
+
+class HostPaths:
+    """The host folders a pod's volumes are on this node: hostPath volumes, claims bound
+    to hostPath volumes, and a fresh folder for each emptyDir."""
+
+    def __init__(self, cluster: Kubectl, spec: dict[str, Any], scratch: Path) -> None:
+        (container,) = spec["containers"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        self.mounts: list[tuple[str, Path]] = []
+        for mount in container["volumeMounts"]:
+            volume = volumes[mount["name"]]
+            if "hostPath" in volume:
+                host = Path(volume["hostPath"]["path"])
+            elif "persistentVolumeClaim" in volume:
+                claim = cluster.get(f"pvc/{volume['persistentVolumeClaim']['claimName']}")
+                pv = cluster.get(f"pv/{claim['spec']['volumeName']}")
+                host = Path(pv["spec"]["hostPath"]["path"])
+            elif "emptyDir" in volume:
+                host = Path(tempfile.mkdtemp(prefix=f"{mount['name']}-", dir=scratch))
+            else:
+                raise ValueError(f"volume {mount['name']}: no host folder for {volume}")
+            self.mounts.append((mount["mountPath"], host / mount.get("subPath", "")))
+        self.mounts.sort(key=lambda m: -len(m[0]))  # the longest mount path wins
+
+    def __call__(self, value: str) -> str:
+        """`value` with a path inside the pod's mounts mapped to the host."""
+        for inside, host in self.mounts:
+            if value == inside or value.startswith(inside + "/"):
+                return str(host) + value[len(inside) :]
+        return value
+
+
+def time_bare(cluster: Kubectl, template: dict[str, Any], venv: Path, scratch: Path) -> Start:
+    """The cached pod's serve command as a process on the host, with the pod's env (paths
+    mapped to its volumes' host folders, a free port: the host's network is shared)."""
+    (container,) = template["spec"]["containers"]
+    host = HostPaths(cluster, template["spec"], scratch)
+    port = free_port()
+    args = [host(a) for a in container["args"]]
+    args[args.index("--port") + 1] = str(port)
+    env = {e["name"]: host(e["value"]) for e in container["env"] if "value" in e}
+    env |= {
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "MASTER_PORT": str(free_port()),
+        "SPYRE_SERVING_TERMINATION_LOG": str(scratch / "termination-log"),
+        "PYTHONUNBUFFERED": "1",
+        # this checkout's spyre_runtime, as in the image (the venv's editable install
+        # points at whichever checkout ran scripts/runtime-env last)
+        "PYTHONPATH": str(REPO / "image" / "src"),
+    }
+    lines: Lines = []
+    started = time.monotonic()
+    created = time.time()
+    proc = subprocess.Popen(
+        [str(venv / "bin" / "spyre-runtime"), *args],
+        env=env,
+        cwd=host(container["workingDir"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    output = proc.stdout
+    assert output is not None
+
+    def read() -> None:
+        for line in output:
+            lines.append((time.time(), line))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"bare serve exited {proc.returncode}: {lines[-30:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                    return True
+            except OSError:
+                return False
+
+        poll_until(healthy, "the bare process healthy", WAIT, interval=0.1)
+        to_ready = time.monotonic() - started
+        ready_at = time.time()
+        node_operator.complete("127.0.0.1", port, "Hello", timeout=120)
+        to_answer = time.monotonic() - started
+    finally:
+        stop(proc)
+        reader.join(30)
+    warmed = contract.startup("".join(text for _, text in lines)).values()
+    compile_seconds = sum(r.compile_ms for r in warmed) / 1000
+    return Start(to_ready, to_answer, phases(lines, created, ready_at), compile_seconds)
 
 
 def summary(values: list[float]) -> str:
@@ -152,6 +268,7 @@ def summary(values: list[float]) -> str:
 
 
 def measure(node: Node, folder: Path, runs: int, backend: str) -> None:
+    venv = recipes.runtime_venv(node_operator.FLAVOUR)  # the serving image's, on the host
     cluster = Kubectl(node.kubeconfig)
     node_operator.push_images(node, print)
     node_operator.install_chart(node)
@@ -174,7 +291,10 @@ def measure(node: Node, folder: Path, runs: int, backend: str) -> None:
     figures: dict[str, list[Start]] = {kind: [] for kind in KINDS}
     for run in range(1, runs + 1):
         for kind in KINDS:
-            start = time_pod(cluster, bare_pod(template, f"{kind}-{run}", kind))
+            if kind == "bare":
+                start = time_bare(cluster, template, venv, Path(tempfile.mkdtemp(dir=folder)))
+            else:
+                start = time_pod(cluster, bare_pod(template, f"{kind}-{run}", kind))
             figures[kind].append(start)
             print(
                 f"run {run} {kind:9}: Ready {start.to_ready:6.1f} s, answer "
@@ -188,9 +308,10 @@ def measure(node: Node, folder: Path, runs: int, backend: str) -> None:
             values = [getattr(f, what) for f in figures[kind]]
             medians[kind] = statistics.median(values)
             print(f"  {LABELS[what]:16} {kind:9} {summary(values)}")
-        ratio = medians["compiling"] / medians["cached"]
-        print(f"  {LABELS[what]:16} ratio compiling / cached: {ratio:.2f}x")
-    print("\nstart-up phases, median seconds (cached | compiling):")
+        for over, under in (("compiling", "cached"), ("cached", "bare")):
+            ratio = medians[over] / medians[under]
+            print(f"  {LABELS[what]:16} ratio {over} / {under}: {ratio:.2f}x")
+    print(f"\nstart-up phases, median seconds ({' | '.join(KINDS)}):")
     for name, _ in PHASES:
         cells = [median_of([f.phases[name] for f in figures[kind]]) for kind in KINDS]
         print(f"  {name:38} {' | '.join(cells)}")

@@ -3,7 +3,8 @@ the project's own images, the tiny Granite made here (from a hostPath, and from 
 test runs on the host).
 
 The tests run in file order in one namespace, each story starting from where the one
-before left the cluster: first deploy, the images pulled from the node's registry (and a
+before left the cluster: first deploy, its key's graphs moved off by hand (the serving
+pod refuses at once and the model says why), the images pulled from the node's registry (and a
 model without the pull Secret refused), an autoscaler scaling it to two, a serving pod
 killed, a new cache key rolled out while the old pod answers, a second model sharing the
 compile, a failing compile and its fix, the operator killed during a compile, a model
@@ -22,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +208,72 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     # the bytes the compile pod reported are what is on the volume (READY, written after
     # the count, aside; the serving pods compiled nothing, so wrote nothing)
     assert cache["bytes"] == volume_bytes(cluster, name, cache["cacheKey"]), cache
+
+
+def test_a_cache_emptied_by_hand_fails_the_serving_pod_fast_and_the_model_says_why(
+    cluster: Cluster,
+) -> None:
+    """The key's compiled graphs (its inductor folder) moved out of the key's folder by hand,
+    with the require switch on (a decoder's default): the next serving pod refuses at once,
+    before vLLM is imported, and the model says why (Degraded CacheRejected with the pod's
+    own message) in status and a Warning Event. The graphs put back, it starts from them."""
+    key = cluster.ready()["activeCacheKey"]
+    folder = volume_folder(cluster)
+    graphs, aside = folder / key / contract.INDUCTOR_CACHE_SUBDIR, folder / f".aside-{key}"
+    (victim,) = cluster.pods()
+    graphs.rename(aside)  # on the node, as root; renamed back as they were
+    try:
+        cluster.kubectl("delete", "pod", victim["metadata"]["name"], "--wait=false")
+
+        def said() -> dict[str, Any] | None:
+            status = cluster.status()
+            found = {c["type"]: c for c in status.get("conditions", [])}
+            rejected = found.get("Degraded", {}).get("reason") == "CacheRejected"
+            return status | {"found": found} if rejected else None
+
+        status = cluster.wait("the model saying why its pod refused", said, timeout=300)
+        (pod,) = cluster.pods()
+        refused = refusal(pod)
+        cluster.wait(
+            "a Warning Event", lambda: ("Warning", "CacheRejected") in cluster.events(FIRST)
+        )
+    finally:
+        aside.rename(graphs)
+    found = status["found"]
+    print(f"refused in {refused[1]:.1f} s: {found['Degraded']['message']}")
+    assert refused[0] == 3, refused  # serve's exit code for CacheNotReady
+    assert refused[1] < 15, refused  # no torch, no vLLM: the check alone
+    message = found["Degraded"]["message"]
+    assert message.startswith(f"serving pod {pod['metadata']['name']} refused the compiled")
+    assert "inductor files its compile wrote" in message and "never compile" in message
+    assert found["Degraded"]["status"] == "True" and found["Available"]["status"] == "False"
+    assert status["phase"] == "Degraded", status
+    # the graphs back where the compile put them: the kubelet's next restart starts from them
+    cluster.ready()
+    cluster.wait("from the cache", lambda: cluster.status().get("replicasFromCache") == 1)
+    (pod,) = cluster.pods()
+    assert_started_from_cache(cluster, pod)
+
+
+def refusal(pod: dict[str, Any]) -> tuple[int, float]:
+    """(exit code, seconds it ran) of the serving container's last termination, whose
+    message is serve's CacheNotReady summary."""
+    (status,) = pod["status"]["containerStatuses"]
+    done = status["state"].get("terminated") or status["lastState"]["terminated"]
+    ran = _instant(done["finishedAt"]) - _instant(done["startedAt"])
+    summary = json.loads(done["message"].strip().splitlines()[-1])
+    assert summary["reason"] == contract.CACHE_NOT_READY, summary
+    return done["exitCode"], ran
+
+
+def _instant(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def volume_folder(cluster: Cluster) -> Path:
+    """The cache volume's folder on the node (the hostPath provisioner's)."""
+    claim = cluster.get("pvc/spyre-graph-cache")["spec"]["volumeName"]
+    return Path(cluster.get(f"pv/{claim}")["spec"]["hostPath"]["path"])
 
 
 def test_the_images_come_from_the_registry_and_a_pod_without_its_secret_is_refused(
@@ -587,8 +655,7 @@ def test_an_unused_key_is_removed_from_the_volume_by_a_real_clean_up_job(
     (pod,) = cluster.pods("sweep")
     on_disk = volume_bytes(cluster, pod["metadata"]["name"], key)
     assert listed_status["cache"]["bytes"] == on_disk > 0, listed_status
-    claim = cluster.get("pvc/spyre-graph-cache")["spec"]["volumeName"]
-    folder = Path(cluster.get(f"pv/{claim}")["spec"]["hostPath"]["path"])
+    folder = volume_folder(cluster)
     files = [f for f in (folder / key).rglob("*") if f.is_file() and not f.is_symlink()]
     # du --apparent-size of its files, read on the host (READY is written after the count)
     assert sum(f.stat().st_size for f in files if f.name != "READY") == on_disk

@@ -118,6 +118,9 @@ def test_a_serving_start_from_the_cache_compiles_nothing_and_writes_nothing(
     port, log = server(compiled.workload, compiled.root, require_precompiled=True)
     started = log.read_text(errors="replace")
     assert "[PRECOMPILED_WARN] Setting DISABLE_COMPILATION" in started
+    # a CPU backend's engine core is forked (enginefork.py): it imports and lists the
+    # platform plugins no second time, as a spawned one does
+    assert started.count("Available plugins for group vllm.platform_plugins") == 1, started
     # the engine core's report at the end of its warmup: none compiled
     warmed = list(startup(started).values())
     assert warmed and not [r for r in warmed if r.compiled], reports(started)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from apilib import ROOT
@@ -37,7 +38,7 @@ LOG = "\n".join(
 
 
 def test_each_phase_runs_from_the_milestone_before() -> None:
-    found = cache_effect.phases(LOG, created=T0, ready=T0 + 58.0)
+    found = cache_effect.phases(cache_effect.stamped(LOG), created=T0, ready=T0 + 58.0)
     assert list(found) == [name for name, _ in cache_effect.PHASES]
     expected = [2.5, 17.5, 10.0, 1.5, 1.5, 17.0, 5.25, 2.75]
     assert list(found.values()) == pytest.approx(expected)
@@ -45,7 +46,37 @@ def test_each_phase_runs_from_the_milestone_before() -> None:
 
 def test_a_missing_milestone_folds_its_phase_into_the_next() -> None:
     log = "\n".join(line for line in LOG.splitlines() if "load model took" not in line)
-    found = cache_effect.phases(log, created=T0, ready=T0 + 58.0)
+    found = cache_effect.phases(cache_effect.stamped(log), created=T0, ready=T0 + 58.0)
     assert found["weights load"] is None
     assert found["engine setup"] == pytest.approx(3.0)
-    assert cache_effect.phases("no timestamps\n", T0, T0 + 1.0)["readiness"] == 1.0
+    assert cache_effect.phases(cache_effect.stamped("no timestamps\n"), T0, T0 + 1.0) == {
+        name: None for name, _ in cache_effect.PHASES[:-1]
+    } | {"readiness": 1.0}
+
+
+def test_the_bare_process_sees_the_pods_paths_in_its_volumes_host_folders(
+    tmp_path: Path,
+) -> None:
+    """The pod's mount paths in its env and args become the host folders of its volumes
+    (hostPath, a fresh folder per emptyDir); the longest mount wins, other text stays."""
+    spec = {
+        "containers": [{"volumeMounts": [
+            {"name": "models", "mountPath": "/models", "readOnly": True},
+            {"name": "cache", "mountPath": "/var/cache/spyre"},
+            {"name": "sub", "mountPath": "/var/cache/spyre/weights", "subPath": "w"},
+            {"name": "home", "mountPath": "/home/spyre"},
+        ]}],
+        "volumes": [
+            {"name": "models", "hostPath": {"path": "/srv/models"}},
+            {"name": "cache", "hostPath": {"path": "/srv/cache"}},
+            {"name": "sub", "hostPath": {"path": "/srv/cache"}},
+            {"name": "home", "emptyDir": {}},
+        ],
+    }  # fmt: skip
+    host = cache_effect.HostPaths(None, spec, tmp_path)  # type: ignore[arg-type]  # no claims
+    assert host("/models/granite") == "/srv/models/granite"
+    assert host("/var/cache/spyre/abc/inductor") == "/srv/cache/abc/inductor"
+    assert host("/var/cache/spyre/weights/x") == "/srv/cache/w/x"
+    assert host("/models") == "/srv/models" and host("/modelsx") == "/modelsx"
+    assert Path(host("/home/spyre")).parent == tmp_path
+    assert host("--max-model-len") == "--max-model-len"

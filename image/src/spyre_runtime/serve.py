@@ -1,5 +1,6 @@
 """`serve`: check the cache for this key, give inductor its own copy of the key's inductor
-caches, then become `vllm serve` (exec, no child).
+caches, then become `vllm serve` (exec, no child), its engine core forked on a CPU backend
+(enginefork.py).
 
 Nothing here imports torch or vLLM: the check costs milliseconds, and after exec signals
 and the exit code belong to vLLM alone.
@@ -16,6 +17,7 @@ from .catalog import CacheState, check_cache
 from .compilereport import REQUIRE_CACHED_ENV
 from .config import RuntimeConfig
 from .contract import CACHE_NOT_READY, TORCHINDUCTOR_CACHE_DIR
+from .enginefork import start_method_env
 from .inductorcopy import private_copy
 from .report import failure, log, write_summary
 
@@ -39,7 +41,7 @@ def refusal(cfg: RuntimeConfig, state: CacheState) -> str:
 
 def serve(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
     """Exec vLLM; returns an exit code only when refusing to start."""
-    env = cfg.vllm_env(environ)
+    env = cfg.vllm_env(environ) | start_method_env(cfg.flavour, environ)
     state = check_cache(cfg)
     if state.ready:
         log.info("%s", state.summary)
