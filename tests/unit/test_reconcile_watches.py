@@ -331,3 +331,41 @@ def test_bodies_pack_small_with_the_first_written_status_as_the_dictionary() -> 
         assert later.body["metadata"]["name"] == "a2"
     finally:
         indexed.PRESET = preset
+
+
+def test_a_childs_spec_is_kept_packed_and_every_read_brings_it_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What drift compares of a Deployment (its spec) is packed in the store, the first
+    one as the dictionary: the others pack small; a read unpacks a copy of its own."""
+    monkeypatch.setattr(indexed, "SPEC_PRESETS", {})
+
+    def deployment(name: str) -> dict[str, Any]:
+        container = {
+            "name": "serve",
+            "image": "quay.io/x/vllm-spyre:1.10",
+            "args": ["--model", f"/models/{name}", "--max-model-len", "2048"],
+            "resources": {"limits": {"cpu": "4", "memory": "16Gi"}},
+            "volumeMounts": [{"name": "cache", "mountPath": "/cache"}],
+        }
+        return {
+            "metadata": {"name": name, "namespace": "ns", "labels": {"model": name}},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [container]}}},
+            "status": {"replicas": 1},
+        }
+
+    store = Store("deployments")
+    for name in ("a", "b"):
+        store.event("ADDED", deployment(name))
+    kept = store._items[("ns", "b")]["spec"]
+    assert isinstance(kept, indexed.PackedSpec) and kept.with_preset
+    assert len(kept.packed) < len(json.dumps(deployment("b")["spec"])) / 4
+    read = store.get(("ns", "b"))
+    assert read == index_entry("deployments", deployment("b"))[("ns", "b")] | {
+        "spec": deployment("b")["spec"]
+    }
+    assert read is not None and read["spec"] is not store.get(("ns", "b"))["spec"]  # type: ignore[index]
+    assert [e["spec"] for e in store.values()] == [deployment(n)["spec"] for n in "ab"]
+    assert [e["spec"] for e in store.select("ns", {"model": "a"})] == [deployment("a")["spec"]]
+    events = store.replace([deployment("a")])  # b went: delivered with its spec
+    assert [(t, e["spec"]) for t, e in events] == [("DELETED", deployment("b")["spec"])]
