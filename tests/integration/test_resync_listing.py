@@ -13,6 +13,7 @@ from spyre_operator.controller import triggers
 from spyre_operator.controller.triggers import Resync
 from spyre_operator.controller.workqueue import WorkQueue
 from spyre_operator.kube.client import METADATA_ONLY, Kube, path
+from spyre_operator.reconcile.engine import complain
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ def test_the_resync_lists_keys_and_versions_from_metadata_only_pages(
     assert page["metadata"]["continue"]  # a third one on the next page
 
     monkeypatch.setattr(triggers, "PAGE", 2)  # two pages: the continue token followed
-    queue = WorkQueue(lambda key: None, lambda key, err: None)
+    queue = WorkQueue(lambda key: None, complain)  # never started: the LIST only
     resync = Resync(kube, queue, lambda: 3, 60.0, kinds=[KIND], namespaces=[namespace])
     assert sorted(resync.listed()) == sorted(
         ((KIND, namespace, m["metadata"]["name"]), m["metadata"]["resourceVersion"]) for m in made
