@@ -175,8 +175,18 @@ class Preset:
         return unpacker.decompress(packed) + unpacker.flush()
 
 
-PRESET = Preset()
-SPEC_PRESETS: dict[str, Preset] = {}  # by plural: the first spec of that kind kept
+# By the kind of the bodies the index packs (SpyreModel, SpyreCache: shaped apart), and
+# by the plural of the children whose specs the stores pack.
+PRESETS: dict[str, Preset] = {}
+
+
+def pack(shape: str, text: bytes, usable: bool = True) -> tuple[bytes, Preset, bool]:
+    """`text` packed with the preset of its `shape` (the first usable text of that shape
+    becomes it): the packed bytes, the preset, whether its dictionary packed them."""
+    preset = PRESETS.setdefault(shape, Preset())
+    preset.offer(text, usable)
+    packed, with_preset = preset.pack(text)
+    return packed, preset, with_preset
 
 
 class PackedSpec(NamedTuple):
@@ -191,11 +201,7 @@ class PackedSpec(NamedTuple):
 
     @classmethod
     def of(cls, plural: str, spec: Mapping[str, Any]) -> PackedSpec:
-        text = json.dumps(spec, separators=(",", ":")).encode()
-        preset = SPEC_PRESETS.setdefault(plural, Preset())
-        preset.offer(text)
-        packed, with_preset = preset.pack(text)
-        return cls(packed, preset, with_preset)
+        return cls(*pack(plural, json.dumps(spec, separators=(",", ":")).encode()))
 
     def unpack(self) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(self.preset.unpack(self.packed, self.with_preset))
@@ -204,17 +210,18 @@ class PackedSpec(NamedTuple):
 
 class Entry(NamedTuple):
     """A SpyreModel (or SpyreCache) as its index keeps it: every one of them is held, so
-    its body is packed (compact JSON, zlib with PRESET: a few hundred bytes; as dicts
-    ~5 KB, 100 MB at 20,000)."""
+    its body is packed (compact JSON, zlib with its kind's preset: a few hundred bytes; as
+    dicts ~5 KB, 100 MB at 20,000)."""
 
     packed: bytes  # the body without its managedFields (never read; the largest part)
     want: compile_queue.Want | None  # the compile Job it wants (the compile queue)
-    preset: bool = False  # packed with PRESET's dictionary
+    preset: Preset
+    with_preset: bool  # packed with the preset's dictionary
 
     @property
     def body(self) -> dict[str, Any]:
         """A fresh copy of the body: the caller's to change."""
-        found: dict[str, Any] = json.loads(PRESET.unpack(self.packed, self.preset))
+        found: dict[str, Any] = json.loads(self.preset.unpack(self.packed, self.with_preset))
         return found
 
 
@@ -225,10 +232,10 @@ def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], Entry]:
     kept = plain({k: v for k, v in body.items() if k != "metadata"})
     kept["metadata"] = plain({k: v for k, v in metadata.items() if k != "managedFields"})
     text = json.dumps(kept, separators=(",", ":")).encode()
-    PRESET.offer(text, bool((kept.get("status") or {}).get("conditions")))
-    packed, preset = PRESET.pack(text)
+    written = bool((kept.get("status") or {}).get("conditions"))  # a status the operator wrote
+    packed, preset, with_preset = pack(str(body.get("kind")), text, written)
     key = (metadata["namespace"], metadata["name"])
-    return {key: Entry(packed, compile_queue.wanted(kept), preset)}
+    return {key: Entry(packed, compile_queue.wanted(kept), preset, with_preset)}
 
 
 def stored(index: Mapping[Any, Any], namespace: str, name: str) -> dict[str, Any] | None:
