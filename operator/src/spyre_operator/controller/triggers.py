@@ -46,10 +46,9 @@ class Resync(threading.Thread):
     without one (or on any other error), the pass ends there and the next one lists again. The
     first pass starts one period after the start (the start-up listing reconciled everything),
     each next one a period after the last one started, or when it ended if it took longer.
-    `passes` and
-    `last_pass` (objects, seconds from its start to its last object queued) tell the metrics how
-    passes keep up with their period; `after_pass` runs after each one (the allocator's trim).
-    `clock` and `wait` (returns True once stopped) are injectable for tests."""
+    `passes` and `last_pass` (objects, seconds from its start to its last object queued) tell
+    the metrics how passes keep up with their period; `after_pass` runs after each one (the
+    allocator's trim). `clock` and `wait` (returns True once stopped) are injectable for tests."""
 
     def __init__(
         self,
