@@ -301,33 +301,72 @@ def test_a_model_is_indexed_whole_but_its_managed_fields_for_its_reconciles_to_r
     assert stored(index, "ns", "other") is None
 
 
-def test_bodies_pack_small_with_the_first_written_status_as_the_dictionary() -> None:
+def test_bodies_pack_small_with_the_first_written_status_of_their_kind_as_the_dictionary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The index keeps every body: after the first one with a status the operator wrote,
-    a fleet's similar bodies pack with it as zlib's dictionary, and each unpacks as it was
-    (those packed before it too)."""
-    preset, indexed.PRESET = indexed.PRESET, indexed.Preset()
-    try:
+    a fleet's similar bodies of that kind pack with it as zlib's dictionary, and each
+    unpacks as it was (those packed before it too). SpyreCaches have their own."""
+    monkeypatch.setattr(indexed, "PRESETS", {})
 
-        def body(name: str, status: bool) -> dict[str, Any]:
-            found = example("micro-granite-cpu")
-            found["metadata"] |= {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
-            if status:
-                found["status"] = {
-                    "phase": "Compiling",
-                    "conditions": [{"type": "Ready", "status": "False", "reason": "Compiling",
-                                    "message": f"Job of {name} is compiling cache 0123456789ab"}],
-                }  # fmt: skip
-            return found
+    def body(name: str, status: bool, kind: str = "SpyreModel") -> dict[str, Any]:
+        found = example("micro-granite-cpu") | {"kind": kind}
+        found["metadata"] |= {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+        if status:
+            found["status"] = {
+                "phase": "Compiling",
+                "conditions": [{"type": "Ready", "status": "False", "reason": "Compiling",
+                                "message": f"Job of {name} is compiling cache 0123456789ab"}],
+            }  # fmt: skip
+        return found
 
-        early = next(iter(model_entry(body("a0", False)).values()))
-        first = next(iter(model_entry(body("a1", True)).values()))
-        later = next(iter(model_entry(body("a2", True)).values()))
-        assert (early.preset, first.preset, later.preset) == (False, True, True)
-        assert len(later.packed) < len(early.packed) / 4  # shares nearly all of the first
-        assert (early.body, later.body) == (
-            body("a0", False) | {"metadata": early.body["metadata"]},
-            body("a2", True) | {"metadata": later.body["metadata"]},
-        )
-        assert later.body["metadata"]["name"] == "a2"
-    finally:
-        indexed.PRESET = preset
+    early = next(iter(model_entry(body("a0", False)).values()))
+    first = next(iter(model_entry(body("a1", True)).values()))
+    later = next(iter(model_entry(body("a2", True)).values()))
+    assert (early.with_preset, first.with_preset, later.with_preset) == (False, True, True)
+    assert len(later.packed) < len(early.packed) / 4  # shares nearly all of the first
+    assert (early.body, later.body) == (
+        body("a0", False) | {"metadata": early.body["metadata"]},
+        body("a2", True) | {"metadata": later.body["metadata"]},
+    )
+    assert later.body["metadata"]["name"] == "a2"
+    cache = next(iter(model_entry(body("c0", True, "SpyreCache")).values()))
+    assert cache.preset is not later.preset and cache.body == body("c0", True, "SpyreCache")
+
+
+def test_a_childs_spec_is_kept_packed_and_every_read_brings_it_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What drift compares of a Deployment (its spec) is packed in the store, the first
+    one as the dictionary: the others pack small; a read unpacks a copy of its own."""
+    monkeypatch.setattr(indexed, "PRESETS", {})
+
+    def deployment(name: str) -> dict[str, Any]:
+        container = {
+            "name": "serve",
+            "image": "quay.io/x/vllm-spyre:1.10",
+            "args": ["--model", f"/models/{name}", "--max-model-len", "2048"],
+            "resources": {"limits": {"cpu": "4", "memory": "16Gi"}},
+            "volumeMounts": [{"name": "cache", "mountPath": "/cache"}],
+        }
+        return {
+            "metadata": {"name": name, "namespace": "ns", "labels": {"model": name}},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [container]}}},
+            "status": {"replicas": 1},
+        }
+
+    store = Store("deployments")
+    for name in ("a", "b"):
+        store.event("ADDED", deployment(name))
+    kept = store._items[("ns", "b")]["spec"]
+    assert isinstance(kept, indexed.PackedSpec) and kept.with_preset
+    assert len(kept.packed) < len(json.dumps(deployment("b")["spec"])) / 4
+    read = store.get(("ns", "b"))
+    assert read == index_entry("deployments", deployment("b"))[("ns", "b")] | {
+        "spec": deployment("b")["spec"]
+    }
+    assert read is not None and read["spec"] is not store.get(("ns", "b"))["spec"]  # type: ignore[index]
+    assert [e["spec"] for e in store.values()] == [deployment(n)["spec"] for n in "ab"]
+    assert [e["spec"] for e in store.select("ns", {"model": "a"})] == [deployment("a")["spec"]]
+    events = store.replace([deployment("a")])  # b went: delivered with its spec
+    assert [(t, e["spec"]) for t, e in events] == [("DELETED", deployment("b")["spec"])]

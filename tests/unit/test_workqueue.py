@@ -14,7 +14,7 @@ from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.controller import triggers, workqueue
 from spyre_operator.controller.triggers import Resync, watched_count
 from spyre_operator.controller.workqueue import Key, WorkQueue
-from spyre_operator.kube.client import ApiError, Kube
+from spyre_operator.kube.client import METADATA_ONLY, ApiError, Kube
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.render import meta
 
@@ -296,8 +296,10 @@ class Lister:
         self.expire: dict[str, str | None] = {}
         self.on_list: Any = None  # called before each answer
 
-    def request(self, method: str, url: str, query: dict[str, str]) -> dict[str, Any]:
-        assert method == "GET"
+    def request(
+        self, method: str, url: str, query: dict[str, str], accept: str = ""
+    ) -> dict[str, Any]:
+        assert method == "GET" and accept == METADATA_ONLY  # the pages carry no bodies
         self.queries.append((url, query))
         if self.on_list is not None:
             self.on_list()

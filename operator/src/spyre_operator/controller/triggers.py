@@ -12,7 +12,7 @@ from typing import Any
 
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.controller.workqueue import Key, WorkQueue
-from spyre_operator.kube.client import KINDS, ApiError, Kube, one_line, path
+from spyre_operator.kube.client import KINDS, METADATA_ONLY, ApiError, Kube, one_line, path
 from spyre_operator.kube.indexed import plain
 from spyre_operator.reconcile import compile_queue, inventory
 from spyre_operator.reconcile.engine import Reconciler
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 Reconcilers = Mapping[str, Reconciler]  # by kind: SpyreModel, SpyreCache
 
 
-PAGE = 500  # objects per page of the resync's LIST: only one page's bodies held at once
+PAGE = 500  # objects per page of the resync's LIST (their metadata only: the keys, versions)
 BACKLOG_PAUSE = 0.5  # seconds between looks at a resync lane too full to add to
 # Seconds a pass may fall behind its schedule and catch up (a page's LIST takes about
 # one on a loaded API server: 40 of them would stretch a pass of 20,000 objects by a
@@ -41,14 +41,14 @@ class Resync(threading.Thread):
     API requests) come at n / period per second instead of all at once (WorkQueue.resync, behind
     what the triggers queued). The next page is listed when the last one is queued, and not
     while the queue holds a page's worth of the resync's keys not taken yet (the workers lag):
-    one page of bodies in memory, never all of them. An expired continue token (410) is followed
-    by the one its answer brings (the rest of the list, from a newer state); without one (or on
-    any other error), the pass ends there and the next one lists again. The first pass starts
-    one period after the start (the start-up listing reconciled everything), each next one a
-    period after the last one started, or when it ended if it took longer. `passes` and
-    `last_pass` (objects, seconds from its start to its last object queued) tell the metrics how
-    passes keep up with their period; `after_pass` runs after each one (the allocator's trim).
-    `clock` and `wait` (returns True once stopped) are injectable for tests."""
+    one page's keys and versions in memory (a LIST of metadata only). An expired continue token
+    (410) is followed by the one its answer brings (the rest of the list, from a newer state);
+    without one (or on any other error), the pass ends there and the next one lists again. The
+    first pass starts one period after the start (the start-up listing reconciled everything),
+    each next one a period after the last one started, or when it ended if it took longer.
+    `passes` and `last_pass` (objects, seconds from its start to its last object queued) tell
+    the metrics how passes keep up with their period; `after_pass` runs after each one (the
+    allocator's trim). `clock` and `wait` (returns True once stopped) are injectable for tests."""
 
     def __init__(
         self,
@@ -129,18 +129,21 @@ class Resync(threading.Thread):
                 while True:
                     query = {"limit": str(PAGE)} | ({"continue": token} if token else {})
                     try:
-                        page = self.kube.request("GET", url, query=query)
+                        page = self.kube.request("GET", url, query=query, accept=METADATA_ONLY)
                     except ApiError as err:
                         token = expired_continue(err)
                         if not token:
                             raise
                         log.info("resync: the %s list expired: continued from a newer state", kind)
                         continue
-                    for body in page.get("items") or []:
-                        metadata = body["metadata"]
-                        key = (kind, metadata["namespace"], metadata["name"])
-                        yield key, metadata["resourceVersion"]
+                    # Only the keys and versions are held while the page is spread out.
+                    found = [
+                        ((kind, m["namespace"], m["name"]), m["resourceVersion"])
+                        for m in (body["metadata"] for body in page.get("items") or [])
+                    ]
                     token = (page.get("metadata") or {}).get("continue") or ""
+                    del page
+                    yield from found
                     if not token:
                         break
 

@@ -23,6 +23,9 @@ APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 REQUEST_TIMEOUT = 30.0
+# A LIST answered with each object's metadata only (PartialObjectMetadataList); the plain
+# list where an API server cannot (it takes the first type it offers).
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 class ApiError(Exception):
@@ -170,8 +173,9 @@ class Kube:
         *,
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
-        url, headers, data = self._serialize(method, url_path, query, content_type, body)
+        url, headers, data = self._serialize(method, url_path, query, content_type, body, accept)
         if method == "GET":
             with self._lock:
                 self.reads += 1

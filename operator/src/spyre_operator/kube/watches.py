@@ -25,7 +25,7 @@ from typing import Any
 
 from spyre_operator.controller.workqueue import retry_delay
 from spyre_operator.kube.client import KINDS, ApiError, Kube, path
-from spyre_operator.kube.indexed import index_entry
+from spyre_operator.kube.indexed import index_entry, readable
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ class Store:
     (spec.cache.volume.claimName) is not labelled, so a PVC missing here is listed by
     name (indexed.IndexedKube). `by`: labels whose values are indexed, so a selection by
     one of them reads only the entries that carry it (of the pods: the model's, the
-    Job's), not every entry. Safe from any thread; the entries are shared: read them,
-    never change them."""
+    Job's), not every entry. Safe from any thread; the entries are shared (a packed spec
+    is unpacked afresh: indexed.readable): read them, never change them."""
 
     def __init__(self, plural: str, complete: bool = True, by: tuple[str, ...] = ()) -> None:
         self.plural, self.complete, self.by = plural, complete, by
@@ -55,11 +55,13 @@ class Store:
 
     def get(self, key: Key) -> dict[str, Any] | None:
         with self._lock:
-            return self._items.get(key)
+            found = self._items.get(key)
+        return None if found is None else readable(found)
 
     def values(self) -> list[dict[str, Any]]:
         with self._lock:
-            return list(self._items.values())
+            found = list(self._items.values())
+        return [readable(e) for e in found]
 
     def select(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
         """The entries of `namespace` that carry every label of `labels`."""
@@ -68,7 +70,7 @@ class Store:
         with self._lock:
             keys = self._index.get(indexed[0], set()) if indexed else self._items.keys()
             found = [self._items[key] for key in keys if key[0] == namespace]
-        return [e for e in found if wanted <= (e["metadata"].get("labels") or {}).items()]
+        return [readable(e) for e in found if wanted <= (e["metadata"].get("labels") or {}).items()]
 
     def _put(self, key: Key, entry: dict[str, Any]) -> None:
         """Keep `entry` under `key` and in the index (lock held)."""
@@ -125,7 +127,7 @@ class Store:
                 if key not in listed:
                     events.append(("DELETED", self._items[key]))
                     self._drop(key)
-        return events
+        return [(event_type, readable(entry)) for event_type, entry in events]
 
 
 def _version(entry: Mapping[str, Any]) -> str | None:
