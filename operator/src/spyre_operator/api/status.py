@@ -112,6 +112,10 @@ class CompileSummary(StatusModel):
     progress: CompileProgress | None = None
     """While the compile runs: its newest step, read from the compile pod's log every
     --progress-seconds (absent when the log cannot be read)."""
+    pending_seconds: Seconds | None = None
+    """How long the compile's pods waited for a node to start them (cards, CPU, memory,
+    their scheduler): so far while one waits, then how long they waited. Not counted by
+    spec.cache.compile.activeDeadlineSeconds, which runs from a pod's start on a node."""
 
 
 class WeightsSummary(StatusModel):
@@ -196,6 +200,9 @@ class SpyreModelStatus(CompileStatus):
     replicas_from_cache: Annotated[int, Field(ge=0)] | None = None
     """Ready serving pods whose start-up compiled nothing (their compile report): every
     graph came from the cache."""
+    unschedulable_replicas: Annotated[int, Field(ge=0)] | None = None
+    """Serving pods no node takes (the scheduler's reason Unschedulable): replicas asked
+    for, e.g. by an autoscaler, that wait for cards (or CPU, memory) no node has free."""
     selector: str | None = None
     """Label selector of the serving pods (scale subresource)."""
     endpoint: str | None = None

@@ -71,6 +71,25 @@ class Unschedulable:
 
 
 @dataclass(frozen=True)
+class PodStart:
+    """When a Job's pod was made and when a node started it (the kubelet's startTime,
+    after the scheduler placed it: None while it waits for a node); `pending`: it still
+    waits. The time between is not counted by a pod's activeDeadlineSeconds."""
+
+    created: str
+    started: str | None
+    pending: bool
+
+
+@dataclass(frozen=True)
+class DeadlineExceeded:
+    """The newest pod of a Job, stopped by the kubelet at its activeDeadlineSeconds."""
+
+    pod: str
+    seconds: int | None
+
+
+@dataclass(frozen=True)
 class JobView:
     name: str
     cache_key: str | None
@@ -88,6 +107,8 @@ class JobView:
     active: int = 0  # pods running or about to
     terminated: Terminated | None = None  # the newest terminated container of its pods
     unschedulable: Unschedulable | None = None  # a pod of the running Job no node takes
+    starts: tuple[PodStart, ...] = ()  # its pods' waits for a node (when they were read)
+    deadline_exceeded: DeadlineExceeded | None = None
 
 
 @dataclass(frozen=True)
@@ -232,6 +253,31 @@ def newest_termination(pods: list[dict[str, Any]], container: str) -> Terminated
     return found[-1] if found else None
 
 
+def pod_starts(pods: list[dict[str, Any]]) -> tuple[PodStart, ...]:
+    """Each pod's creation and start on a node, oldest first."""
+    ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    return tuple(
+        PodStart(
+            p["metadata"].get("creationTimestamp", ""),
+            p.get("status", {}).get("startTime"),
+            p.get("status", {}).get("phase") == "Pending",
+        )
+        for p in ordered
+    )
+
+
+def deadline_exceeded(pods: list[dict[str, Any]]) -> DeadlineExceeded | None:
+    """The newest pod, if the kubelet stopped it at its activeDeadlineSeconds (its
+    status.reason; its containers were killed, so their termination says little)."""
+    ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    if not ordered or ordered[-1].get("status", {}).get("reason") != "DeadlineExceeded":
+        return None
+    newest = ordered[-1]
+    return DeadlineExceeded(
+        newest["metadata"]["name"], newest.get("spec", {}).get("activeDeadlineSeconds")
+    )
+
+
 def job_view(
     job: dict[str, Any], pods: list[dict[str, Any]], container: str = CONTAINER_NAMES["precompile"]
 ) -> JobView:
@@ -261,6 +307,8 @@ def job_view(
         active=int(job.get("status", {}).get("active", 0)),
         terminated=newest_termination(pods, container),
         unschedulable=next(iter(unschedulable(pods)), None),
+        starts=pod_starts(pods),
+        deadline_exceeded=deadline_exceeded(pods),
     )
 
 
