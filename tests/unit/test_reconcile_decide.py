@@ -960,6 +960,13 @@ def test_the_floor_keeps_the_replicas_and_says_what_to_do() -> None:
     # a compile that found free cards takes nothing
     running = job_view(job(changed, active=1), [])
     assert step(body(CARDS, **status), **(kwargs | {"job": running})).actions == []
+    # a compile on CPU (sendnn_compile_only) holds no card: none is handed to it
+    cpu = CARDS | {"runtime": {"flavour": "sendnn-inference"}}
+    cpu |= {"cache": {"compile": {"backend": "sendnn_compile_only"}}}
+    kwargs, status = ready_state(cpu)
+    changed = body(cpu | {"batching": {"continuous": {"maxNumBatchedTokens": 2048}}}, **status)
+    waiting = job_view(job(changed, active=1), [pending("c-0")])  # waits for CPU, say
+    assert [a.verb for a in step(changed, **(kwargs | {"job": waiting})).actions] == []
 
 
 def compile_pod(name: str, created: str, started: str | None, phase: str) -> dict[str, Any]:
