@@ -38,9 +38,10 @@ class Cards:
     """The cards of the model's pods, sampled while a change goes on, three ways
     (docs/operator.md, "Cards"): `held`, the requests of its pods bound to the node and not
     ended (what the kubelet allocated: a pod waiting for cards holds none); `serving`, the
-    requests of its serving pods, bound or not (a surge pod would ask for cards beyond the
-    node's); `asked`, those of all its pods not ended, the compile's too, bound or not
-    (a compile pod waiting for the hand-off asks for 4 and holds none)."""
+    requests of the Deployment's replicas, its serving pods not terminating, bound or not
+    (a surge pod would ask for cards beyond the node's); `asked`, those of all its pods
+    not ended, bound or not, terminating or not (a compile pod waiting for the hand-off, a
+    new replica waiting for the cards of a terminating one)."""
 
     kubectl: Kubectl
     held: list[int] = field(default_factory=list)
@@ -53,7 +54,8 @@ class Cards:
         compiles = self.kubectl.get("pods", "-l", "app.kubernetes.io/component=compile")["items"]
         live = [p for p in served + compiles if p["status"].get("phase") not in ENDED]
         self.held.append(sum(cards(p) for p in live if p["spec"].get("nodeName")))
-        self.serving.append(sum(cards(p) for p in live if p in served))
+        replicas = [p for p in live if p in served and not p["metadata"].get("deletionTimestamp")]
+        self.serving.append(sum(cards(p) for p in replicas))
         self.asked.append(sum(cards(p) for p in live))
         self.replicas.append(self.kubectl.get(f"deployment/{NAME}")["spec"]["replicas"])
 
@@ -204,8 +206,9 @@ def test_a_new_key_compiles_on_the_cards_of_one_replica_and_rolls_while_it_serve
     # the compile took the cards of one replica: the Deployment went to 1, then back to 2
     assert min(cards.replicas) == 1 and cards.replicas[-1] == REPLICAS
     assert "takes the cards of the others until it is done" in said
-    # the serving pods never asked for more than the node's cards: no surge pod, in the
-    # hand-off or the rollout; the compile pod asked for its 4 while it waited for them
+    # the replicas never asked for more than the node's cards: no surge pod, in the
+    # hand-off or the rollout; 4 more were asked for by the compile pod while it waited
+    # for the hand-off, and by a new replica while the one it replaces was terminating
     assert max(cards.serving) <= 2 * CARDS and max(cards.held) <= 2 * CARDS
     assert max(cards.asked) <= 2 * CARDS + CARDS
     assert st["cache"]["pendingSeconds"] > 0  # it waited for the hand-off, not counted
