@@ -118,21 +118,23 @@ def test_plain_failure_shows_the_log_tail_and_deleting_the_job_retries(
 
 
 def test_deadline_exceeded(kube: Kube, namespace: str, operator: Operator) -> None:
+    """The compile pod's deadline (not the Job's: it counts from the pod's start on a
+    node), as the kubelet ends it: the pod's reason, its container killed."""
     create(kube, model(namespace, "slow"))
     job = _compiling_job(kube, namespace, "slow")
     simulate.finish_job(
         kube,
         namespace,
         job,
-        exit_code=143,
+        exit_code=137,
         reason="Error",
         message="",
-        job_reason="DeadlineExceeded",
+        pod_reason="DeadlineExceeded",
     )
     st = wait_phase(kube, namespace, "slow", "Failed")
     status, reason, message = condition(st, "Degraded")
     assert (status, reason) == ("True", "DeadlineExceeded")
-    assert "activeDeadlineSeconds" in message
+    assert "activeDeadlineSeconds (10800s from its start on a node" in message
 
 
 def test_serving_pods_rejecting_the_cache(kube: Kube, namespace: str, operator: Operator) -> None:

@@ -5,6 +5,7 @@ and says it no more once they run."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -31,6 +32,20 @@ pytestmark = pytest.mark.integration
 SAID = "0/1 nodes are available: 1 Insufficient ibm.com/spyre_pf."
 
 
+def parse_time(rfc3339: str) -> datetime:
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
+
+
+def compiling(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    st = status(kube, namespace, name)
+    return st if condition(st, "CacheReady")[1] == "Compiling" else None
+
+
+def compiled(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    st = status(kube, namespace, name)
+    return st if (st.get("cache") or {}).get("ok") else None
+
+
 def waits(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     st = status(kube, namespace, name)
     return st if condition(st, "Ready")[1] == "Unschedulable" else None
@@ -53,9 +68,19 @@ def test_a_compile_and_a_replica_no_node_takes_say_why(
     assert ("Warning", "Unschedulable") in events_for(kube, namespace, "m")
     series = f'spyre_operator_unschedulable{{kind="SpyreModel",namespace="{namespace}",name="m"'
     wait_for(lambda: operator.metrics().get(f'{series},role="compile"}}'), "the metric")
-    # the pod placed and the compile done: nothing waits
+    # placed, and started by a node 5 minutes after it was made: the wait is in status
+    made = kube.get("Pod", namespace, pod)["metadata"]["creationTimestamp"]  # type: ignore[index]
+    started = (parse_time(made) + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    running = {"phase": "Running", "startTime": started, "conditions": []}
+    kube.patch("Pod", namespace, pod, {"status": running}, sub="status")
+    st = wait_for(lambda: compiling(kube, namespace, "m"), "CacheReady Compiling")
+    assert st["cache"]["pendingSeconds"] == 300
+    assert condition(st, "CacheReady")[2].endswith(", with 5m00s waiting for a node")
+    # the compile done (its pods gone meanwhile): the wait is kept beside its seconds
     kube.delete("Pod", namespace, pod)
     simulate.complete_job(kube, namespace, job)
+    st = wait_for(lambda: compiled(kube, namespace, "m"), "the cache compiled")
+    assert st["cache"]["pendingSeconds"] == 300
     wait_for(lambda: kube.get("Deployment", namespace, "m"), "the Deployment")
     server = simulate.unschedulable_pod(kube, "Deployment", namespace, "m", SAID)
     st = wait_for(lambda: waits(kube, namespace, "m"), "a replica no node takes")

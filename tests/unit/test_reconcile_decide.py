@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from apilib import example, merge
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse, validate
 from spyre_operator.controller.settings import Settings
-from spyre_operator.reconcile.cache_status import duration
+from spyre_operator.reconcile.cache_status import duration, pending_seconds
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import (
     Plan,
@@ -20,13 +21,8 @@ from spyre_operator.reconcile.decide import (
     decide_invalid,
 )
 from spyre_operator.reconcile.drift import differs, needs_apply
-from spyre_operator.reconcile.observe import (
-    Observed,
-    deployment_view,
-    job_view,
-    pod_issues,
-    unschedulable,
-)
+from spyre_operator.reconcile.observe import Observed, deployment_view, job_view
+from spyre_operator.reconcile.pods import pod_issues, unschedulable
 from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
@@ -130,11 +126,14 @@ def weights_done(obj: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]
     return {"weights_job": view, "weights": weights_summary(spec, view, {})}
 
 
-def step(obj: dict[str, Any], settings: Settings = DEFAULTS, **observed: Any) -> Plan:
-    """decide(); a hub model's weights are on the volume unless `observed` says otherwise."""
+def step(
+    obj: dict[str, Any], settings: Settings = DEFAULTS, now: str = T0, **observed: Any
+) -> Plan:
+    """decide() at `now`; a hub model's weights are on the volume unless `observed` says
+    otherwise."""
     if parse(obj).spec.model.from_hub and "weights" not in observed:
         observed |= weights_done(obj, WEIGHTS_OK)
-    return decide(Observed(body=obj, **observed), parse(obj), T0, settings)
+    return decide(Observed(body=obj, **observed), parse(obj), now, settings)
 
 
 def applied(plan: Plan, kind: str) -> dict[str, Any]:
@@ -397,7 +396,9 @@ def test_compile_failures_are_explained(
 ) -> None:
     obj = body()
     pods = [pod("c-0", *terminated, "precompile")] if terminated else []
-    plan = step(obj, pvc_exists=True, job=job_view(job(obj, **failed(job_reason)), pods))
+    live = job(obj, **failed(job_reason))
+    live["spec"]["activeDeadlineSeconds"] = 10800  # the Job's own, as older operators made it
+    plan = step(obj, pvc_exists=True, job=job_view(live, pods))
     assert plan.actions == []  # no retry storm: the Job's backoffLimit was the retry policy
     assert plan.status.to_k8s()["phase"] == "Failed"
     assert cond(plan, "CacheReady") == ("False", reason)
@@ -898,6 +899,7 @@ def test_replicas_no_node_takes_are_shown_as_waiting_not_as_a_failure() -> None:
     message = find(plan.status.to_k8s()["conditions"], "Progressing")["message"]
     assert message.startswith("2/3 replicas ready; 1 waits for a node since ")
     assert message.endswith(f"pod srv-2: {SCHEDULER_SAYS}")
+    assert plan.status.to_k8s()["unschedulableReplicas"] == 1  # the Unschedulable column
     assert [e.reason for e in plan.events] == ["Unschedulable"]
     # none ready: Available says why
     live["status"] |= {"readyReplicas": 0, "availableReplicas": 0}
@@ -953,6 +955,91 @@ def test_the_floor_keeps_the_replicas_and_says_what_to_do() -> None:
     # a compile that found free cards takes nothing
     running = job_view(job(changed, active=1), [])
     assert step(body(CARDS, **status), **(kwargs | {"job": running})).actions == []
+    # a compile on CPU (sendnn_compile_only) holds no card: none is handed to it
+    cpu = CARDS | {"runtime": {"flavour": "sendnn-inference"}}
+    cpu |= {"cache": {"compile": {"backend": "sendnn_compile_only"}}}
+    kwargs, status = ready_state(cpu)
+    changed = body(cpu | {"batching": {"continuous": {"maxNumBatchedTokens": 2048}}}, **status)
+    waiting = job_view(job(changed, active=1), [pending("c-0")])  # waits for CPU, say
+    assert [a.verb for a in step(changed, **(kwargs | {"job": waiting})).actions] == []
+
+
+def compile_pod(name: str, created: str, started: str | None, phase: str) -> dict[str, Any]:
+    """A compile pod as the API server stores it: made at `created`, started on a node at
+    `started` (the kubelet's startTime; None: still waiting for one)."""
+    found = pending(name) if started is None else {"metadata": {"name": name}, "status": {}}
+    found["metadata"]["creationTimestamp"] = created
+    found["status"] |= {"phase": phase} | ({"startTime": started} if started else {})
+    return found
+
+
+def test_the_wait_for_a_node_is_the_pods_creation_to_their_start() -> None:
+    obj = body()
+    pods = [
+        compile_pod("c-0", "2030-01-01T00:00:00Z", "2030-01-01T00:04:10Z", "Failed"),
+        compile_pod("c-1", "2030-01-01T00:10:00Z", None, "Pending"),  # waits still
+    ]
+    running = job_view(job(obj, active=1), pods)
+    assert pending_seconds(running, "2030-01-01T00:11:00Z") == 250 + 60
+    # once the Job ended, a pod that never started counts to the Job's end, not to now
+    ended = job_view(job(obj, **failed(), completionTime=None), pods)
+    ended = replace(ended, finished_at="2030-01-01T00:10:30Z")
+    assert pending_seconds(ended, "2030-01-01T05:00:00Z") == 250 + 30
+    # a pod that ended without starting (deleted while it waited) waited no more
+    gone = [compile_pod("c-2", "2030-01-01T00:00:00Z", None, "Failed")]
+    assert pending_seconds(job_view(job(obj, active=1), gone), T1) is None
+    assert pending_seconds(job_view(job(obj, active=1), []), T1) is None  # pods not read
+
+
+def test_a_compile_that_waited_for_cards_says_how_long_and_its_deadline_does_not_count_it() -> None:
+    obj = body()
+    # The deadline is the pod's: the kubelet counts it from the pod's start on a node.
+    manifest = job(obj)
+    assert "activeDeadlineSeconds" not in manifest["spec"]
+    assert manifest["spec"]["template"]["spec"]["activeDeadlineSeconds"] == 10800
+    waiting = job_view(job(obj, active=1), [compile_pod("c-0", T0, None, "Pending")])
+    status = step(obj, now=T1, pvc_exists=True, job=waiting).status.to_k8s()
+    assert status["cache"]["pendingSeconds"] == 300  # so far
+    message = find(status["conditions"], "CacheReady")["message"]
+    assert "(its activeDeadlineSeconds counts from its start on a node) waits for a node" in (
+        message
+    )
+    # started after 5 minutes: the wait is fixed, and said while it compiles
+    started = job_view(job(obj, active=1), [compile_pod("c-0", T0, T1, "Running")])
+    later = "2030-01-01T00:09:00Z"
+    compiling = step(body(**status), now=later, pvc_exists=True, job=started).status.to_k8s()
+    assert compiling["cache"]["pendingSeconds"] == 300
+    assert find(compiling["conditions"], "CacheReady")["reason"] == "Compiling"
+    assert find(compiling["conditions"], "CacheReady")["message"].endswith(
+        ", with 5m00s waiting for a node"
+    )
+    # compiled: the summary keeps it beside the compile's own seconds
+    summary = json.dumps({"ok": True, "seconds": 22.0})
+    done = compile_pod("c-0", T0, T1, "Succeeded")
+    done["status"]["containerStatuses"] = pod("c-0", "Completed", 0, summary, "precompile")[
+        "status"
+    ]["containerStatuses"]
+    finished = job_view(job(obj, **complete("x")), [done])
+    compiled = step(body(**compiling), now=later, pvc_exists=True, job=finished).status.to_k8s()
+    assert (compiled["cache"]["seconds"], compiled["cache"]["pendingSeconds"]) == (22.0, 300)
+    assert find(compiled["conditions"], "CacheReady")["message"].endswith(
+        "in 22s, with 5m00s waiting for a node"
+    )
+
+
+def test_a_compile_pod_stopped_at_its_deadline_says_it_was_counted_from_its_start() -> None:
+    obj = body()
+    stopped = compile_pod("c-0", T0, T1, "Failed")
+    stopped["status"]["reason"] = "DeadlineExceeded"  # the kubelet's
+    stopped["spec"] = {"activeDeadlineSeconds": 10800}
+    view = job_view(job(obj, **failed()), [stopped])  # the Job: BackoffLimitExceeded
+    plan = step(obj, pvc_exists=True, job=view)
+    assert cond(plan, "Degraded") == ("True", "DeadlineExceeded")
+    message = find(plan.status.to_k8s()["conditions"], "Degraded")["message"]
+    assert message.startswith(
+        "the compile pod c-0 ran longer than its activeDeadlineSeconds (10800s from its start "
+        "on a node; the wait for a node is not counted)"
+    )
 
 
 def test_two_replicas_or_more_have_a_disruption_budget_kept_as_written() -> None:

@@ -17,7 +17,7 @@ from spyre_operator.kube import indexed
 from spyre_operator.kube.client import ApiError
 from spyre_operator.kube.indexed import IndexedKube, index_entry, model_entry, stored
 from spyre_operator.kube.watches import SELECTOR, Source, Store, Watch, Watches
-from spyre_operator.reconcile.observe import pod_issues
+from spyre_operator.reconcile.pods import pod_issues, pod_starts
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit
@@ -213,6 +213,12 @@ def test_a_pod_is_kept_with_only_what_observe_reads() -> None:
     }
     # what observe makes of it is what it makes of the whole pod
     assert pod_issues([entry]) == pod_issues([serving_pod("p", "ns", "m")])
+    # a pod a node started: when (the wait for a node a compile's status shows)
+    started = serving_pod("p", "ns", "m")
+    started["status"]["startTime"] = "2026-11-25T00:04:10Z"
+    (kept,) = index_entry("pods", started).values()
+    assert pod_starts([kept]) == pod_starts([started])
+    assert pod_starts([kept])[0].started == "2026-11-25T00:04:10Z"
 
 
 @pytest.mark.parametrize("by", [(meta.MODEL_LABEL, meta.JOB_NAME_LABEL), ()])

@@ -99,10 +99,12 @@ def finish_job(
     reason: str,
     job_reason: str = "BackoffLimitExceeded",
     retrying: bool = False,
+    pod_reason: str = "",
 ) -> None:
     """A pod of the (compile or weights) Job terminates, then the Job completes (exit code
     0) or fails with `job_reason` (BackoffLimitExceeded or DeadlineExceeded); `retrying`:
-    a failed pod, and the Job goes on with another."""
+    a failed pod, and the Job goes on with another; `pod_reason`: the pod's own, e.g.
+    DeadlineExceeded when the kubelet stopped it at its activeDeadlineSeconds."""
     job = kube.get("Job", namespace, job_name)
     if job is None:
         raise LookupError(f"Job {namespace}/{job_name} does not exist")
@@ -123,7 +125,7 @@ def finish_job(
         "containerStatuses": [
             _container_status(container["name"], container["image"], {"terminated": terminated})
         ],
-    }
+    } | ({"reason": pod_reason} if pod_reason else {})
     kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": pod_status}, sub="status")
     if retrying:
         job_status = {"startTime": now, "active": 1, "failed": attempt + 1}

@@ -120,6 +120,8 @@ _PRINTER_COLUMNS: list[dict[str, Any]] = [
     # of the ready ones, those whose start-up compiled nothing (every graph from the cache)
     {"name": "From-Cache", "type": "integer", "jsonPath": ".status.replicasFromCache"},
     {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+    # of those asked for, the ones no node takes: waiting for cards (or CPU, memory)
+    {"name": "Unschedulable", "type": "integer", "jsonPath": ".status.unschedulableReplicas"},
     {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint"},
     {"name": "Model", "type": "string", "jsonPath": ".spec.model.id", "priority": 1},
     {"name": "Weights", "type": "string", "jsonPath": ".status.weights.state", "priority": 1},

@@ -238,7 +238,9 @@ class CompileSpec(ApiModel):
     tolerations: Tolerations | None = None
     """Tolerations of the compile and weights pods; unset takes spec.tolerations."""
     active_deadline_seconds: Annotated[int, Field(ge=60, le=7 * 24 * 3600)] = 3 * 3600
-    """How long a compile may run before it is failed."""
+    """How long a compile pod may run, counted from its start on a node (the wait for a
+    node, e.g. for cards, is not counted: status.cache.pendingSeconds), before the kubelet
+    stops it; each attempt (backoffLimit) has its own."""
     backoff_limit: Annotated[int, Field(ge=0, le=10)] = 1
     """Retries of a failed compile."""
     min_serving_replicas: Annotated[int, Field(ge=0, le=1000)] = 1

@@ -122,6 +122,10 @@ class CompileSummary(StatusModel):
     not_pulled: str | None = None
     """With a cache registry: why this key compiled rather than being pulled (the pull
     Job's reason and message, e.g. NotInRegistry)."""
+    pending_seconds: Seconds | None = None
+    """How long the compile's pods waited for a node to start them (cards, CPU, memory,
+    their scheduler): so far while one waits, then how long they waited. Not counted by
+    spec.cache.compile.activeDeadlineSeconds, which runs from a pod's start on a node."""
 
 
 class WeightsSummary(StatusModel):
@@ -206,6 +210,9 @@ class SpyreModelStatus(CompileStatus):
     replicas_from_cache: Annotated[int, Field(ge=0)] | None = None
     """Ready serving pods whose start-up compiled nothing (their compile report): every
     graph came from the cache."""
+    unschedulable_replicas: Annotated[int, Field(ge=0)] | None = None
+    """Serving pods no node takes (the scheduler's reason Unschedulable): replicas asked
+    for, e.g. by an autoscaler, that wait for cards (or CPU, memory) no node has free."""
     selector: str | None = None
     """Label selector of the serving pods (scale subresource)."""
     endpoint: str | None = None

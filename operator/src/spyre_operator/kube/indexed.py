@@ -44,8 +44,9 @@ CONTAINER_STATUS = ("name", "ready", "state", "lastState")
 
 def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
     """A pod as observe and progress read it: its labels (selected by them), age, phase,
-    its containers' states (waiting reasons, terminations with their messages) and, while
-    the scheduler cannot place it, why (its PodScheduled condition)."""
+    when a node started it, its containers' states (waiting reasons, terminations with
+    their messages) and, while the scheduler cannot place it, why (its PodScheduled
+    condition)."""
     metadata, status = body["metadata"], body.get("status") or {}
     statuses = status.get("containerStatuses") or []
     unplaced = [
@@ -61,6 +62,7 @@ def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
                 {k: plain(c[k]) for k in CONTAINER_STATUS if k in c} for c in statuses
             ],
         }
+        | ({"startTime": status["startTime"]} if status.get("startTime") else {})
         | ({"conditions": unplaced} if unplaced else {}),
     }
 

@@ -17,7 +17,9 @@ from spyre_operator.api.status import (
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compile_queue import Turn
 from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, clip, tail
-from spyre_operator.reconcile.observe import JobView, Observed, PodIssue, Unschedulable
+from spyre_operator.reconcile.inventory import _seconds
+from spyre_operator.reconcile.observe import JobView, Observed
+from spyre_operator.reconcile.pods import PodIssue, Unschedulable
 from spyre_operator.reconcile.progress import Reading
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
@@ -45,6 +47,14 @@ def compile_failure(job: JobView) -> Failure:
     )
     done = job.terminated
     summary = done.summary if done else None
+    stopped = job.deadline_exceeded
+    if stopped is not None:
+        return Failure(
+            "DeadlineExceeded",
+            f"the compile pod {stopped.pod} ran longer than its activeDeadlineSeconds "
+            f"({stopped.seconds}s from its start on a node; the wait for a node is not "
+            "counted): raise spec.cache.compile.activeDeadlineSeconds." + retry,
+        )
     if done is not None and done.reason == "OOMKilled":
         return Failure(
             "OOMKilled",
@@ -95,18 +105,46 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
+def pending_seconds(job: JobView, now: str) -> float | None:
+    """How long the Job's pods waited for a node to start them: each from its creation to
+    its start (the kubelet's startTime), or to `now` (the Job's end once it finished)
+    while it still waits; None when none waited (or its pods were not read)."""
+    waited = 0.0
+    for pod in job.starts:
+        if not pod.created:
+            continue
+        if pod.started is not None:
+            waited += _seconds(pod.started) - _seconds(pod.created)
+        elif pod.pending:
+            waited += _seconds(job.finished_at or now) - _seconds(pod.created)
+    return round(waited, 1) if waited > 0 else None
+
+
 def cache_summary(
-    key: str, job: JobView | None, recorded: dict[str, Any], progress: Reading | None = None
+    key: str,
+    job: JobView | None,
+    recorded: dict[str, Any],
+    now: str,
+    progress: Reading | None = None,
 ) -> CompileSummary:
     """status.cache for the target key: the Job's termination summary once it finished,
-    its progress while it runs. `recorded` is the stored status.cache."""
+    its progress while it runs, and the time its pods waited for a node. `recorded` is
+    the stored status.cache."""
     stored = CompileSummary.model_validate(recorded, extra="ignore")
     if job is None:
         if stored.cache_key == key and stored.ok:
             return stored  # compiled earlier; the Job was deleted since
         return CompileSummary(job_name=meta.compile_job_name(key), cache_key=key)
+    # A pod deleted since (by hand) takes its wait along: what was read before stays.
+    before = stored.pending_seconds if stored.job_name == job.name else None
+    waited = max((w for w in (pending_seconds(job, now), before) if w is not None), default=None)
     if not (job.succeeded or job.failed):
-        return CompileSummary(job_name=job.name, cache_key=key, progress=compile_progress(progress))
+        return CompileSummary(
+            job_name=job.name,
+            cache_key=key,
+            progress=compile_progress(progress),
+            pending_seconds=waited,
+        )
     if stored.job_name == job.name and stored.ok is job.succeeded:
         return stored  # the pods may be gone by now; keep what was read from them
     if job.succeeded:
@@ -121,6 +159,7 @@ def cache_summary(
             bytes=said.get("bytes"),
             published_to=published.get("reference"),
             bytes_moved=published.get("bytes"),
+            pending_seconds=waited,
         )
     failure = compile_failure(job)
     return CompileSummary(
@@ -129,6 +168,7 @@ def cache_summary(
         ok=False,
         reason=failure.reason,
         message=clip(failure.message, 2000),
+        pending_seconds=waited,
     )
 
 
@@ -158,7 +198,7 @@ def cache_condition(
             CACHE_READY,
             "True",
             "Pulled" if cache.pulled_from else "Compiled",
-            f"cache {short_key(key)} {how} by Job {cache.job_name}{took}",
+            f"cache {short_key(key)} {how} by Job {cache.job_name}{took}{waited(cache)}",
         )
     elif failure is not None:
         cache_cond = Cond(CACHE_READY, "False", failure.reason, failure.message)
@@ -166,7 +206,7 @@ def cache_condition(
         what = "download" if key is None else f"compile of cache {short_key(key)}"
         cache_cond = Cond(CACHE_READY, "False", stuck.reason, f"the {what} {cannot_start(stuck)}")
     elif waiting is not None:
-        what = "download" if key is None else f"compile of cache {short_key(key)}"
+        what = "download" if key is None else f"compile of cache {short_key(key)} {NOT_COUNTED}"
         cache_cond = Cond(CACHE_READY, "False", UNSCHEDULABLE, f"the {what} {waits(waiting)}")
     elif key is None:
         job = weights.job_name if weights else None
@@ -210,9 +250,22 @@ def cache_condition(
             "False",
             "Compiling",
             f"Job {meta.compile_job_name(key)} is compiling cache {short_key(key)}"
-            + (f": {progress_message(progress)}" if progress is not None else ""),
+            + (f": {progress_message(progress)}" if progress is not None else "")
+            + (waited(cache) if cache is not None else ""),
         )
     return cache_cond
+
+
+NOT_COUNTED = "(its activeDeadlineSeconds counts from its start on a node)"
+
+
+def waited(cache: CompileSummary) -> str:
+    """`, with 4m10s waiting for a node`, when the compile's pods waited a minute or more
+    (less is how long a scheduler and a kubelet take anyway)."""
+    seconds = cache.pending_seconds
+    if seconds is None or seconds < 60:
+        return ""
+    return f", with {duration(seconds)} waiting for a node"
 
 
 def waits(pod: Unschedulable) -> str:

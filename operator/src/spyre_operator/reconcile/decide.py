@@ -223,7 +223,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
             cleaning = meta.cleanup_job_name(key)  # never joined: compiled again after it
             cache, cache_ready = CompileSummary(job_name=name, cache_key=key), False
         else:
-            cache = cache_summary(key, job, status.get("cache") or {}, obs.progress)
+            cache = cache_summary(key, job, status.get("cache") or {}, now, obs.progress)
             cache_ready = cache.ok is True
         ready_or_cleaning = cache_ready or cleaning is not None
         pull = OFF if ready_or_cleaning else pull_step(sharing is not None, key, job, obs.pull_job)
@@ -342,6 +342,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
         replicas=deploy.replicas if deploy else 0,
         ready_replicas=deploy.ready_replicas if deploy else 0,
         replicas_from_cache=sum(1 for s in obs.starts if s.compiled is False) if deploy else 0,
+        unschedulable_replicas=len(obs.unschedulable) if deploy else 0,
         selector=meta.selector_string(model.name),
         endpoint=endpoint_url(model) if available else None,
     )

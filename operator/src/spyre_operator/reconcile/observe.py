@@ -10,16 +10,27 @@ turn raw objects into the facts `decide` works from and are pure.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.kube.client import Kube
 from spyre_operator.reconcile.compile_queue import Queue
+from spyre_operator.reconcile.pods import (
+    DeadlineExceeded,
+    PodIssue,
+    PodStart,
+    Terminated,
+    Unschedulable,
+    deadline_exceeded,
+    newest_termination,
+    pod_issues,
+    pod_starts,
+    unschedulable,
+)
 from spyre_operator.reconcile.progress import ProgressReader, Reading
 from spyre_operator.reconcile.starts import Start, StartReader
 from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
@@ -27,47 +38,6 @@ from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_operator.render.weights_job import weights_job_name
-from spyre_runtime.contract import Summary
-
-# Pod waiting reasons that need a person (the rest are transient: ContainerCreating, ...).
-STUCK_WAITING = (
-    "CrashLoopBackOff",
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-)
-
-
-@dataclass(frozen=True)
-class Terminated:
-    """A container's last termination (what the kubelet records)."""
-
-    pod: str
-    reason: str  # Completed, Error, OOMKilled, ...
-    exit_code: int
-    message: str  # the termination message: JSON summary, or the log tail
-
-    @property
-    def summary(self) -> Summary | None:
-        """The command's JSON summary (spyre_runtime.contract), if the message is one."""
-        try:
-            parsed = json.loads(self.message.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return None
-        return cast(Summary, parsed) if isinstance(parsed, dict) else None
-
-
-@dataclass(frozen=True)
-class Unschedulable:
-    """A pod the scheduler cannot place (PodScheduled False, reason Unschedulable): no
-    node has the cards, CPU or memory it asks for, its scheduler does not run, its claim
-    is not bound, ... in the scheduler's own words."""
-
-    pod: str
-    message: str  # e.g. 0/1 nodes are available: 1 Insufficient ibm.com/spyre_pf.
-    since: str  # when the scheduler first said so (RFC 3339)
 
 
 @dataclass(frozen=True)
@@ -89,13 +59,8 @@ class JobView:
     terminated: Terminated | None = None  # the newest terminated container of its pods
     unschedulable: Unschedulable | None = None  # a pod of the running Job no node takes
     stuck: PodIssue | None = None  # a pod of the running Job whose container cannot start
-
-
-@dataclass(frozen=True)
-class PodIssue:
-    pod: str
-    reason: str  # a waiting reason, or the reason of serve's termination message
-    message: str
+    starts: tuple[PodStart, ...] = ()  # its pods' waits for a node (when they were read)
+    deadline_exceeded: DeadlineExceeded | None = None
 
 
 @dataclass(frozen=True)
@@ -192,48 +157,6 @@ def _conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
     }
 
 
-def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
-    name = pod["metadata"]["name"]
-    out = []
-    for status in pod.get("status", {}).get("containerStatuses") or []:
-        if status.get("name") != container:
-            continue
-        for state in (status.get("state") or {}, status.get("lastState") or {}):
-            done = state.get("terminated")
-            if done:
-                out.append(
-                    Terminated(
-                        pod=name,
-                        reason=done.get("reason", ""),
-                        exit_code=int(done.get("exitCode", 0)),
-                        message=done.get("message", ""),
-                    )
-                )
-    return out
-
-
-def unschedulable(pods: list[dict[str, Any]]) -> tuple[Unschedulable, ...]:
-    """The pods the scheduler said it cannot place (pending ones only), by name."""
-    found = []
-    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
-        if pod.get("status", {}).get("phase") not in (None, "Pending"):
-            continue
-        for cond in pod.get("status", {}).get("conditions") or []:
-            said = (cond.get("type"), cond.get("status"), cond.get("reason"))
-            if said == ("PodScheduled", "False", "Unschedulable"):
-                since = cond.get("lastTransitionTime") or ""
-                name = pod["metadata"]["name"]
-                found.append(Unschedulable(name, cond.get("message") or "", since))
-    return tuple(found)
-
-
-def newest_termination(pods: list[dict[str, Any]], container: str) -> Terminated | None:
-    """The newest pod's termination (Job retries make several pods)."""
-    ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
-    found = [t for pod in ordered for t in _terminations(pod, container)[:1]]
-    return found[-1] if found else None
-
-
 def job_view(
     job: dict[str, Any], pods: list[dict[str, Any]], container: str = CONTAINER_NAMES["precompile"]
 ) -> JobView:
@@ -264,6 +187,8 @@ def job_view(
         terminated=newest_termination(pods, container),
         unschedulable=next(iter(unschedulable(pods)), None),
         stuck=next(iter(pod_issues(pods)), None),
+        starts=pod_starts(pods),
+        deadline_exceeded=deadline_exceeded(pods),
     )
 
 
@@ -281,25 +206,6 @@ def deployment_view(deploy: dict[str, Any]) -> DeploymentView:
         updated_replicas=int(status.get("updatedReplicas", 0)),
         conditions=_conditions(deploy),
     )
-
-
-def pod_issues(pods: list[dict[str, Any]]) -> tuple[PodIssue, ...]:
-    """Why serving pods do not come up: a rejected cache first, then stuck containers
-    (of a Job's pods too: an image that cannot be pulled, ...)."""
-    issues = []
-    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
-        name = pod["metadata"]["name"]
-        for done in _terminations(pod, CONTAINER_NAMES["serve"]):
-            summary = done.summary
-            if summary and summary.get("ok") is False:
-                reason = str(summary.get("reason") or "ServeFailed")
-                issues.append(PodIssue(name, reason, str(summary.get("message", ""))))
-                break
-        for status in pod.get("status", {}).get("containerStatuses") or []:
-            waiting = (status.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") in STUCK_WAITING:
-                issues.append(PodIssue(name, waiting["reason"], waiting.get("message", "")))
-    return tuple(issues)
 
 
 def _needs_compile_pods(job: dict[str, Any], status: dict[str, Any]) -> bool:

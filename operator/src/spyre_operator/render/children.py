@@ -135,10 +135,12 @@ def build_compile_job(
         "metadata": _metadata(name, namespace, labels, key),
         "spec": {
             "backoffLimit": spec.cache.compile.backoff_limit,
-            "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
             "template": {
                 "metadata": _pod_metadata(spec, labels, {meta.CACHE_KEY_ANNOTATION: key}),
-                "spec": pod_spec(spec, "precompile", platform, commit, images),
+                # The pod's deadline, not the Job's: it counts from the pod's start on a
+                # node, so a compile that waits for cards is not failed by the wait.
+                "spec": pod_spec(spec, "precompile", platform, commit, images)
+                | {"activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds},
             },
         },
     }

@@ -1,0 +1,165 @@
+"""What a SpyreModel's pods say, read into plain facts (pure): a container's termination
+and its JSON summary, the scheduler's refusal, a pod's wait for a node, the kubelet's
+deadline, and the waiting reasons that need a person. observe.py's views of Jobs and
+Deployments are made of these."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, cast
+
+from spyre_operator.render.pod import CONTAINER_NAMES
+from spyre_runtime.contract import Summary
+
+# Pod waiting reasons that need a person (the rest are transient: ContainerCreating, ...).
+STUCK_WAITING = (
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+)
+
+
+@dataclass(frozen=True)
+class Terminated:
+    """A container's last termination (what the kubelet records)."""
+
+    pod: str
+    reason: str  # Completed, Error, OOMKilled, ...
+    exit_code: int
+    message: str  # the termination message: JSON summary, or the log tail
+
+    @property
+    def summary(self) -> Summary | None:
+        """The command's JSON summary (spyre_runtime.contract), if the message is one."""
+        try:
+            parsed = json.loads(self.message.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return None
+        return cast(Summary, parsed) if isinstance(parsed, dict) else None
+
+
+@dataclass(frozen=True)
+class Unschedulable:
+    """A pod the scheduler cannot place (PodScheduled False, reason Unschedulable): no
+    node has the cards, CPU or memory it asks for, its scheduler does not run, its claim
+    is not bound, ... in the scheduler's own words."""
+
+    pod: str
+    message: str  # e.g. 0/1 nodes are available: 1 Insufficient ibm.com/spyre_pf.
+    since: str  # when the scheduler first said so (RFC 3339)
+
+
+@dataclass(frozen=True)
+class PodStart:
+    """When a Job's pod was made and when a node started it (the kubelet's startTime,
+    after the scheduler placed it: None while it waits for a node); `pending`: it still
+    waits. The time between is not counted by a pod's activeDeadlineSeconds."""
+
+    created: str
+    started: str | None
+    pending: bool
+
+
+@dataclass(frozen=True)
+class DeadlineExceeded:
+    """The newest pod of a Job, stopped by the kubelet at its activeDeadlineSeconds."""
+
+    pod: str
+    seconds: int | None
+
+
+@dataclass(frozen=True)
+class PodIssue:
+    pod: str
+    reason: str  # a waiting reason, or the reason of serve's termination message
+    message: str
+
+
+def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
+    name = pod["metadata"]["name"]
+    out = []
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        if status.get("name") != container:
+            continue
+        for state in (status.get("state") or {}, status.get("lastState") or {}):
+            done = state.get("terminated")
+            if done:
+                out.append(
+                    Terminated(
+                        pod=name,
+                        reason=done.get("reason", ""),
+                        exit_code=int(done.get("exitCode", 0)),
+                        message=done.get("message", ""),
+                    )
+                )
+    return out
+
+
+def unschedulable(pods: list[dict[str, Any]]) -> tuple[Unschedulable, ...]:
+    """The pods the scheduler said it cannot place (pending ones only), by name."""
+    found = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        if pod.get("status", {}).get("phase") not in (None, "Pending"):
+            continue
+        for cond in pod.get("status", {}).get("conditions") or []:
+            said = (cond.get("type"), cond.get("status"), cond.get("reason"))
+            if said == ("PodScheduled", "False", "Unschedulable"):
+                since = cond.get("lastTransitionTime") or ""
+                name = pod["metadata"]["name"]
+                found.append(Unschedulable(name, cond.get("message") or "", since))
+    return tuple(found)
+
+
+def newest_termination(pods: list[dict[str, Any]], container: str) -> Terminated | None:
+    """The newest pod's termination (Job retries make several pods)."""
+    ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    found = [t for pod in ordered for t in _terminations(pod, container)[:1]]
+    return found[-1] if found else None
+
+
+def pod_starts(pods: list[dict[str, Any]]) -> tuple[PodStart, ...]:
+    """Each pod's creation and start on a node, oldest first."""
+    ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    return tuple(
+        PodStart(
+            p["metadata"].get("creationTimestamp", ""),
+            p.get("status", {}).get("startTime"),
+            p.get("status", {}).get("phase") == "Pending",
+        )
+        for p in ordered
+    )
+
+
+def deadline_exceeded(pods: list[dict[str, Any]]) -> DeadlineExceeded | None:
+    """The newest pod, if the kubelet stopped it at its activeDeadlineSeconds (its
+    status.reason; its containers were killed, so their termination says little)."""
+    ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    if not ordered or ordered[-1].get("status", {}).get("reason") != "DeadlineExceeded":
+        return None
+    newest = ordered[-1]
+    return DeadlineExceeded(
+        newest["metadata"]["name"], newest.get("spec", {}).get("activeDeadlineSeconds")
+    )
+
+
+def pod_issues(pods: list[dict[str, Any]]) -> tuple[PodIssue, ...]:
+    """Why serving pods do not come up: a rejected cache first, then stuck containers
+    (of a Job's pods too: an image that cannot be pulled, ...)."""
+    issues = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        name = pod["metadata"]["name"]
+        for done in _terminations(pod, CONTAINER_NAMES["serve"]):
+            summary = done.summary
+            if summary and summary.get("ok") is False:
+                reason = str(summary.get("reason") or "ServeFailed")
+                issues.append(PodIssue(name, reason, str(summary.get("message", ""))))
+                break
+        for status in pod.get("status", {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in STUCK_WAITING:
+                issues.append(PodIssue(name, waiting["reason"], waiting.get("message", "")))
+    return tuple(issues)
