@@ -194,7 +194,7 @@ def test_kubectl_explain_shows_the_descriptions_the_server_publishes(
 
     def compile_explained() -> str | None:
         out = explain("spyremodel.spec.cache.compile")
-        return out if "How long a compile may run" in out else None
+        return out if "How long a compile pod may run" in out else None
 
     wait_for(compile_explained, "kubectl explain shows the spec's fields")
     assert "What to serve and how" in explain("spyremodel.spec")
