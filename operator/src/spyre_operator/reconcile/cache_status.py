@@ -12,7 +12,6 @@ from spyre_operator.api.status import (
     CACHE_READY,
     CompileProgress,
     CompileSummary,
-    WeightsSummary,
 )
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compile_queue import Turn
@@ -174,22 +173,21 @@ def cache_summary(
 
 def cache_condition(
     model: SpyreModel,
+    obs: Observed,
     key: str | None,
     cache: CompileSummary | None,
     cache_ready: bool,
     failure: Failure | None,
     queued: Turn | None,
-    weights: WeightsSummary | None,
     cleaning: str | None = None,
-    waiting: Unschedulable | None = None,
-    stuck: PodIssue | None = None,
 ) -> Cond:
     """CacheReady: compiled, failed, or on its way (downloading, queued, compiling, or
-    waiting for the key's clean-up to finish before compiling it again); `waiting`: the
-    download's or compile's pod no node takes (reason Unschedulable, the scheduler's
-    words); `stuck`: its pod whose container cannot start (the kubelet's reason, e.g.
-    ImagePullBackOff, and words)."""
+    waiting for the key's clean-up to finish before compiling it again); or the download's
+    or compile's pod no node takes (reason Unschedulable, the scheduler's words), or whose
+    container cannot start (the kubelet's reason, e.g. ImagePullBackOff, and words)."""
     spec = model.spec
+    weights = obs.weights
+    waiting, stuck = waiting_pod(obs, key), stuck_pod(obs, key)
     if cache_ready:
         assert key is not None and cache is not None
         took = f" in {cache.seconds:.0f}s" if cache.seconds is not None else ""

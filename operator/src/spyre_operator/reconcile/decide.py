@@ -34,8 +34,6 @@ from spyre_operator.reconcile.cache_status import (
     Failure,
     cache_condition,
     cache_summary,
-    stuck_pod,
-    waiting_pod,
 )
 from spyre_operator.reconcile.compile_queue import Turn, Want, turn
 from spyre_operator.reconcile.conditions import (
@@ -267,18 +265,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
     requeue = inventory.CLEANUP_POLL_SECONDS if cleaning else None
 
     if not model.serves:
-        cache_cond = cache_condition(
-            model,
-            key,
-            cache,
-            cache_ready,
-            failure,
-            queued,
-            weights,
-            cleaning,
-            waiting_pod(obs, key),
-            stuck_pod(obs, key),
-        )
+        cache_cond = cache_condition(model, obs, key, cache, cache_ready, failure, queued, cleaning)
         plan = _compile_only(obs, model, actions, key, cache, cache_cond, failure, now, settings)
         return replace(plan, requeue_after=_sooner(requeue, plan.requeue_after), deferred=deferred)
     assert want.network_policy is not None and want.service is not None

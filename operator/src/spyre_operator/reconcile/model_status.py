@@ -22,7 +22,6 @@ from spyre_operator.reconcile.cache_status import (
     Failure,
     cache_condition,
     stuck_pod,
-    waiting_pod,
     waits,
 )
 from spyre_operator.reconcile.compile_queue import Turn
@@ -79,18 +78,7 @@ def model_conditions(
     deploy, spec = obs.deployment, model.spec
     serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
     downloading = key is None
-    cache_cond = cache_condition(
-        model,
-        key,
-        cache,
-        cache_ready,
-        failure,
-        queued,
-        obs.weights,
-        cleaning,
-        waiting_pod(obs, key),
-        stuck_pod(obs, key),
-    )
+    cache_cond = cache_condition(model, obs, key, cache, cache_ready, failure, queued, cleaning)
     ready_of = f"{deploy.ready_replicas if deploy else 0}/{spec.replicas} replicas ready"
     unplaced = (
         f"; {len(obs.unschedulable)} {waits(obs.unschedulable[0])}" if obs.unschedulable else ""
