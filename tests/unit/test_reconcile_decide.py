@@ -517,7 +517,7 @@ def test_a_removed_field_is_a_new_manifest_applied_whole() -> None:
     assert (
         pod_spec["nodeSelector"] == {"zone": "a"} and pod_spec["schedulerName"] == "spyre-scheduler"
     )
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "pvc_exists": True,
         "job": job_view(done, []),
         "deployment": deployment_view(live),
