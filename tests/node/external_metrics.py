@@ -12,11 +12,14 @@ import datetime
 import json
 import re
 import ssl
+import sys
 import threading
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from spyre_devcluster.kubectl import Kubectl
+from spyre_devcluster.kubectl import Kubectl, KubectlError
 from spyre_devcluster.node_config import NODE_IP
 from spyre_operator.webhook import certs
 from spyre_operator.webhook.server import load_into
@@ -34,13 +37,13 @@ class ExternalMetrics:
     def __init__(self) -> None:
         self.values: dict[str, str] = {}
         self.reads: dict[str, int] = {}
-        self.server = ThreadingHTTPServer(("0.0.0.0", 0), self._handler())
-        self.port = self.server.server_address[1]
+        self.served = 0
         now = datetime.datetime.now(datetime.UTC)
         issued = certs.issue([NODE_IP], now)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         load_into(context, issued.cert, issued.key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.server = TLSServer(("0.0.0.0", 0), self._handler(), context)
+        self.port = self.server.server_address[1]
 
     def set(self, name: str, value: str) -> None:
         self.values[name] = value
@@ -69,7 +72,27 @@ class ExternalMetrics:
         ]  # fmt: skip
         for doc in objects:
             kubectl("apply", "-f", "-", input=json.dumps(doc))
-        kubectl.wait(f"apiservice/{API_SERVICE}", "condition=Available")
+        try:
+            kubectl.wait(f"apiservice/{API_SERVICE}", "condition=Available")
+        except KubectlError as error:
+            raise KubectlError(f"{error}\n{self.diagnosis(kubectl)}") from None
+
+    def diagnosis(self, kubectl: Kubectl) -> str:
+        """Why the API server finds the group unavailable: its own condition, the objects
+        on its route, and whether this server answers straight and through the Service."""
+        service = kubectl.get(f"service/{SERVICE}")["spec"]
+        probes = {
+            "straight": f"https://{NODE_IP}:{self.port}/apis/{GROUP_VERSION}",
+            "through the Service": f"https://{service['clusterIP']}:443/apis/{GROUP_VERSION}",
+        }
+        lines = [
+            f"APIService: {kubectl.get(f'apiservice/{API_SERVICE}').get('status')}",
+            f"requests served: {self.served}",
+            kubectl("get", "endpoints,endpointslices", "-o", "wide"),
+        ]
+        for route, url in probes.items():
+            lines.append(f"GET {url} ({route}): {probe(url)}")
+        return "\n".join(lines)
 
     @staticmethod
     def unregister(kubectl: Kubectl) -> None:
@@ -81,6 +104,7 @@ class ExternalMetrics:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                metrics.served += 1
                 path = self.path.split("?")[0]
                 if path == f"/apis/{GROUP_VERSION}":
                     self.reply(200, resources())
@@ -104,6 +128,37 @@ class ExternalMetrics:
                 pass  # the API server polls often; the test asserts on `reads` instead
 
         return Handler
+
+
+class TLSServer(ThreadingHTTPServer):
+    """TLS with each handshake in the connection's own thread: a handshake done by the
+    accepting thread (a wrapped listening socket) stalls every later connection while a
+    slow client sends its hello, and the API server's availability check gives up after 5 s."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: Any, context: ssl.SSLContext) -> None:
+        super().__init__(address, handler)
+        self.context = context
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        with self.context.wrap_socket(request, server_side=True) as tls:
+            super().finish_request(tls, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError)):
+            super().handle_error(request, client_address)  # a client that hung up: no news
+
+
+def probe(url: str) -> str:
+    """One GET with the API server's patience (5 s), for the diagnosis."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:
+            return f"HTTP {response.status}"
+    except (OSError, urllib.error.URLError) as error:
+        return f"failed: {error}"
 
 
 def resources() -> dict[str, Any]:
