@@ -1,9 +1,10 @@
 """Pods really run on the node: a local image, shared storage of the default class, and a
-ClusterIP Service answered through kube-proxy."""
+ClusterIP Service answered through kube-proxy, and a cluster IP without one refused."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -104,3 +105,27 @@ def test_a_cluster_ip_service_answers_through_kube_proxy(
             return None
 
     assert poll_until(answer, f"the Service's cluster IP {ip} answers", 60, 0.5) == b"answered"
+
+
+def test_a_cluster_ip_without_a_service_refuses_the_connection(
+    kubectl: Kubectl, python_image: str
+) -> None:
+    """Traffic to a cluster IP kube-proxy has not routed never leaves the node: refused at
+    once, from the host (the API server's calls to aggregated APIs and webhooks) and from a
+    pod. Where the machine's own network answered it instead, the API server kept such a
+    connection and its calls never reached the Service once routed."""
+    unused = "10.111.255.254"  # inside the Service range
+    taken = kubectl("get", "svc", "-A", "-o", "jsonpath={.items[*].spec.clusterIP}").split()
+    assert unused not in taken
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((unused, 443), timeout=10)
+    script = (
+        "import socket\n"
+        "try:\n"
+        f"    socket.create_connection(('{unused}', 443), timeout=10)\n"
+        "except ConnectionRefusedError:\n"
+        "    print('refused')\n"
+    )
+    apply(kubectl, pod("probe", python_image, script))
+    kubectl.wait("pod/probe", "jsonpath={.status.phase}=Succeeded")
+    assert kubectl("logs", "probe").strip() == "refused"

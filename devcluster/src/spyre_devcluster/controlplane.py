@@ -36,6 +36,7 @@ STATE_FILE = "state.json"
 KUBECONFIG_FILE = "kubeconfig"
 RUN_DIR = "run"
 START_TIMEOUT = 120.0  # seconds; a loaded 2-core machine needs ~10-30 s for the apiserver
+SERVICE_CIDR = "10.96.0.0/12"  # room for 1M Services (a /24 holds 254)
 
 
 class ControlPlaneError(RuntimeError):
@@ -282,7 +283,7 @@ class ControlPlane:
                 f"--service-account-signing-key-file={self.run / 'sa.key'}",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--authorization-mode={self.profile.authorization}",
-                "--service-cluster-ip-range=10.96.0.0/12",  # room for 1M Services (a /24 holds 254)
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 *self.insecure_port_off(bins.apiserver, "--insecure-port"),
                 *self.profile.apiserver_args,

@@ -47,7 +47,8 @@ FIXED_PATHS = (
 SHARED_PATHS = ("/run/containerd",)  # any containerd's shims put their sockets there
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 POD_CGROUP = "kubepods"
-CHAIN_PREFIXES = ("KUBE-", "CNI-")
+CHAIN_PREFIXES = ("KUBE-", "CNI-", "SPYRE-")
+UNROUTED_CHAIN = "SPYRE-UNROUTED"
 IPTABLES_TABLES = ("filter", "nat", "mangle")
 MNT_DETACH = 2
 
@@ -170,7 +171,7 @@ def our_chains(cmd: str, table: str) -> list[str]:
 
 
 def all_our_chains() -> dict[str, list[str]]:
-    """{"iptables/nat": [chains]} of every KUBE-/CNI- chain on the host."""
+    """{"iptables/nat": [chains]} of every KUBE-/CNI-/SPYRE- chain on the host."""
     found = {}
     for cmd in iptables_commands():
         for table in IPTABLES_TABLES:
@@ -181,7 +182,7 @@ def all_our_chains() -> dict[str, list[str]]:
 
 
 def remove_chains() -> None:
-    """Delete the rules that jump to KUBE-/CNI- chains, then those chains."""
+    """Delete the rules that jump to KUBE-/CNI-/SPYRE- chains, then those chains."""
     for cmd in iptables_commands():
         for table in IPTABLES_TABLES:
             rules = subprocess.run(
@@ -198,6 +199,21 @@ def remove_chains() -> None:
             for flag in ("-F", "-X"):
                 for chain in chains:
                     subprocess.run([cmd, "-w", "-t", table, flag, chain], capture_output=True)
+
+
+def reject_unrouted(cidr: str) -> None:
+    """Refuse connections to the cluster IPs kube-proxy has not routed (yet). Left alone
+    they leave by the default route, and where that network answers any address (this
+    sandbox's gateway says 404 to anything on :443) the API server keeps the connection
+    and sends an aggregated API's or a webhook's calls there for good. A real cluster's
+    network drops them; this refuses them at once. Checked after kube-proxy's NAT, so a
+    routed Service's packets no longer carry a cluster IP here."""
+    iptables = ["iptables", "-w", "-t", "filter"]
+    subprocess.run([*iptables, "-N", UNROUTED_CHAIN], check=True)
+    for rule in (["-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"], ["-j", "REJECT"]):
+        subprocess.run([*iptables, "-A", UNROUTED_CHAIN, "-d", cidr, *rule], check=True)
+    for hook in ("OUTPUT", "FORWARD"):  # the host's own connections, and the pods'
+        subprocess.run([*iptables, "-I", hook, "1", "-j", UNROUTED_CHAIN], check=True)
 
 
 # ----- links and addresses ------------------------------------------------------------

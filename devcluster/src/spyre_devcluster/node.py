@@ -28,6 +28,7 @@ from pathlib import Path
 from spyre_devcluster import host, node_config, preflight, registry
 from spyre_devcluster.binaries import KUBELET, PROXY, SCHEDULER, cache_root, node_binaries
 from spyre_devcluster.controlplane import (
+    SERVICE_CIDR,
     ControlPlane,
     ControlPlaneError,
     Process,
@@ -189,8 +190,8 @@ class Node:
         chains = host.all_our_chains()
         if chains:
             raise NodeError(
-                f"iptables already has KUBE-/CNI- chains ({', '.join(chains)}): another "
-                "kube-proxy or CNI network runs on this machine; stop it first"
+                f"iptables already has KUBE-/CNI-/SPYRE- chains ({', '.join(chains)}): "
+                "another kube-proxy, CNI network or node runs on this machine; stop it first"
             )
         if host.pod_cgroups():
             raise NodeError(
@@ -231,6 +232,7 @@ class Node:
         self._write_pki()
         if not host.lo_has(NODE_IP):
             host.add_lo_address(NODE_IP)
+        host.reject_unrouted(SERVICE_CIDR)
         step("control plane")
         state = self.plane.up(
             binaries=plane_bins, etcd_port=etcd_port, apiserver_port=apiserver_port
