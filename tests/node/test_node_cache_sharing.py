@@ -2,9 +2,10 @@
 registry (TLS from its own CA, basic auth, on the node's address where pods reach it) as
 the cache registry of two namespaces, each with its own cache volume. The first compiles
 the tiny Granite's key and publishes it; the second, with the same spec, pulls it instead
-of compiling: it serves, its pod's report says it compiled nothing, and no compile Job
-ever ran there. Both choose the registry in their spec (`spec.cache.registry`), so the
-operator the other node tests share is left as the chart installed it.
+of compiling: it serves, its pod's report says it compiled nothing, no compile Job ever
+ran there, and its inventory lists the key as pulled. Both choose the registry in their
+spec (`spec.cache.registry`), so the operator the other node tests share is left as the
+chart installed it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from nodelib import Kubectl, SharedNode
 from test_node_stories import Cluster, assert_started_from_cache, compile_reports
 
 from spyre_devcluster import node_operator
+from spyre_operator.render import meta
 
 pytestmark = pytest.mark.node
 
@@ -105,4 +107,16 @@ def test_a_key_compiled_and_published_in_one_namespace_is_pulled_and_served_in_a
     (pod,) = second.pods(NAME)
     assert_started_from_cache(second, pod)  # its report: loaded from the cache, 0 compiled
     assert second.answer(*second.service(NAME))
+    # the namespace's inventory lists the key it only pulled: where from, the bytes moved
+    entry = meta.inventory_name(key)
+
+    def listed() -> dict[str, Any] | None:
+        found: dict[str, Any] = second.get(f"scache/{entry}").get("status") or {}
+        return found if found.get("usedBy") == [NAME] else None
+
+    inventory = second.wait("the pulled key's inventory entry", listed, timeout=120)
+    assert inventory["cache"]["pulledFrom"] == made["publishedTo"], inventory
+    assert inventory["cache"]["bytesMoved"] == made["bytesMoved"], inventory
+    row = second.kubectl("get", "scache", entry, "--no-headers").split()
+    assert row[:3] == [entry, "Ready", "Pulled"], row  # NAME PHASE CACHE ...
     print(f"the story took {time.monotonic() - started:.0f} s")
