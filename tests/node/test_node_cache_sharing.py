@@ -101,8 +101,10 @@ def test_a_key_compiled_and_published_in_one_namespace_is_pulled_and_served_in_a
     assert ready["reason"] == "Pulled" and made["publishedTo"] in ready["message"], ready
     # no compile Job ever ran in the second namespace: none is there, none was created
     assert second.jobs() == {}
-    reasons = [reason for _, reason in second.events(NAME)]
-    assert "CreatedPullJob" in reasons and "CreatedCompileJob" not in reasons, reasons
+    selector = f"involvedObject.kind=SpyreModel,involvedObject.name={NAME}"
+    said = [e["message"] for e in second.get("events", "--field-selector", selector)["items"]]
+    assert any(f"pulling cache {key[:12]} from {repository}" in m for m in said), said
+    assert not any("spyre-compile-" in m for m in said), said
     second.wait("from the cache", lambda: second.status(NAME).get("replicasFromCache") == 1)
     (pod,) = second.pods(NAME)
     assert_started_from_cache(second, pod)  # its report: loaded from the cache, 0 compiled
