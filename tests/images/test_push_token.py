@@ -134,11 +134,7 @@ def test_a_push_follows_the_bearer_challenge_with_the_account(
     done = push(pause, reg, name, "1", prefix="tokens")
     assert not done.already and done.digest == pause.manifest.digest
     repo = f"tokens/{name}"
-    asked = {
-        (s.rpartition(":")[0], frozenset(s.rpartition(":")[2].split(","))) for s in tokens.asked
-    }
-    assert (f"repository:{repo}", frozenset({"pull"})) in asked  # the manifest's HEAD
-    assert (f"repository:{repo}", frozenset({"pull", "push"})) in asked  # the upload
+    assert tokens.asked[0] == f"repository:{repo}:pull,push"  # the manifest's HEAD
     assert client(reg, repo).manifest_digest("1") == pause.manifest.digest
     assert push(pause, reg, name, "1", prefix="tokens").already
     with pytest.raises(ImageBuildError, match=r"a token request to https://\S+ with HTTP 401"):

@@ -156,15 +156,16 @@ class Client:
         raise RegistryError(f"more than {_REDIRECTS} redirects for {method} {url}")
 
     def _login(self, challenge: str) -> None:
-        """A token for the scope the challenge names (else this repository's pull and
-        push; a mount's names the source repository too) from the service it names (the
+        """A token for this repository (pull and push) and whatever else the challenge
+        names (the catalog, a mount's source repository) from the service it names (the
         distribution token protocol), with the account's credentials if any."""
         fields = dict(_PARAM.findall(challenge))
         realm = fields.get("realm", "")
         if not realm.startswith("https://"):
             raise RegistryError(f"the registry's token service {realm!r} is not an HTTPS URL")
-        scope = fields.get("scope") or f"repository:{self.repository.path}:pull,push"
-        scopes = [("scope", each) for each in scope.split()]  # a mount's: two, space-separated
+        own = f"repository:{self.repository.path}:"
+        more = [each for each in fields.get("scope", "").split() if not each.startswith(own)]
+        scopes = [("scope", each) for each in (f"{own}pull,push", *more)]
         query = urllib.parse.urlencode([("service", fields.get("service", "")), *scopes])
         parts = urllib.parse.urlsplit(realm)
         target = f"{parts.path or '/'}?{'&'.join(q for q in (parts.query, query) if q)}"
