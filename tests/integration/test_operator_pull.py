@@ -76,6 +76,18 @@ def pulling(kube: Kube, doc: dict[str, Any]) -> str:
     return pull
 
 
+def missed(kube: Kube, doc: dict[str, Any]) -> tuple[str, str, str]:
+    """Create the SpyreModel, its pull Job misses (NotInRegistry), the compile Job comes;
+    (the pull Job, the key, the compile Job)."""
+    namespace = doc["metadata"]["namespace"]
+    pull = pulling(kube, doc)
+    no = {"ok": False, "reason": "NotInRegistry", "message": f"{REGISTRY} has no cache"}
+    simulate.finish_job(kube, namespace, pull, exit_code=1, message=json.dumps(no), reason="Error")
+    compile_job = job_name(doc)
+    wait_for(lambda: kube.get("Job", namespace, compile_job), f"the compile Job {compile_job}")
+    return pull, cache_key(parse(doc).spec), compile_job
+
+
 def test_a_pulled_key_serves_no_compile_job_is_made_and_the_inventory_lists_it(
     kube: Kube, namespace: str, sharing_operator: Operator, kubectl: Any
 ) -> None:
@@ -127,14 +139,7 @@ def test_a_miss_compiles_says_why_and_records_the_publish(
     kube: Kube, namespace: str, sharing_operator: Operator
 ) -> None:
     doc = model(namespace, "missed")
-    pull = pulling(kube, doc)
-    key = cache_key(parse(doc).spec)
-    missed = {"ok": False, "reason": "NotInRegistry", "message": f"{REGISTRY} has no cache"}
-    simulate.finish_job(
-        kube, namespace, pull, exit_code=1, message=json.dumps(missed), reason="Error"
-    )
-    compile_job = job_name(doc)
-    wait_for(lambda: kube.get("Job", namespace, compile_job), f"the compile Job {compile_job}")
+    _, key, compile_job = missed(kube, doc)
     why = f"the registry's copy was not used: NotInRegistry: {REGISTRY} has no cache"
     told = f"compiling cache {key[:12]} in Job {compile_job}; {why}"
     wait_for(lambda: said(kube, namespace, told), "an Event says why it compiles")
@@ -182,14 +187,7 @@ def test_a_stale_failed_pull_does_not_block_asking_again(
     no compile Job (deleted here, as a clean-up or a user would), the operator deletes the
     failed pull Job and makes a new one: the registry is asked again, and a hit serves."""
     doc = model(namespace, "again")
-    pull = pulling(kube, doc)
-    key = cache_key(parse(doc).spec)
-    missed = {"ok": False, "reason": "NotInRegistry", "message": f"{REGISTRY} has no cache"}
-    simulate.finish_job(
-        kube, namespace, pull, exit_code=1, message=json.dumps(missed), reason="Error"
-    )
-    compile_job = job_name(doc)
-    wait_for(lambda: kube.get("Job", namespace, compile_job), f"the compile Job {compile_job}")
+    pull, key, compile_job = missed(kube, doc)
     first = (kube.get("Job", namespace, pull) or {})["metadata"]["uid"]
     # the failed pull's answer, dated past its retry period
     old = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=RETRY_SECONDS + 60)

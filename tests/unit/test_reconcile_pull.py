@@ -25,6 +25,12 @@ pytestmark = pytest.mark.unit
 
 SHARING = Settings(cache_registry="registry.example.com/spyre/caches", cache_registry_secret="reg")
 REFERENCE = "registry.example.com/spyre/caches:<key>-amd64"
+PULLED = {  # the summary of a pull Job that succeeded
+    "ok": True,
+    "cacheKey": "k",
+    "seconds": 4.2,
+    "pulled": {"reference": REFERENCE, "digest": "sha256:ab", "bytes": 123456, "seconds": 4.0},
+}
 
 
 def created(plan: Plan) -> list[tuple[str, str]]:
@@ -71,12 +77,7 @@ def test_the_pull_job_comes_first_and_no_compile_job_while_it_runs() -> None:
 
 def test_a_pulled_key_serves_with_no_compile_job() -> None:
     obj = body()
-    summary = {
-        "ok": True,
-        "cacheKey": "k",
-        "seconds": 4.2,
-        "pulled": {"reference": REFERENCE, "digest": "sha256:ab", "bytes": 123456, "seconds": 4.0},
-    }
+    summary = PULLED
     plan = step(obj, SHARING, **finished_pull(obj, summary))
     assert created(plan) == []
     assert [a.reason for a in plan.actions if a.obj["kind"] == "Deployment"] == [
@@ -209,12 +210,7 @@ def test_a_pulled_key_is_in_the_inventory_and_its_users_own_the_pull_job() -> No
     too, is Ready with reason Pulled and says who uses the key, and its clean-up marks the
     pull Job."""
     first = body()
-    summary = {
-        "ok": True,
-        "cacheKey": "k",
-        "seconds": 4.2,
-        "pulled": {"reference": REFERENCE, "digest": "sha256:ab", "bytes": 123456, "seconds": 4.0},
-    }
+    summary = PULLED
     seen = finished_pull(first, summary)
     second = copy.deepcopy(first)
     second["metadata"] |= {"name": "second", "uid": "uid-b"}
