@@ -9,12 +9,14 @@ import base64
 import datetime
 import http.server
 import json
+import ssl
 import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -27,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from spyre_devcluster import registry
 from spyre_devcluster.controlplane import free_port
-from spyre_devcluster.images.push import Client, push
+from spyre_devcluster.images.push import client, push
 from spyre_devcluster.images.store import Image, ImageBuildError
 from spyre_devcluster.simulate import poll_until
 from spyre_operator.webhook import certs
@@ -66,7 +68,9 @@ class Tokens:
         r, s = decode_dss_signature(self.key.sign(signing.encode(), ec.ECDSA(hashes.SHA256())))
         return f"{signing}.{_b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
 
-    def serve(self) -> tuple[http.server.HTTPServer, str]:
+    def serve(self, tls: Path) -> tuple[http.server.HTTPServer, str]:
+        """On HTTPS with the registry's certificate (in folder `tls`): the client sends
+        the account's credentials to a token service over HTTPS only."""
         tokens = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -88,8 +92,11 @@ class Tokens:
                 pass
 
         server = http.server.HTTPServer(("127.0.0.1", free_port()), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls / "tls.crt", tls / "tls.key")
+        server.socket = context.wrap_socket(server.socket, server_side=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server, f"http://127.0.0.1:{server.server_port}/token"
+        return server, f"https://127.0.0.1:{server.server_port}/token"
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +109,7 @@ def token_registry(
     signer = certs.issue(["tokens"], datetime.datetime.now(datetime.UTC), ca_name="spyre-tokens")
     (folder / "token-ca.crt").write_bytes(signer.ca_cert)
     tokens = Tokens(signer, reg.username, reg.password)
-    server, realm = tokens.serve()
+    server, realm = tokens.serve(folder / "conf")
     settings = yaml.safe_load(config.read_text())
     settings["auth"] = {"token": {"realm": realm, "service": SERVICE, "issuer": ISSUER,
                                   "rootcertbundle": str(folder / "token-ca.crt")}}  # fmt: skip
@@ -127,9 +134,8 @@ def test_a_push_follows_the_bearer_challenge_with_the_account(
     done = push(pause, reg, name, "1", prefix="tokens")
     assert not done.already and done.digest == pause.manifest.digest
     repo = f"tokens/{name}"
-    assert f"repository:{repo}:pull" in tokens.asked  # the manifest's HEAD
-    assert f"repository:{repo}:pull,push" in tokens.asked  # the upload
-    assert Client(reg).manifest_digest(repo, "1") == pause.manifest.digest
+    assert tokens.asked[0] == f"repository:{repo}:pull,push"  # the manifest's HEAD
+    assert client(reg, repo).manifest_digest("1") == pause.manifest.digest
     assert push(pause, reg, name, "1", prefix="tokens").already
-    with pytest.raises(ImageBuildError, match=r"token service .* refused the account"):
+    with pytest.raises(ImageBuildError, match=r"a token request to https://\S+ with HTTP 401"):
         push(pause, replace(reg, password="not-it"), name, "2", prefix="tokens")

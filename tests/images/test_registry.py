@@ -20,7 +20,7 @@ from ctdlib import private_containerd
 from spyre_devcluster import registry
 from spyre_devcluster.controlplane import free_port
 from spyre_devcluster.images.containerd import Ctr
-from spyre_devcluster.images.push import Client, push
+from spyre_devcluster.images.push import client, push
 from spyre_devcluster.images.store import Image, ImageBuildError
 from spyre_devcluster.simulate import poll_until
 
@@ -82,8 +82,8 @@ def test_a_push_to_another_repository_mounts_the_blobs_the_registry_has(
     moved = push(pause, running, elsewhere, "1", prefix="other")  # a release's new path
     assert moved.sent == 0 and moved.skipped == 1 + len(pause.layers)
     assert moved.digest == first.digest
-    client = Client(running)
-    assert all(client.has_blob(f"other/{elsewhere}", layer.blob.digest) for layer in pause.layers)
+    there = client(running, f"other/{elsewhere}")
+    assert all(there.has_blob(layer.blob.digest) for layer in pause.layers)
 
 
 def test_containerd_pulls_with_the_credentials_and_is_refused_without(

@@ -1,12 +1,15 @@
 """Pull instead of compile, on a real API server with the operator running (the tests play
 the kubelet and the Job controller): with --cache-registry a key's pull Job comes first;
-a pull that succeeded serves the key and no compile Job is ever made; a miss compiles and
-the compile's Event and status say why, and its publish is recorded; the metrics count
-hits, misses and the pulls' seconds."""
+a pull that succeeded serves the key and no compile Job is ever made, and the key is in the
+namespace's inventory as pulled; a miss compiles and the compile's Event and status say
+why, and its publish is recorded; a failed pull older than its retry period, with the
+key's compile Job gone, asks the registry again; the metrics count hits, misses and the
+pulls' seconds."""
 
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +21,9 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     condition,
     create,
     download,
+    entry_name,
     job_name,
+    job_owners,
     kube,
     model,
     operator,
@@ -28,8 +33,10 @@ from cluster_sim import (  # noqa: F401 (fixtures)
 )
 
 from spyre_devcluster import simulate
+from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse
 from spyre_operator.kube.client import ApiError, Kube
+from spyre_operator.reconcile.pull import RETRY_SECONDS
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 
@@ -69,8 +76,20 @@ def pulling(kube: Kube, doc: dict[str, Any]) -> str:
     return pull
 
 
-def test_a_pulled_key_serves_and_no_compile_job_is_made(
-    kube: Kube, namespace: str, sharing_operator: Operator
+def missed(kube: Kube, doc: dict[str, Any]) -> tuple[str, str, str]:
+    """Create the SpyreModel, its pull Job misses (NotInRegistry), the compile Job comes;
+    (the pull Job, the key, the compile Job)."""
+    namespace = doc["metadata"]["namespace"]
+    pull = pulling(kube, doc)
+    no = {"ok": False, "reason": "NotInRegistry", "message": f"{REGISTRY} has no cache"}
+    simulate.finish_job(kube, namespace, pull, exit_code=1, message=json.dumps(no), reason="Error")
+    compile_job = job_name(doc)
+    wait_for(lambda: kube.get("Job", namespace, compile_job), f"the compile Job {compile_job}")
+    return pull, cache_key(parse(doc).spec), compile_job
+
+
+def test_a_pulled_key_serves_no_compile_job_is_made_and_the_inventory_lists_it(
+    kube: Kube, namespace: str, sharing_operator: Operator, kubectl: Any
 ) -> None:
     doc = model(namespace, "pulled")
     pull = pulling(kube, doc)
@@ -100,19 +119,27 @@ def test_a_pulled_key_serves_and_no_compile_job_is_made(
     assert got["spyre_operator_pull_duration_seconds_sum"] == 3.5
     assert got["spyre_operator_compile_duration_seconds_count"] == 0
 
+    # The key's inventory entry: held by the pull Job (no compile Job), which it joins.
+    entry = entry_name(doc)
+
+    def listed() -> dict[str, Any] | None:
+        found = (kube.get(CACHE_KIND, namespace, entry) or {}).get("status") or {}
+        return found if found.get("usedBy") == ["pulled"] and found.get("phase") else None
+
+    st = wait_for(listed, f"the inventory entry {entry} says who uses the key")
+    assert st["phase"] == "Ready" and condition(st, "CacheReady")[:2] == ("True", "Pulled")
+    assert st["cache"]["pulledFrom"] == reference and st["cache"]["bytesMoved"] == 9000
+    assert st["cache"]["jobName"] == pull
+    wait_for(lambda: job_owners(kube, namespace, pull) == {"pulled", entry}, "the entry joins")
+    row = kubectl("get", "scache", "-n", namespace, entry, "--no-headers").stdout.split()
+    assert row[:3] == [entry, "Ready", "Pulled"], row
+
 
 def test_a_miss_compiles_says_why_and_records_the_publish(
     kube: Kube, namespace: str, sharing_operator: Operator
 ) -> None:
     doc = model(namespace, "missed")
-    pull = pulling(kube, doc)
-    key = cache_key(parse(doc).spec)
-    missed = {"ok": False, "reason": "NotInRegistry", "message": f"{REGISTRY} has no cache"}
-    simulate.finish_job(
-        kube, namespace, pull, exit_code=1, message=json.dumps(missed), reason="Error"
-    )
-    compile_job = job_name(doc)
-    wait_for(lambda: kube.get("Job", namespace, compile_job), f"the compile Job {compile_job}")
+    _, key, compile_job = missed(kube, doc)
     why = f"the registry's copy was not used: NotInRegistry: {REGISTRY} has no cache"
     told = f"compiling cache {key[:12]} in Job {compile_job}; {why}"
     wait_for(lambda: said(kube, namespace, told), "an Event says why it compiles")
@@ -151,3 +178,44 @@ def test_a_registry_in_the_spec_is_checked_by_the_api_server_and_used(
     pull = pulling(kube, own)
     env = simulate.env_of(kube.get("Job", namespace, pull) or {})
     assert env["SPYRE_SERVING_CACHE_REGISTRY"] == "r.example:5000/team/caches"
+
+
+def test_a_stale_failed_pull_does_not_block_asking_again(
+    kube: Kube, namespace: str, sharing_operator: Operator
+) -> None:
+    """A miss compiles; once the failed pull is older than its retry period and the key has
+    no compile Job (deleted here, as a clean-up or a user would), the operator deletes the
+    failed pull Job and makes a new one: the registry is asked again, and a hit serves."""
+    doc = model(namespace, "again")
+    pull, key, compile_job = missed(kube, doc)
+    first = (kube.get("Job", namespace, pull) or {})["metadata"]["uid"]
+    # the failed pull's answer, dated past its retry period
+    old = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=RETRY_SECONDS + 60)
+    when = old.strftime("%Y-%m-%dT%H:%M:%SZ")
+    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
+    failed |= {"lastProbeTime": when, "lastTransitionTime": when}
+    kube.patch("Job", namespace, pull, {"status": {"conditions": [failed]}}, sub="status")
+    kube.delete("Job", namespace, compile_job)
+
+    def asked_again() -> str | None:
+        job = kube.get("Job", namespace, pull)
+        uid: str | None = job["metadata"]["uid"] if job else None
+        return uid if uid not in (None, first) else None
+
+    wait_for(asked_again, "a new pull Job")
+    wait_for(
+        lambda: said(kube, namespace, f"asking {REGISTRY} again for cache {key[:12]}"),
+        "an Event says the registry is asked again",
+    )
+    st = wait_phase(kube, namespace, "again", "Compiling")
+    assert condition(st, "CacheReady")[:2] == ("False", "Pulling")
+    reference = f"{REGISTRY}:{key}-amd64"
+    hit = {"ok": True, "cacheKey": key, "seconds": 2.0, "pulled": {"reference": reference}}
+    simulate.finish_job(
+        kube, namespace, pull, exit_code=0, message=json.dumps(hit), reason="Completed"
+    )
+    wait_for(lambda: kube.get("Deployment", namespace, "again"), "the Deployment exists")
+    simulate.make_deployment_available(kube, namespace, "again")
+    st = wait_phase(kube, namespace, "again", "Ready")
+    assert st["cache"]["pulledFrom"] == reference
+    assert kube.get("Job", namespace, compile_job) is None

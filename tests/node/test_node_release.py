@@ -31,7 +31,7 @@ from spyre_devcluster import node_operator, release
 from spyre_devcluster.images import recipes
 from spyre_devcluster.images.containerd import Ctr
 from spyre_devcluster.images.oci import MEDIA_INDEX, MEDIA_MANIFEST
-from spyre_devcluster.images.push import Client
+from spyre_devcluster.images.push import client
 from spyre_devcluster.node import Node
 from spyre_devcluster.registry import Registry
 from spyre_devcluster.simulate import poll_until
@@ -98,7 +98,7 @@ def skopeo_copy(registry: Registry, certs: Path, source: str, dest: str) -> None
 def manifest_digest(registry: Registry, target: release.Target, name: str, tag: str) -> str:
     path = f"{target.path}/{name}"
     media = MEDIA_INDEX if name == release.OPERATOR else MEDIA_MANIFEST  # four architectures
-    digest = Client(registry).manifest_digest(path, tag, media)
+    digest = client(registry, path).manifest_digest(tag, media)
     assert digest, f"{target.repository(name)}:{tag} is not in the registry"
     return digest
 

@@ -88,7 +88,7 @@ class FakeKube(Kube):
         obj["metadata"] |= {"uid": f"uid-{meta['name']}", "generation": 1}
         return self._store(obj)
 
-    def delete(self, kind: str, namespace: str, name: str) -> None:
+    def delete(self, kind: str, namespace: str, name: str, resource_version: str = "") -> None:
         self._count("DELETE", kind)
         self.objects.pop((kind, namespace, name), None)
 

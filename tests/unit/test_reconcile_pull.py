@@ -10,16 +10,27 @@ import json
 from typing import Any
 
 import pytest
-from test_reconcile_decide import body, complete, cond, failed, pod, step
+from test_reconcile_decide import T0, body, complete, cond, failed, job, pod, step
 
+from spyre_operator.api.names import CACHE_KIND
+from spyre_operator.api.validation import parse
 from spyre_operator.controller.settings import Settings
-from spyre_operator.reconcile.decide import Plan
-from spyre_operator.reconcile.observe import job_view
+from spyre_operator.reconcile.decide import Plan, decide
+from spyre_operator.reconcile.observe import Observed, job_view
+from spyre_operator.reconcile.pull import RETRY_SECONDS
+from spyre_operator.reconcile.weights_status import pinned_weights
+from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit
 
 SHARING = Settings(cache_registry="registry.example.com/spyre/caches", cache_registry_secret="reg")
 REFERENCE = "registry.example.com/spyre/caches:<key>-amd64"
+PULLED = {  # the summary of a pull Job that succeeded
+    "ok": True,
+    "cacheKey": "k",
+    "seconds": 4.2,
+    "pulled": {"reference": REFERENCE, "digest": "sha256:ab", "bytes": 123456, "seconds": 4.0},
+}
 
 
 def created(plan: Plan) -> list[tuple[str, str]]:
@@ -43,6 +54,12 @@ def finished_pull(obj: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any
     return {"pvc_exists": True, "pull_job": job_view(live, pods, "pull")}
 
 
+def at(seconds: float) -> str:
+    """T0 (2030-01-01T00:00:00Z) plus seconds, under a day."""
+    whole = int(seconds)
+    return f"2030-01-01T{whole // 3600:02d}:{whole % 3600 // 60:02d}:{whole % 60:02d}Z"
+
+
 def test_the_pull_job_comes_first_and_no_compile_job_while_it_runs() -> None:
     obj = body()
     plan = step(obj, SHARING, pvc_exists=True)
@@ -60,12 +77,7 @@ def test_the_pull_job_comes_first_and_no_compile_job_while_it_runs() -> None:
 
 def test_a_pulled_key_serves_with_no_compile_job() -> None:
     obj = body()
-    summary = {
-        "ok": True,
-        "cacheKey": "k",
-        "seconds": 4.2,
-        "pulled": {"reference": REFERENCE, "digest": "sha256:ab", "bytes": 123456, "seconds": 4.0},
-    }
+    summary = PULLED
     plan = step(obj, SHARING, **finished_pull(obj, summary))
     assert created(plan) == []
     assert [a.reason for a in plan.actions if a.obj["kind"] == "Deployment"] == [
@@ -154,3 +166,98 @@ def test_a_registry_in_the_spec_pulls_without_the_operators_and_one_turned_off_c
     off = {"cache": {"registry": {"enabled": False}}}
     plan = step(body(off), SHARING, pvc_exists=True)
     assert [reason for reason, _ in created(plan)] == ["CreatedCompileJob"]
+
+
+def failed_pull_at(obj: dict[str, Any], when: str) -> dict[str, Any]:
+    """Observed fields: the pull Job failed at `when` (NotInRegistry)."""
+    live = pull_job(obj, **failed())
+    live["status"]["conditions"][0]["lastTransitionTime"] = when
+    live["metadata"]["resourceVersion"] = "7"
+    said = json.dumps({"ok": False, "reason": "NotInRegistry", "message": "none"})
+    pods = [pod("p-0", "Error", 1, said, "pull")]
+    return {"pvc_exists": True, "pull_job": job_view(live, pods, "pull")}
+
+
+def test_a_failed_pull_answers_for_its_retry_period_then_the_registry_is_asked_again() -> None:
+    """A miss compiles at once and looks again when the answer gets old; a key that still
+    has no compile Job then (it waits in the compile queue, or its Job was deleted) deletes
+    the failed pull Job, guarded by the version it saw, and the next pass pulls again; a
+    compile Job of the key is left to run."""
+    obj = body()
+    fresh = step(obj, SHARING, at(60), **failed_pull_at(obj, T0))
+    assert [r for r, _ in created(fresh)] == ["CreatedCompileJob"]
+    assert fresh.requeue_after == RETRY_SECONDS - 60
+    old = step(obj, SHARING, at(RETRY_SECONDS), **failed_pull_at(obj, T0))
+    assert created(old) == []
+    (retry,) = [a for a in old.actions if a.verb == "delete"]
+    assert retry.reason == "RetryingPull" and retry.obj["kind"] == "Job"
+    assert retry.obj["metadata"]["name"].startswith("spyre-pull-")
+    assert retry.obj["metadata"]["resourceVersion"] == "7"
+    assert retry.message.startswith("asking registry.example.com/spyre/caches again for cache ")
+    assert f"failed at {T0}, over 600s ago" in retry.message
+    assert cond(old, "CacheReady") == ("False", "Pulling")
+    gone = step(obj, SHARING, at(RETRY_SECONDS + 1), pvc_exists=True)
+    assert [r for r, _ in created(gone)] == ["CreatedPullJob"]
+    compiling = job_view(job(obj, active=1), [])
+    left = step(obj, SHARING, at(3600), job=compiling, **failed_pull_at(obj, T0))
+    assert not [a for a in left.actions if a.verb in ("delete", "create")]
+    assert left.requeue_after is None
+
+
+def test_a_pulled_key_is_in_the_inventory_and_its_users_own_the_pull_job() -> None:
+    """A key only pulled gets its inventory entry, held by the pull Job (a compile Job's
+    role): a second SpyreModel of the key joins the Job as an owner, the entry joins it
+    too, is Ready with reason Pulled and says who uses the key, and its clean-up marks the
+    pull Job."""
+    first = body()
+    summary = PULLED
+    seen = finished_pull(first, summary)
+    second = copy.deepcopy(first)
+    second["metadata"] |= {"name": "second", "uid": "uid-b"}
+    plan = step(second, SHARING, **seen)
+    joins = [a for a in plan.actions if a.obj["metadata"]["name"].startswith("spyre-pull-")]
+    assert [(a.reason, a.obj["metadata"]["name"]) for a in joins] == [
+        ("SharedPullJob", seen["pull_job"].name)
+    ]
+    (made,) = [a.obj for a in plan.deferred if a.reason == "CreatedCacheEntry"]
+    key = plan.status.to_k8s()["targetCacheKey"]
+    assert made["metadata"]["name"] == meta.inventory_name(key)
+
+    entry = copy.deepcopy(made) | {"metadata": made["metadata"] | {"uid": "uid-e"}}
+    parsed = parse(entry, kind=CACHE_KIND)
+    weights = pinned_weights(parsed.spec)  # an entry's commit is pinned: no download
+    listed = decide(
+        Observed(body=entry, inventory=True, weights=weights, **seen), parsed, T0, SHARING
+    )
+    assert [a.reason for a in listed.actions] == ["SharedPullJob"]  # the entry joins it
+    status = listed.status.to_k8s()
+    assert status["phase"] == "Ready" and cond(listed, "Ready") == ("True", "Pulled")
+    assert status["cache"]["pulledFrom"] == REFERENCE and status["cache"]["bytesMoved"] == 123456
+    assert status["usedBy"] == [first["metadata"]["name"]]  # the pull Job's SpyreModel owner
+
+    # no SpyreModel left, the retention over: the clean-up marks the pull Job
+    unused = copy.deepcopy(pull_job(first, **complete("p")))
+    unused["status"]["completionTime"] = T0
+    unused["metadata"]["ownerReferences"] = [
+        {"kind": CACHE_KIND, "name": made["metadata"]["name"], "uid": "uid-e"}
+    ]
+    unused["metadata"]["resourceVersion"] = "9"
+    pods = [pod("p-0", "Completed", 0, json.dumps(summary), "pull")]
+    kept = entry | {"status": status | {"usedBy": [], "lastUsedAt": T0}}  # unused since T0
+    later = decide(
+        Observed(
+            body=kept,
+            inventory=True,
+            weights=weights,
+            pvc_exists=True,
+            pull_job=job_view(unused, pods, "pull"),
+        ),
+        parsed,
+        at(3600),
+        Settings(cache_registry=SHARING.cache_registry, cache_retention="60s"),
+    )
+    marks = [a for a in later.actions if a.verb == "mark"]
+    assert [(a.obj["metadata"]["name"], a.obj["metadata"]["resourceVersion"]) for a in marks] == [
+        (unused["metadata"]["name"], "9")
+    ]
+    assert [a.reason for a in later.actions if a.verb == "create"] == ["CreatedCleanupJob"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from apilib import ROOT, example, merge
 
-from spyre_operator.api.runtimes import default_image
+from spyre_operator.api.runtimes import RuntimeImages, default_image
 from spyre_operator.api.validation import parse
 from spyre_operator.render.cachekey import cache_key, canonical_json, compile_config, short_key
 
@@ -191,6 +191,18 @@ def test_an_operator_upgrade_keeps_the_key() -> None:
     # another plugin version is another base image
     other = default_image("sendnn-inference", "2.5.2", operator_version="0.2.0")
     assert _key({"image": other, "runtime": {"version": "2.5.2"}}) != _key({})
+
+
+def test_the_operators_image_moved_to_another_registry_host_keeps_the_key() -> None:
+    """The node's registry moved from loopback to the node's address (issue 33): its
+    images' references changed host and port, no key did (issue 29: moving registries
+    recompiles nothing)."""
+    moved = [
+        RuntimeImages(f"{host}/spyre-serving/runtime").image("sendnn-inference", "2.6.3")
+        for host in ("127.0.0.1:41234", "10.234.0.1:46829", "quay.io")
+    ]
+    assert len(set(moved)) == 3
+    assert {_key({"image": image}) for image in moved} == {_key({})}
 
 
 def test_an_image_digest_is_keyed_by_the_digest_alone() -> None:

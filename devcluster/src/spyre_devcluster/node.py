@@ -348,8 +348,9 @@ class Node:
         return found
 
     def _start_registry(self, state: State) -> None:
-        """Before containerd, whose registry config names it."""
-        reg, config = registry.configure(self.layout.registry, free_port())
+        """Before containerd, whose registry config names it; on NODE_IP, which the
+        node's pods reach too (the cache registry's Jobs)."""
+        reg, config = registry.configure(self.layout.registry, free_port(), host=NODE_IP)
         binary, *args = registry.command(config)
         proc = self.plane.spawn(state, "registry", Path(binary), args)
         self._until("the registry", lambda: registry.answers(reg), state, proc.log)

@@ -1,12 +1,15 @@
-"""The node's private OCI registry: Debian's `docker-registry` on loopback, with TLS from a
-CA of its own and basic auth, the way a cluster pulls from a private registry.
+"""The node's private OCI registry: Debian's `docker-registry`, with TLS from a CA of its
+own and basic auth, the way a cluster pulls from a private registry.
 
-`cluster up --node` starts it before containerd, which trusts its CA (a hosts.toml in
-containerd's registry config folder); the node's images are pushed to it
+`cluster up --node` starts it on the node's address (NODE_IP, where the host's processes
+and the node's pods both reach it) before containerd, which trusts its CA (a hosts.toml
+in containerd's registry config folder); the node's images are pushed to it
 (local/images/push.py) and the kubelet pulls them with the credentials of a
-`kubernetes.io/dockerconfigjson` Secret. Its storage is kept in the cache folder, so an
-image is pushed once (the ~9 GB CPU serving image too); the address, certificates and
-password are new at each `up`.
+`kubernetes.io/dockerconfigjson` Secret. Pods that talk to it themselves (the cache pull
+and compile Jobs, docs/cache-sharing.md) trust its CA from a Secret (`cache_secret`).
+Started without a node (the images and integration tests) it listens on loopback. Its
+storage is kept in the cache folder, so an image is pushed once (the ~9 GB CPU serving
+image too); the address, certificates and password are new at each `up`.
 
 The package is not installed but unpacked into the cache (`cluster install --node`):
 installing it starts a system registry on :5000 (its init script or systemd unit).
@@ -35,7 +38,7 @@ from spyre_devcluster.binaries import cache_root
 from spyre_operator.webhook import certs
 
 PACKAGE = "docker-registry"
-HOST = "127.0.0.1"  # loopback: containerd pulls on the host, nothing else reaches it
+LOOPBACK = "127.0.0.1"  # without a node: only the host's processes use it
 USER = "spyre"
 REPOSITORY_PREFIX = "spyre-serving"  # the node's images: <host>/spyre-serving/<name>
 CA_NAME = "spyre-node-registry-ca"
@@ -117,6 +120,19 @@ class Registry:
             "data": {".dockerconfigjson": base64.b64encode(config).decode()},
         }
 
+    def cache_secret(self, name: str, namespace: str) -> dict[str, Any]:
+        """A Secret for the cache registry's Jobs (docs/cache-sharing.md): the account's
+        `.dockerconfigjson` and the CA that signed the registry's certificate, `ca.crt`."""
+        ca = Path(self.ca).read_bytes() if self.ca else b""
+        data = {".dockerconfigjson": json.dumps(self.docker_config()).encode(), "ca.crt": ca}
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "type": "Opaque",
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items() if v},
+        }
+
     def ssl_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=self.ca or None)  # none: the system CAs
 
@@ -146,19 +162,21 @@ def _htpasswd(user: str, password: str) -> str:
     return done.stdout.strip() + "\n"
 
 
-def configure(folder: Path, port: int, blobs: Path | None = None) -> tuple[Registry, Path]:
-    """Write the certificates, the htpasswd file and the config for a registry on
-    HOST:port into folder, its storage in `blobs` (default: the cache's, kept); returns
-    the registry and its config file (run it with `command`)."""
+def configure(
+    folder: Path, port: int, blobs: Path | None = None, host: str = LOOPBACK
+) -> tuple[Registry, Path]:
+    """Write the certificates (for `host`), the htpasswd file and the config for a
+    registry on host:port into folder, its storage in `blobs` (default: the cache's,
+    kept); returns the registry and its config file (run it with `command`)."""
     blobs = blobs or storage()
     folder.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
-    issued = certs.issue([HOST], now, ca_name=CA_NAME)
+    issued = certs.issue([host], now, ca_name=CA_NAME)
     files = {"ca.crt": issued.ca_cert, "tls.crt": issued.cert, "tls.key": issued.key}
     for name, data in files.items():
         (folder / name).write_bytes(data)
     (folder / "tls.key").chmod(0o600)
-    registry = Registry(f"{HOST}:{port}", str(folder / "ca.crt"), USER, secrets.token_urlsafe(24))
+    registry = Registry(f"{host}:{port}", str(folder / "ca.crt"), USER, secrets.token_urlsafe(24))
     (folder / "htpasswd").write_text(_htpasswd(registry.username, registry.password))
     blobs.mkdir(parents=True, exist_ok=True)
     config = {

@@ -1,7 +1,8 @@
 """A client of the OCI distribution API (v2) over HTTPS, with basic auth or the token
 protocol (a Bearer challenge answered with a token from the registry's token service, as
 Docker Hub, GHCR, Quay and Harbor ask): what pushing and pulling a cache artifact needs,
-and no more.
+and what the devcluster's image pushes add (a tag's digest by HEAD, an index, the
+catalog and a blob mounted from another repository: spyre_devcluster/images/push.py).
 
 The standard library only (http.client), so the runtime image and the operator image need
 no new package on any architecture. A repository is named as `host[:port]/path`
@@ -155,14 +156,17 @@ class Client:
         raise RegistryError(f"more than {_REDIRECTS} redirects for {method} {url}")
 
     def _login(self, challenge: str) -> None:
-        """A token for this repository (pull and push) from the service the challenge
-        names (the distribution token protocol), with the account's credentials if any."""
+        """A token for this repository (pull and push) and whatever else the challenge
+        names (the catalog, a mount's source repository) from the service it names (the
+        distribution token protocol), with the account's credentials if any."""
         fields = dict(_PARAM.findall(challenge))
         realm = fields.get("realm", "")
         if not realm.startswith("https://"):
             raise RegistryError(f"the registry's token service {realm!r} is not an HTTPS URL")
-        scope = f"repository:{self.repository.path}:pull,push"
-        query = urllib.parse.urlencode({"service": fields.get("service", ""), "scope": scope})
+        own = f"repository:{self.repository.path}:"
+        more = [each for each in fields.get("scope", "").split() if not each.startswith(own)]
+        scopes = [("scope", each) for each in (f"{own}pull,push", *more)]
+        query = urllib.parse.urlencode([("service", fields.get("service", "")), *scopes])
         parts = urllib.parse.urlsplit(realm)
         target = f"{parts.path or '/'}?{'&'.join(q for q in (parts.query, query) if q)}"
         try:
@@ -221,6 +225,30 @@ class Client:
             raise Refused(f"the manifest of {reference} is over the cap of {cap} bytes")
         return data, response.getheader("Docker-Content-Digest") or ""
 
+    def manifest_digest(self, reference: str, media_type: str = MEDIA_MANIFEST) -> str | None:
+        """The digest of the manifest (or index) a tag names, by HEAD; None when the
+        repository lacks it."""
+        response = self._send(
+            "HEAD", self._v2("manifests", reference), headers={"Accept": media_type}
+        )
+        response.read()
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise self._fail(response, f"HEAD manifest {reference}")
+        return response.getheader("Docker-Content-Digest") or ""
+
+    def catalog(self) -> list[str]:
+        """The registry's repositories (its catalog's first page); none where it keeps its
+        catalog to itself, as quay.io does."""
+        response = self._send("GET", "/v2/_catalog?n=100")
+        data = response.read()
+        try:
+            names = json.loads(data).get("repositories") if response.status == 200 else None
+        except (ValueError, AttributeError):
+            names = None
+        return [str(name) for name in names or []]
+
     def blob(self, descriptor: Descriptor) -> http.client.HTTPResponse:
         """The blob's body as a stream (the caller verifies it while reading)."""
         response = self._send("GET", self._v2("blobs", descriptor.digest))
@@ -252,6 +280,15 @@ class Client:
         if response.status in (200, 404):
             return response.status == 200
         raise self._fail(response, f"HEAD blob {digest}")
+
+    def mount(self, digest: str, source: str) -> bool:
+        """The registry links a blob it holds in repository `source` (a path on the same
+        registry) into this one (the cross-repository mount): no byte sent. False where
+        it will not."""
+        query = urllib.parse.urlencode({"mount": digest, "from": source})
+        response = self._send("POST", f"/v2/{self.repository.path}/blobs/uploads/?{query}")
+        response.read()
+        return response.status == 201
 
     def upload(
         self, descriptor: Descriptor, write: Callable[[Callable[[bytes], None]], None]
@@ -288,13 +325,13 @@ class Client:
             raise self._fail(response, f"the blob {descriptor.digest} ({descriptor.size} bytes)")
         response.read()
 
-    def put_manifest(self, tag: str, manifest: bytes) -> str:
-        """Tag the manifest; its digest, as the registry computed it."""
+    def put_manifest(self, tag: str, manifest: bytes, media_type: str = MEDIA_MANIFEST) -> str:
+        """Tag the manifest (or index); its digest, as the registry computed it."""
         response = self._send(
             "PUT",
             self._v2("manifests", tag),
             body=manifest,
-            headers={"Content-Type": MEDIA_MANIFEST},
+            headers={"Content-Type": media_type},
         )
         if response.status != 201:
             raise self._fail(response, f"the manifest of tag {tag}")

@@ -317,11 +317,16 @@ class Kube:
             query={"fieldManager": FIELD_MANAGER},
         )
 
-    def delete(self, kind: str, namespace: str, name: str) -> None:
-        """Delete; already gone is fine."""
+    def delete(self, kind: str, namespace: str, name: str, resource_version: str = "") -> None:
+        """Delete (its dependents, e.g. a Job's pods, by the garbage collector in the
+        background); with resource_version, only that version of it (409 otherwise).
+        Already gone is fine."""
         self._count("DELETE", kind)
+        options: dict[str, Any] = {"propagationPolicy": "Background"}
+        if resource_version:
+            options["preconditions"] = {"resourceVersion": resource_version}
         try:
-            self.request("DELETE", path(kind, namespace, name))
+            self.request("DELETE", path(kind, namespace, name), options)
         except ApiError as err:
             if not err.not_found:
                 raise

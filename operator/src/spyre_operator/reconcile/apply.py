@@ -41,7 +41,7 @@ def execute(kube: Kube, action: Action) -> None:
         guarded = {"resourceVersion": meta["resourceVersion"], "annotations": meta["annotations"]}
         kube.patch(obj["kind"], meta["namespace"], meta["name"], {"metadata": guarded})
     elif action.verb == "delete":
-        kube.delete(obj["kind"], meta["namespace"], meta["name"])
+        kube.delete(obj["kind"], meta["namespace"], meta["name"], meta.get("resourceVersion", ""))
     else:  # scale: follow spec.replicas on a Deployment that keeps its old cache. A merge
         # patch: an apply of only the replicas would drop every other field the operator owns.
         kube.patch(obj["kind"], meta["namespace"], meta["name"], {"spec": obj["spec"]})

@@ -16,7 +16,7 @@ from spyre_operator.api.status import (
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compile_queue import Turn
 from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, clip, tail
-from spyre_operator.reconcile.inventory import _seconds
+from spyre_operator.reconcile.inventory import epoch_seconds
 from spyre_operator.reconcile.observe import JobView, Observed
 from spyre_operator.reconcile.pods import PodIssue, Unschedulable
 from spyre_operator.reconcile.progress import Reading
@@ -113,9 +113,9 @@ def pending_seconds(job: JobView, now: str) -> float | None:
         if not pod.created:
             continue
         if pod.started is not None:
-            waited += _seconds(pod.started) - _seconds(pod.created)
+            waited += epoch_seconds(pod.started) - epoch_seconds(pod.created)
         elif pod.pending:
-            waited += _seconds(job.finished_at or now) - _seconds(pod.created)
+            waited += epoch_seconds(job.finished_at or now) - epoch_seconds(pod.created)
     return round(waited, 1) if waited > 0 else None
 
 

@@ -46,12 +46,19 @@ from spyre_operator.reconcile.drift import needs_apply
 from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.model_status import model_conditions
 from spyre_operator.reconcile.observe import JobView, Observed
-from spyre_operator.reconcile.pull import OFF, carry_miss, pull_step, pulling
+from spyre_operator.reconcile.pull import (
+    OFF,
+    carry_miss,
+    key_holder,
+    pull_step,
+    pulling,
+    retry_action,
+)
 from spyre_operator.reconcile.weights_status import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import build_cleanup_job, desired, endpoint_url
-from spyre_operator.render.sharing import sharing_for
+from spyre_operator.render.sharing import CacheSharing, sharing_for
 
 Verb = Literal["create", "apply", "add-owner", "scale", "mark", "delete"]
 """create: POST (PVC, Job: first writer wins, a Job's template is immutable); apply:
@@ -110,6 +117,26 @@ def _shared_job(
         target["metadata"]["resourceVersion"] = job.resource_version
     (ref,) = manifest["metadata"]["ownerReferences"]
     return [Action("add-owner", target | {"ref": ref}, *shared)]
+
+
+def _pull_job(
+    model: SpyreModel,
+    obs: Observed,
+    manifest: dict[str, Any] | None,
+    key: str,
+    sharing: CacheSharing | None,
+) -> list[Action]:
+    """Create the key's pull Job, or join it as one more user of the key."""
+    assert manifest is not None and sharing is not None  # a pull step: sharing is on
+    return _shared_job(
+        model,
+        obs.uid,
+        obs.pull_job,
+        manifest,
+        ("CreatedPullJob", f"pulling cache {short_key(key)} from {sharing.repository}"),
+        ("SharedPullJob", f"uses Job {manifest['metadata']['name']} of another SpyreModel "
+         "with the same key"),
+    )  # fmt: skip
 
 
 def _apply(want: dict[str, Any], live: dict[str, Any] | None) -> list[Action]:
@@ -201,6 +228,8 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
         )
 
     job = obs.job
+    holder: JobView | None = None  # the Job that holds the key in the inventory
+    pull = OFF
     key: str | None = None
     failure: Failure | None = None
     queued: Turn | None = None
@@ -217,14 +246,19 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
         assert want.job is not None
         key = cache_key(spec, commit)
         name = meta.compile_job_name(key)
-        if job is not None and job.cleanup is not None and not obs.inventory:
+        holder = key_holder(job, obs.pull_job)
+        if holder is not None and holder.cleanup is not None and not obs.inventory:
             cleaning = meta.cleanup_job_name(key)  # never joined: compiled again after it
             cache, cache_ready = CompileSummary(job_name=name, cache_key=key), False
         else:
             cache = cache_summary(key, job, status.get("cache") or {}, now, obs.progress)
             cache_ready = cache.ok is True
         ready_or_cleaning = cache_ready or cleaning is not None
-        pull = OFF if ready_or_cleaning else pull_step(sharing is not None, key, job, obs.pull_job)
+        pull = (
+            OFF
+            if ready_or_cleaning
+            else pull_step(sharing is not None, key, job, obs.pull_job, now)
+        )
         if pull.pulled is not None:
             cache, cache_ready = pull.pulled, True
         carry_miss(cache, pull, status.get("cache") or {})
@@ -233,18 +267,14 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
             failure = Failure(cache.reason or "", cache.message or "")
         if job is None and not cache_ready and not pull.wait:
             queued = _queued(obs, model, name)
-        if pull.wait:
-            assert want.pull is not None and sharing is not None
+        if pull.retry:
+            assert obs.pull_job is not None and sharing is not None
             cache = pulling(key)
-            pull_name = want.pull["metadata"]["name"]
-            actions += _shared_job(
-                model,
-                uid,
-                obs.pull_job,
-                want.pull,
-                ("CreatedPullJob", f"pulling cache {short_key(key)} from {sharing.repository}"),
-                ("SharedPullJob", f"uses Job {pull_name} of another SpyreModel with the same key"),
-            )
+            target, said = retry_action(obs.pull_job, key, model.namespace, sharing.repository)
+            actions.append(Action("delete", target, "RetryingPull", said))
+        elif pull.wait:
+            cache = pulling(key)
+            actions += _pull_job(model, obs, want.pull, key, sharing)
         elif (not cache_ready or job is not None) and queued is None and cleaning is None:
             unused = f"; the registry's copy was not used: {pull.missed}" if pull.missed else ""
             joins = _shared_job(
@@ -256,17 +286,22 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
                 ("SharedCompileJob", f"uses Job {name} of another SpyreModel with the same key"),
             )
             actions += joins
-            # Once the Job is seen (its watch event brings this pass: triggers.py), so the
-            # pass that creates it writes nothing more before it.
-            if job is not None and not obs.inventory and inventory.needs_entry(key, job):
-                entry = inventory.entry_manifest(obs.body, model, key, commit)
-                listed = f"SpyreCache {entry['metadata']['name']} lists cache {short_key(key)}"
-                deferred.append(Action("create", entry, "CreatedCacheEntry", listed))
-    requeue = inventory.CLEANUP_POLL_SECONDS if cleaning else None
+        elif pull.pulled is not None:  # a user of the key: an owner of its pull Job
+            actions += _pull_job(model, obs, want.pull, key, sharing)
+        # Once the Job is seen (its watch event brings this pass: triggers.py), so the
+        # pass that creates it writes nothing more before it.
+        listing = holder is not None and not obs.inventory and cleaning is None
+        if listing and inventory.needs_entry(key, holder):
+            entry = inventory.entry_manifest(obs.body, model, key, commit)
+            listed = f"SpyreCache {entry['metadata']['name']} lists cache {short_key(key)}"
+            deferred.append(Action("create", entry, "CreatedCacheEntry", listed))
+    requeue = _sooner(inventory.CLEANUP_POLL_SECONDS if cleaning else None, pull.retry_in)
 
     if not model.serves:
         cache_cond = cache_condition(model, obs, key, cache, cache_ready, failure, queued, cleaning)
-        plan = _compile_only(obs, model, actions, key, cache, cache_cond, failure, now, settings)
+        plan = _compile_only(
+            obs, model, actions, key, holder, cache, cache_cond, failure, now, settings
+        )
         return replace(plan, requeue_after=_sooner(requeue, plan.requeue_after), deferred=deferred)
     assert want.network_policy is not None and want.service is not None
     deploy = obs.deployment
@@ -349,6 +384,7 @@ def _compile_only(
     model: SpyreModel,
     actions: list[Action],
     key: str | None,
+    holder: JobView | None,
     cache: CompileSummary | None,
     cache_cond: Cond,
     failure: Failure | None,
@@ -356,14 +392,15 @@ def _compile_only(
     settings: Settings,
 ) -> Plan:
     """A SpyreCache: the download and the compile, Ready once the cache is; the key's use
-    and, for an inventory entry, its clean-up (reconcile/inventory.py)."""
+    and, for an inventory entry, its clean-up (reconcile/inventory.py); `holder` is the
+    Job that holds the key (its compile's, or the pull's that fetched it)."""
     status, generation = obs.status, obs.generation
-    use = inventory.usage(obs.job, model.name, status, now)
+    use = inventory.usage(holder, model.name, status, now)
     step = None
     if obs.inventory and key is not None:
         retention = settings.cache_retention_seconds
-        step = inventory.cleanup_step(key, obs.job, obs.cleanup_job, use, retention, now)
-        actions = actions + _cleanup_actions(obs, model, step, now, settings)
+        step = inventory.cleanup_step(key, holder, obs.cleanup_job, use, retention, now)
+        actions = actions + _cleanup_actions(obs, model, holder, step, now, settings)
     phase: Phase
     if step is not None and step.step == "Failed":
         failure = Failure("CleanupFailed", step.message)
@@ -372,7 +409,7 @@ def _compile_only(
         phase, ready = "CleaningUp", Cond(READY, "False", "CleaningUp", step.message)
         cache_cond = Cond(CACHE_READY, "False", "CleaningUp", step.message)
     elif cache_cond.status == "True":
-        phase, ready = "Ready", Cond(READY, "True", "Compiled", cache_cond.message)
+        phase, ready = "Ready", Cond(READY, "True", cache_cond.reason, cache_cond.message)
     else:
         phase = "Failed" if failure else "Downloading" if key is None else "Compiling"
         ready = Cond(READY, "False", cache_cond.reason, cache_cond.message)
@@ -400,23 +437,29 @@ def _compile_only(
 
 
 def _cleanup_actions(
-    obs: Observed, model: SpyreModel, step: inventory.Cleanup, now: str, settings: Settings
+    obs: Observed,
+    model: SpyreModel,
+    holder: JobView | None,
+    step: inventory.Cleanup,
+    now: str,
+    settings: Settings,
 ) -> list[Action]:
-    """Mark the compile Job and create the clean-up Job (Start), or go (Done)."""
+    """Mark the Job that holds the key and create the clean-up Job (Start), or go
+    (Done)."""
     if step.step == "Done":
         me = {"kind": model.kind, "metadata": {"name": model.name, "namespace": model.namespace}}
         return [Action("delete", me, "CleanedUp", step.message)]
     if step.step != "Start":
         return []
-    assert obs.job is not None
+    assert holder is not None
     out = []
-    if obs.job.cleanup is None:
+    if holder.cleanup is None:
         target = {
             "kind": "Job",
             "metadata": {
-                "name": obs.job.name,
+                "name": holder.name,
                 "namespace": model.namespace,
-                "resourceVersion": obs.job.resource_version,
+                "resourceVersion": holder.resource_version,
                 "annotations": {meta.CLEANUP_ANNOTATION: now},
             },
         }

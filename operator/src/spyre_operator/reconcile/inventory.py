@@ -94,7 +94,7 @@ def runtime(model: SpyreModel, cache: CompileSummary | None) -> str:
     return f"{spec.runtime.flavour} {found or spec.runtime_version}"
 
 
-def _seconds(rfc3339: str) -> float:
+def epoch_seconds(rfc3339: str) -> float:
     return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
@@ -143,7 +143,7 @@ def cleanup_step(
     if retention <= 0:
         return Cleanup("Kept", "the retention is 0: unused keys are kept")
     since = max(t or "" for t in (use.last_used_at, use.compiled_at, job.finished_at))
-    left = _seconds(since) + retention - _seconds(now) if since else 0.0
+    left = epoch_seconds(since) + retention - epoch_seconds(now) if since else 0.0
     if left > 0:
         return Cleanup("Waiting", f"unused since {since}", requeue_after=left)
     return Cleanup("Start", f"removing cache {short}: unused since {since or 'its compile'}")

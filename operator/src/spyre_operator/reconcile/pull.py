@@ -2,7 +2,16 @@
 that is not compiled is first fetched by the key's pull Job (no card, not in the compile
 queue); the compile Job is created only once the pull Job failed: the registry has no
 copy for the key and architecture, its copy was refused, or it cannot be reached. The
-pull Job's summary says which, and the compile's Event repeats it."""
+pull Job's summary says which, and the compile's Event repeats it.
+
+A failed pull Job is the registry's answer for RETRY_SECONDS after it failed. A key that
+still has no compile Job after that (it waits in the compile queue, or its compile Job was
+deleted or cleaned up) asks again: the failed pull Job is deleted and the next pass makes
+a new one. A key whose compile Job exists is left to it.
+
+A pull Job that succeeded holds the key in the inventory as a compile Job does
+(reconcile/inventory.py): the key's users own it, its inventory entry joins it, and the
+clean-up marks it."""
 
 from __future__ import annotations
 
@@ -10,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from spyre_operator.api.status import CompileSummary
+from spyre_operator.reconcile.inventory import epoch_seconds
 from spyre_operator.reconcile.observe import JobView
 from spyre_operator.render import meta
+from spyre_operator.render.cachekey import short_key
 from spyre_runtime.contract import Summary
 
 
@@ -22,13 +33,20 @@ class PullStep:
     wait: bool = False  # create the pull Job, or wait for it: no compile Job yet
     pulled: CompileSummary | None = None  # the key is on the volume, READY: no compile
     missed: str | None = None  # why the key compiles after all
+    retry: bool = False  # delete the failed pull Job: its answer is old (wait is set too)
+    retry_in: float | None = None  # a miss: seconds until it is old
 
 
 OFF = PullStep()
+RETRY_SECONDS = 600.0  # how long a failed pull is the registry's answer for its key
+
+
+def _age(finished_at: str | None, now: str) -> float | None:
+    return epoch_seconds(now) - epoch_seconds(finished_at) if finished_at else None
 
 
 def pull_step(
-    sharing: bool, key: str, compile_job: JobView | None, pull_job: JobView | None
+    sharing: bool, key: str, compile_job: JobView | None, pull_job: JobView | None, now: str
 ) -> PullStep:
     """The step for a key that is not ready on the volume. A compile Job of the key that
     exists already (made before the registry was configured, or after a miss) wins."""
@@ -36,6 +54,9 @@ def pull_step(
         return OFF
     if pull_job is None or not (pull_job.succeeded or pull_job.failed):
         return PullStep(wait=True)
+    age = _age(pull_job.finished_at, now) if pull_job.failed else None
+    if age is not None and age >= RETRY_SECONDS:
+        return PullStep(wait=True, retry=True)
     said: Summary = (pull_job.terminated.summary if pull_job.terminated else None) or {"ok": False}
     if pull_job.succeeded:
         moved: dict[str, Any] = dict(said.get("pulled") or {})
@@ -49,10 +70,39 @@ def pull_step(
                 bytes_moved=moved.get("bytes"),
             )
         )
+    retry_in = None if age is None else RETRY_SECONDS - age
     if said.get("reason"):
-        return PullStep(missed=f"{said['reason']}: {said.get('message', '')}")
+        return PullStep(missed=f"{said['reason']}: {said.get('message', '')}", retry_in=retry_in)
     why = pull_job.failed_message or pull_job.failed_reason or "it failed without a summary"
-    return PullStep(missed=f"pull Job {pull_job.name}: {why}")
+    return PullStep(missed=f"pull Job {pull_job.name}: {why}", retry_in=retry_in)
+
+
+def key_holder(compile_job: JobView | None, pull_job: JobView | None) -> JobView | None:
+    """The Job that holds the key in the inventory: its compile Job, else a pull Job that
+    succeeded (its owners are the key's users, its mark starts the key's clean-up)."""
+    if compile_job is not None:
+        return compile_job
+    return pull_job if pull_job is not None and pull_job.succeeded else None
+
+
+def retry_action(
+    pull_job: JobView, key: str, namespace: str, repository: str
+) -> tuple[dict[str, Any], str]:
+    """The delete of a failed pull Job whose answer is old (guarded by the version seen,
+    so a pass that decided from an older view deletes no newer Job), and its Event."""
+    target = {
+        "kind": "Job",
+        "metadata": {
+            "name": pull_job.name,
+            "namespace": namespace,
+            "resourceVersion": pull_job.resource_version,
+        },
+    }
+    said = (
+        f"asking {repository} again for cache {short_key(key)}: pull Job "
+        f"{pull_job.name} failed at {pull_job.finished_at}, over {RETRY_SECONDS:.0f}s ago"
+    )
+    return target, said
 
 
 def pulling(key: str) -> CompileSummary:
