@@ -161,7 +161,7 @@ def _deps(flavour: str, platform: Platform, base: Image) -> Image:
             args = ["--no-deps", "--no-index", "--find-links", str(wheels), *wanted]
             pip_install(merged / site(platform), platform, args)
             install_scripts(merged, platform)
-            compile_tree(merged, platform, site(platform))
+            compile_tree(merged, platform, site(platform), as_pip=True)
         remove_tree(wheels)
         remove_tree(scratch / "mnt")
         layer = Layer(final_path(scratch, upper), new_layer(upper).blob)
