@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -74,9 +75,15 @@ def test_the_arm64_image_imports_vllm_and_the_plugin_emulated(arm64: Image, tmp_
     ):
         scratch = rootfs.Mounts(root)  # the pod's writable /tmp (emptyDir)
         scratch.mount(root / "tmp", "-t", "tmpfs", "tmpfs")
+        done = {}
         try:
-            done = {
-                name: subprocess.run(
+            for name, argv in (
+                ("imports", ["python3", "-c", imports]),
+                ("entrypoint", [*(arm64.config.entrypoint or ()), "--help"]),
+                ("inductor", ["python3", "-c", INDUCTOR_COMPILE]),
+            ):
+                started = time.monotonic()
+                done[name] = subprocess.run(
                     argv,
                     env=env,
                     preexec_fn=lambda: as_uid_2000(root),
@@ -85,12 +92,7 @@ def test_the_arm64_image_imports_vllm_and_the_plugin_emulated(arm64: Image, tmp_
                     timeout=900,
                     check=False,
                 )
-                for name, argv in (
-                    ("imports", ["python3", "-c", imports]),
-                    ("entrypoint", [*(arm64.config.entrypoint or ()), "--help"]),
-                    ("inductor", ["python3", "-c", INDUCTOR_COMPILE]),
-                )
-            }
+                print(f"{name}: {time.monotonic() - started:.0f}s emulated")
         finally:
             scratch.undo()
     for name, proc in done.items():

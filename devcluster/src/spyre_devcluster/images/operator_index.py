@@ -91,7 +91,8 @@ def compile_tree(merged: Path, platform: Platform, folder: str, as_pip: bool = F
         tail = (done.stdout + done.stderr).strip()[-1500:]
         raise ImageBuildError(f"`compileall /{folder}` failed:\n{tail}")
     if failed:
-        _say(f"{len(failed)} files are not Python {platform.python}, left so: {failed[0]} ...")
+        first = Path(failed[0]).relative_to(merged)
+        _say(f"{len(failed)} file(s) not Python {platform.python}, left so: /{first} ...")
 
 
 def debian_layer(

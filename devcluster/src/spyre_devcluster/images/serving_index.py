@@ -7,7 +7,7 @@ cached under $SPYRE_SERVING_CACHE/images/runtime-<flavour>-<arch>-{debian,deps,a
     debian  Debian's python3 for the architecture, with bash (the entrypoint), g++,
             libc6-dev and the Python headers (inductor's C++ code generation on CPU, as the
             amd64 image's toolchain variant) and the upstream images' user senuser
-    deps    exactly the versions the amd64 runtime venv holds (`pip freeze` of it, the
+    deps    exactly the versions the amd64 runtime venv holds (`pip freeze --all` of it, the
             project's editable install left out): `pip install --no-deps --platform <the
             CPU's manylinux tags> --only-binary=:all:`, so both architectures carry the same
             releases; a release with no wheel for the CPU fails the build, named
@@ -91,7 +91,7 @@ def pins(flavour: str) -> list[str]:
     """`name==version` of everything in the amd64 runtime venv but the project."""
     venv = recipes.runtime_venv(flavour)
     done = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "freeze", "--exclude-editable"],
+        [str(venv / "bin" / "python"), "-m", "pip", "freeze", "--all", "--exclude-editable"],
         capture_output=True,
         text=True,
         check=False,
