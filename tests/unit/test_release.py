@@ -94,3 +94,13 @@ def test_the_workflow_runs_exactly_the_release_script_on_a_version_tag() -> None
     }
     script = (ROOT / "scripts" / "release").read_text()
     assert script.rstrip().endswith('exec python -m spyre_devcluster.release "$@"')
+
+
+def test_a_serving_architecture_a_flavour_lacks_is_refused_before_anything_is_built(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [__version__, "quay.io/x", "--flavours", "vllm-spyre", "--serving-platforms", "arm64"]
+    assert release.main(argv) == 1
+    assert "no vllm-spyre CPU serving image for arm64: it is built for amd64 (PyPI" in (
+        capsys.readouterr().err
+    )

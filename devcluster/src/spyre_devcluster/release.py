@@ -5,7 +5,9 @@ REGISTRY is `host[:port][/path]`, e.g. `quay.io/spyre-serving`. Published:
     REGISTRY/operator:VERSION                              the operator image: one index of
                                                            amd64, arm64, ppc64le, s390x
     REGISTRY/operator:VERSION-<arch>                       each architecture's image alone
-    REGISTRY/runtime-cpu:VERSION-<flavour>-<version>       the CPU serving image (below)
+    REGISTRY/runtime-cpu:VERSION-<flavour>-<version>       the CPU serving image (below):
+                                                           one index (sendnn-inference:
+                                                           amd64, arm64), and <tag>-<arch>
     oci://REGISTRY/charts/spyre-operator:VERSION           the chart (helm package + push)
 
 VERSION is the project's, from one place: `__version__` in spyre_runtime/__init__.py
@@ -37,11 +39,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from spyre_devcluster.images import operator_index, platforms, recipes
+from spyre_devcluster.images import operator_index, platforms, recipes, serving_index
 from spyre_devcluster.images.containerfile import ContainerfileError
 from spyre_devcluster.images.oci import LayerChanged
 from spyre_devcluster.images.platforms import Platform
-from spyre_devcluster.images.push import push, push_index
+from spyre_devcluster.images.push import push_index
 from spyre_devcluster.images.store import Image, ImageBuildError
 from spyre_devcluster.registry import Registry
 from spyre_devcluster.tools import install_tools, tool
@@ -106,13 +108,17 @@ def check_version(version: str) -> str:
     return plain
 
 
-def build_serving(flavours: list[str]) -> list[tuple[str, Image]]:
-    """The CPU serving image of each flavour, with the tag the operator renders for it."""
-    names = {f: "runtime-cpu" if f == "sendnn-inference" else f"runtime-cpu-{f}" for f in FLAVOURS}
-    images = recipes.build_images([names[f] for f in flavours])
+def build_serving(flavours: list[str], cpus: list[str] | None) -> list[tuple[str, list[Image]]]:
+    """The CPU serving images of each flavour (one per architecture it is built for, of
+    cpus), with the tag the operator renders for it."""
     cpu = RuntimeImages(RUNTIME_CPU)
-    tags = [cpu.image(f, FLAVOURS[f].default_version).rpartition(":")[2] for f in flavours]
-    return list(zip(tags, images, strict=True))
+    return [
+        (
+            cpu.image(f, FLAVOURS[f].default_version).rpartition(":")[2],
+            serving_index.build_index(f, cpus),
+        )
+        for f in flavours
+    ]
 
 
 def package_chart(target: Target, version: str, out: Path) -> Path:
@@ -152,7 +158,12 @@ def _run(cmd: list[str], stdin: str | None = None) -> None:
 
 
 def release(
-    version: str, target: Target, cpus: list[Platform], flavours: list[str], ca: str | None
+    version: str,
+    target: Target,
+    cpus: list[Platform],
+    flavours: list[str],
+    ca: str | None,
+    serving_cpus: list[str] | None = None,
 ) -> None:
     """Build, push the images, package and push the chart."""
     version = check_version(version)
@@ -160,14 +171,15 @@ def release(
     registry = Registry(target.host, ca, user, password)
     install_tools()
     operator = operator_index.build_index(cpus)
-    serving = [(image, RUNTIME_CPU, tag) for tag, image in build_serving(flavours)]
-    repository = f"{target.path}/{OPERATOR}" if target.path else OPERATOR
-    done = push_index(operator, registry, repository, version)
-    print(f"{done.reference}@{done.digest}: {', '.join(p.name for p in cpus)}", flush=True)
-    for image, name, tag in serving:
-        done = push(image, registry, name, tag, prefix=target.path)
+    serving = build_serving(flavours, serving_cpus)
+    for name, images, tag in [(OPERATOR, operator, version)] + [
+        (RUNTIME_CPU, images, tag) for tag, images in serving
+    ]:
+        repository = f"{target.path}/{name}" if target.path else name
+        done = push_index(images, registry, repository, tag)
         state = "already there" if done.already else f"{done.sent / 1e6:.0f} MB sent"
-        print(f"{done.reference}@{done.digest}: {state} ({done.seconds:.1f}s)", flush=True)
+        cpus_ = ", ".join(i.architecture for i in images)
+        print(f"{done.reference}@{done.digest} ({cpus_}): {state} ({done.seconds:.1f}s)")
     with tempfile.TemporaryDirectory(prefix="spyre-release-") as work:
         package = package_chart(target, version, Path(work))
         push_chart(package, target, registry)
@@ -193,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         default="sendnn-inference",
         help=f"CPU serving images to publish, comma-separated among {', '.join(FLAVOURS)}",
     )
+    parser.add_argument(
+        "--serving-platforms",
+        default="amd64",
+        help="comma-separated architectures of the CPU serving images (default amd64; "
+        "sendnn-inference also has arm64, a developer's stand-in that adds ~8 GB of wheels "
+        "and layers to the build: ask for amd64,arm64)",
+    )
     parser.add_argument("--ca-file", help="the registry's CA (PEM), if not the system's")
     args = parser.parse_args(argv)
     flavours = [f for f in args.flavours.split(",") if f]
@@ -203,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ReleaseError(f"--flavours {unknown[0]}: not one of {', '.join(FLAVOURS)}")
         target = Target.parse(args.registry)
         cpus = platforms.parse(args.platforms)
-        release(args.version, target, cpus, flavours, args.ca_file)
+        serving_cpus = [p.name for p in platforms.parse(args.serving_platforms)]
+        for flavour in flavours:  # a flavour lacking one of them: refused before any build
+            serving_index.architectures(flavour, serving_cpus)
+        release(args.version, target, cpus, flavours, args.ca_file, serving_cpus)
     except (ReleaseError, ImageBuildError, ContainerfileError, LayerChanged) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

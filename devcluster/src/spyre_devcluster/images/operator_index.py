@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,36 +59,57 @@ def _say(message: str) -> None:
     print(f">> {message}", file=sys.stderr, flush=True)
 
 
-def _site(platform: Platform) -> str:
+def site(platform: Platform) -> str:
     """Where Debian's Python looks for locally installed packages."""
     return f"usr/local/lib/python{platform.python}/dist-packages"
 
 
 @contextmanager
-def _on(lower: list[Layer], upper: Path, scratch: Path) -> Iterator[Path]:
+def on_layers(lower: list[Layer], upper: Path, scratch: Path) -> Iterator[Path]:
     """The layers with upper writable on top."""
     with rootfs.overlay([x.dir for x in lower], upper, scratch / "mnt") as merged:
         yield merged
 
 
-def _compile(merged: Path, platform: Platform, folder: str) -> None:
+def compile_tree(merged: Path, platform: Platform, folder: str, as_pip: bool = False) -> None:
     """Byte-compile folder (the root filesystem is read-only when the image runs, so
     nothing would be compiled later). Bytecode is the same on every CPU: a host Python of
-    the image's version compiles it natively, recording the image's paths."""
+    the image's version compiles it natively, recording the image's paths. as_pip: files
+    that are not Python of this version (templates, examples some wheels ship) are left
+    uncompiled, as pip's own compile at install leaves them."""
     python = shutil.which(f"python{platform.python}")
     if python is None:
         raise ImageBuildError(
             f"{platform.name}: no python{platform.python} on PATH to byte-compile the image's "
             f"Python {platform.python} (install it, or set PATH)"
         )
-    argv = [python, "-m", "compileall", "-q", "-q", "-s", str(merged), "-p", "/"]
-    debian.checked([*argv, str(merged / folder)], f"compileall /{folder}")
+    argv = [python, "-m", "compileall", "-q", "-s", str(merged), "-p", "/", str(merged / folder)]
+    print(f"   $ compileall /{folder}", file=sys.stderr, flush=True)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    failed = re.findall(r"^\*\*\* Error compiling '([^']+)'", done.stdout, re.M)
+    if done.returncode != 0 and not (as_pip and failed):
+        tail = (done.stdout + done.stderr).strip()[-1500:]
+        raise ImageBuildError(f"`compileall /{folder}` failed:\n{tail}")
+    if failed:
+        first = Path(failed[0]).relative_to(merged)
+        _say(f"{len(failed)} file(s) not Python {platform.python}, left so: /{first} ...")
 
 
-def _debian(platform: Platform) -> Image:
-    packages = sorted({*PACKAGES, *(deb for _, deb in platform.from_debian)})
-    slug = f"operator-{platform.name}-debian"
-    key = inputs_key({"suite": platform.suite, "arch": platform.debian, "packages": packages})
+def debian_layer(
+    platform: Platform,
+    slug: str,
+    packages: list[str],
+    finish: Callable[[Path], None] | None = None,
+    finish_key: str = "",
+) -> Image:
+    """Debian's packages (and their dependencies) for the platform, unpacked, the standard
+    library byte-compiled; finish (named by finish_key in the cache key) edits the tree."""
+    packages = sorted(set(packages))
+    inputs: dict[str, object] = {"suite": platform.suite, "arch": platform.debian}
+    inputs["packages"] = packages
+    if finish_key:
+        inputs["finish"] = finish_key
+    key = inputs_key(inputs)
     found = cached(slug, key)
     if found:
         return found
@@ -96,7 +118,9 @@ def _debian(platform: Platform) -> Image:
         tree = scratch / "rootfs"
         foreign.rootfs(tree, scratch / "apt", platform.suite, platform.debian, packages)
         shutil.rmtree(scratch / "apt")
-        _compile(tree, platform, f"usr/lib/python{platform.python}")
+        if finish is not None:
+            finish(tree)
+        compile_tree(tree, platform, f"usr/lib/python{platform.python}")
         config = ImageConfig(env=(("PATH", SYSTEM_PATH), ("LANG", "C.UTF-8")), cmd=("python3",))
         layer = Layer(final_path(scratch, tree), new_layer(tree).blob)
         image = Image(f"{slug}:{platform.suite}", key, (layer,), config, platform.name)
@@ -104,14 +128,42 @@ def _debian(platform: Platform) -> Image:
     return image
 
 
-def _pip_install(
+def _debian(platform: Platform) -> Image:
+    packages = [*PACKAGES, *(deb for _, deb in platform.from_debian)]
+    return debian_layer(platform, f"operator-{platform.name}-debian", packages)
+
+
+def pip_install(
     target: Path, platform: Platform, args: list[str], env: dict[str, str] | None = None
 ) -> None:
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(target)]
-    cmd += ["--only-binary=:all:", "--python-version", platform.python, "--implementation", "cp"]
-    cmd += ["--abi", platform.abi, "--abi", "abi3", "--abi", "none"]
-    cmd += [f"--platform={tag}" for tag in platform.wheel_platforms()]
-    debian.checked([*cmd, *args], f"pip install --platform {platform.machine} ...", env)
+    debian.checked(
+        [*cmd, *wheel_args(platform), *args], f"pip install --platform {platform.machine} ...", env
+    )
+
+
+def wheel_args(platform: Platform) -> list[str]:
+    """pip's options that take the wheels of the platform's CPU and Python."""
+    args = ["--only-binary=:all:", "--python-version", platform.python, "--implementation", "cp"]
+    args += ["--abi", platform.abi, "--abi", "abi3", "--abi", "none"]
+    return args + [f"--platform={tag}" for tag in platform.wheel_platforms()]
+
+
+def install_scripts(merged: Path, platform: Platform) -> None:
+    """The console scripts `pip --target` left in the site's bin/ into /usr/local/bin,
+    with the image's Python in their `#!` (pip wrote the host's)."""
+    found = merged / site(platform) / "bin"
+    scripts = merged / "usr/local/bin"
+    scripts.mkdir(parents=True, exist_ok=True)
+    for script in sorted(found.iterdir()):
+        head, _, body = script.read_bytes().partition(b"\n")
+        if head.startswith(b"#!") and b"python" in head:
+            head = f"#!/usr/bin/python{platform.python}".encode()
+            (scripts / script.name).write_bytes(head + b"\n" + body)
+            (scripts / script.name).chmod(0o755)
+        else:  # a program of the wheel's own (e.g. a binary for the image's CPU)
+            shutil.copy2(script, scripts / script.name)
+    shutil.rmtree(found)
 
 
 def _name(requirement: str) -> str:
@@ -173,12 +225,12 @@ def _deps(platform: Platform, base: Image, reqs: list[str]) -> Image:
                 cmd += ["--no-binary", name, "-w", str(pure), requirement]
                 debian.checked(cmd, f"pip wheel {requirement}", dict(variables))
         upper = scratch / "layer"
-        with _on(list(base.layers), upper, scratch) as merged:
+        with on_layers(list(base.layers), upper, scratch) as merged:
             _check_from_debian(merged, platform, reqs)
             links = ["--find-links", str(pure)] if pure.exists() else []
-            _pip_install(merged / _site(platform), platform, [*links, *wanted])
-            shutil.rmtree(merged / _site(platform) / "bin", ignore_errors=True)
-            _compile(merged, platform, _site(platform))
+            pip_install(merged / site(platform), platform, [*links, *wanted])
+            shutil.rmtree(merged / site(platform) / "bin", ignore_errors=True)
+            compile_tree(merged, platform, site(platform))
         shutil.rmtree(scratch / "mnt", ignore_errors=True)
         shutil.rmtree(pure, ignore_errors=True)
         layer = Layer(final_path(scratch, upper), new_layer(upper).blob)
@@ -199,9 +251,9 @@ def _containerfile() -> tuple[build.Plan, str]:
     return build.plan(text, {}, ImageConfig()), text
 
 
-def project_wheel(out: Path) -> Path:
-    """The project's wheel, built from exactly what operator/Containerfile COPYs."""
-    plan, _ = _containerfile()
+def project_wheel(out: Path, plan: build.Plan) -> Path:
+    """The project's wheel, built from exactly what the Containerfile's plan COPYs to
+    /tmp/spyre-serving (operator/Containerfile's and image/Containerfile's)."""
     context = checkout()
     with tempfile.TemporaryDirectory(prefix="spyre-operator-wheel-") as tmp:
         for step in plan.steps:
@@ -222,20 +274,13 @@ def _app(platform: Platform, deps: Image, wheels: Path, source_key: str) -> Imag
         return found
     _say(f"{platform.name}: the operator's wheel")
     with building(slug, key, keep=3) as scratch:
-        wheel = next(wheels.glob("spyre_serving-*.whl"), None) or project_wheel(wheels)
+        wheel = next(wheels.glob("spyre_serving-*.whl"), None) or project_wheel(wheels, plan)
         upper = scratch / "layer"
-        with _on(list(deps.layers), upper, scratch) as merged:
-            site = merged / _site(platform)
-            _pip_install(site, platform, ["--no-deps", str(wheel)])
-            scripts = merged / "usr/local/bin"
-            scripts.mkdir(parents=True, exist_ok=True)
-            for script in sorted((site / "bin").iterdir()):
-                body = script.read_text().split("\n", 1)[1]
-                (scripts / script.name).write_text(f"#!/usr/bin/python{platform.python}\n{body}")
-                (scripts / script.name).chmod(0o755)
-            shutil.rmtree(site / "bin")
-            _compile(merged, platform, _site(platform) + "/spyre_operator")
-            _compile(merged, platform, _site(platform) + "/spyre_runtime")
+        with on_layers(list(deps.layers), upper, scratch) as merged:
+            pip_install(merged / site(platform), platform, ["--no-deps", str(wheel)])
+            install_scripts(merged, platform)
+            compile_tree(merged, platform, site(platform) + "/spyre_operator")
+            compile_tree(merged, platform, site(platform) + "/spyre_runtime")
         shutil.rmtree(scratch / "mnt", ignore_errors=True)
         config = _config(plan.config, deps.config)
         layer = Layer(final_path(scratch, upper), new_layer(upper).blob)

@@ -352,6 +352,11 @@ def runtime(flavour: str = "sendnn-inference") -> Image:
     )
 
 
+def runtime_recipe(flavour: str) -> str:
+    """The BUILDERS name of a flavour's CPU serving image."""
+    return "runtime-cpu" if flavour == "sendnn-inference" else f"runtime-cpu-{flavour}"
+
+
 BUILDERS: dict[str, Callable[[], Image]] = {
     "pause": pause,
     "operator": operator,
