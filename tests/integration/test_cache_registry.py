@@ -191,6 +191,7 @@ def test_the_compile_publishes_and_the_pull_job_fetches_or_says_why_not(
     assert code == 0 and summary["ok"] and summary["cacheKey"] == KEY
     assert summary["pulled"]["digest"] == published["digest"]
     assert summary["pulled"]["bytes"] == published["bytes"]
+    assert summary["bytes"] == 8040  # the key's size, from the record the pull verified
     assert files_of(volume_b / KEY) == files_of(tmp_path / "a" / KEY)
 
 

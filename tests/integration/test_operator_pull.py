@@ -101,6 +101,7 @@ def test_a_pulled_key_serves_no_compile_job_is_made_and_the_inventory_lists_it(
         "ok": True,
         "cacheKey": key,
         "seconds": 3.5,
+        "bytes": 8800,
         "pulled": {"reference": reference, "digest": "sha256:ab", "bytes": 9000, "seconds": 3.1},
     }
     simulate.finish_job(
@@ -133,6 +134,7 @@ def test_a_pulled_key_serves_no_compile_job_is_made_and_the_inventory_lists_it(
     wait_for(lambda: job_owners(kube, namespace, pull) == {"pulled", entry}, "the entry joins")
     row = kubectl("get", "scache", "-n", namespace, entry, "--no-headers").stdout.split()
     assert row[:3] == [entry, "Ready", "Pulled"], row
+    assert "8800" in row, row  # BYTES: the key's size the pull Job's verified record says
 
 
 def test_a_miss_compiles_says_why_and_records_the_publish(

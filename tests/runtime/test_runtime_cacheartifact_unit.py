@@ -116,6 +116,7 @@ def test_a_pushed_key_pulls_into_another_volume_with_the_same_files_and_ready_la
     got = pull(root, manifest, blobs)
     assert files_of(root / KEY) == files_of(source)
     assert got.files == 4 and got.bytes == sum(len(b) for b in blobs.by_digest.values())
+    assert got.written == 8040  # the key's size as the compile's record says
     ready = json.loads((root / KEY / READY_NAME).read_text())
     original = json.loads((source / READY_NAME).read_text())
     assert ready == {**original, "pulledFrom": {"reference": "r"}}

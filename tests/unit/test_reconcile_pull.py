@@ -29,6 +29,7 @@ PULLED = {  # the summary of a pull Job that succeeded
     "ok": True,
     "cacheKey": "k",
     "seconds": 4.2,
+    "bytes": 120000,  # the key's size, from the READY record the pull verified
     "pulled": {"reference": REFERENCE, "digest": "sha256:ab", "bytes": 123456, "seconds": 4.0},
 }
 
@@ -89,6 +90,7 @@ def test_a_pulled_key_serves_with_no_compile_job() -> None:
         "cacheKey": status["targetCacheKey"],
         "ok": True,
         "seconds": 4.2,
+        "bytes": 120000,
         "pulledFrom": REFERENCE,
         "bytesMoved": 123456,
     }
@@ -233,6 +235,7 @@ def test_a_pulled_key_is_in_the_inventory_and_its_users_own_the_pull_job() -> No
     status = listed.status.to_k8s()
     assert status["phase"] == "Ready" and cond(listed, "Ready") == ("True", "Pulled")
     assert status["cache"]["pulledFrom"] == REFERENCE and status["cache"]["bytesMoved"] == 123456
+    assert status["cache"]["bytes"] == 120000  # the BYTES column of `kubectl get scache`
     assert status["usedBy"] == [first["metadata"]["name"]]  # the pull Job's SpyreModel owner
 
     # no SpyreModel left, the retention over: the clean-up marks the pull Job

@@ -45,6 +45,7 @@ class Moved:
     files: int
     seconds: float
     already: bool  # nothing to move: the tag (or the volume) had this key already
+    written: int | None = None  # a pull: the key's bytes on the volume, as its record says
 
 
 def _key_dir(root: Path, key: str) -> Path | None:
@@ -123,7 +124,7 @@ def fetch(
     }
     got = receive(root, key, arch, found.artifact, client.blob, origin, limits)
     seconds = time.monotonic() - began
-    return Moved(found.reference, found.digest, got.bytes, got.files, seconds, False)
+    return Moved(found.reference, found.digest, got.bytes, got.files, seconds, False, got.written)
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,7 @@ def unpack(reader: VerifyingReader, target: Path, limits: Limits) -> int:
 class Received:
     bytes: int  # what came over the wire: the record and the layer
     files: int
+    written: int | None  # what the compile wrote under the key, as its verified record says
 
 
 def clear_staging(root: Path, key: str) -> None:
@@ -186,4 +187,6 @@ def receive(
             shutil.rmtree(staging)
         raise
     write_ready(root / key, {**record, "pulledFrom": origin})
-    return Received(artifact.record.size + artifact.tree.size, files)
+    written = record.get("bytes")
+    size = written if type(written) is int and written >= 0 else None
+    return Received(artifact.record.size + artifact.tree.size, files, size)

@@ -200,7 +200,9 @@ class Summary(TypedDict, total=False):
     message: str  # when not ok: what failed and what to do
     cacheKey: str | None  # precompile, and serve's refusal (null when unset)
     seconds: float
-    bytes: int  # precompile: what it wrote under the key; weights: the model's size
+    # precompile: what it wrote under the key; pull: that, as the record it verified says;
+    # weights: the model's size
+    bytes: int
     versions: dict[str, str]  # precompile: vllm, the plugin, torch, spyre_runtime
     # precompile with a registry: what it published, or why it could not (the compile
     # succeeded all the same)

@@ -101,5 +101,7 @@ def pull(environ: Mapping[str, str]) -> int:
     )
     seconds = round(time.monotonic() - began, 1)
     summary: Summary = {"ok": True, "cacheKey": key, "seconds": seconds, "pulled": transfer(moved)}
+    if moved.written is not None:
+        summary["bytes"] = moved.written
     write_summary(termination_log(environ), summary)
     return 0

@@ -66,6 +66,7 @@ def pull_step(
                 cache_key=key,
                 ok=True,
                 seconds=said.get("seconds"),
+                bytes=said.get("bytes"),
                 pulled_from=moved.get("reference"),
                 bytes_moved=moved.get("bytes"),
             )
