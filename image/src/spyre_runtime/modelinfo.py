@@ -4,10 +4,10 @@ Before it builds its config, vLLM inspects the model's class (which tasks, atten
 ...) in a subprocess, a new interpreter that imports vLLM, torch and the plugins, and keeps
 the answer in `$VLLM_CACHE_ROOT/modelinfos/<class>.json` (checked against a hash of the
 class's module, so a file from another vLLM is ignored, not trusted). A pod's HOME is a
-fresh emptyDir, so every serving pod paid that subprocess: 13-16 s of a cached start on
-the node (2026-11-26), longer than the compile the cache saves on the tiny model. The
-compile Job's warmup fills the folder as any start does; `precompile` keeps its files in
-the key's directory and `serve` copies them into the pod's own before vLLM starts.
+fresh emptyDir, so every serving pod paid that subprocess: 13-18 s of a start on the
+node (2026-11-26, load 8-9). The compile Job's warmup fills the folder as any start
+does; `precompile` keeps its files in the key's directory and `serve` copies them into
+the pod's own before vLLM starts.
 
 Only the standard library: `serve` runs this before exec'ing vLLM.
 """
