@@ -1,6 +1,6 @@
 """What the shared compiled-graph cache buys (a script, not a test), on the real node.
 
-    .venv/bin/python benchmarks/cache_effect.py [--runs 3] [--backend inductor]
+    .venv/bin/python benchmarks/cache_effect.py [--runs 3] [--backend inductor] [--logs DIR]
 
 Brings the node up, installs the operator with its chart, applies the tiny CPU
 SpyreModel and times apply -> Ready (the first deploy: compile Job, then serving). Then,
@@ -19,8 +19,8 @@ For each: create -> Ready (the pod's readiness probe) and create -> first comple
 its own log (`kubectl logs --timestamps`; the bare process's lines stamped as read; see
 PHASES) and the seconds spent in torch.compile (its compile report). Prints every run,
 then median, spread and the ratios compiling / cached and cached / bare, and the median
-of each phase. Needs root and `spyre-operator cluster install --node`; takes the node
-down at the end.
+of each phase; with --logs, each start's stamped log is kept there. Needs root and
+`spyre-operator cluster install --node`; takes the node down at the end.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ KINDS = ("cached", "compiling", "bare")
 PHASES: tuple[tuple[str, str | None], ...] = (
     ("container start", r"spyre-runtime INFO"),  # serve's first line: the pod runs
     ("imports", r"non-default args"),  # vLLM imported, its API server being set up
-    ("engine start", r"load model\.\.\."),  # engine core process, the plugin's worker
+    ("engine config", r"Initializing a V1 LLM engine"),  # the engine core's first line
+    ("engine start", r"load model\.\.\."),  # the engine core's set-up, the plugin's worker
     ("weights load", r"load model took"),
     ("engine setup", r"\[WARMUP\]"),  # KV cache, the warmup's first step
     ("warmup: trace, compile or cache load", compilereport.WARMUP_DONE),
@@ -137,6 +138,7 @@ class Start:
     to_answer: float
     phases: dict[str, float | None]
     compile_seconds: float  # in torch.compile, engine core (trace and compile or load)
+    log: str  # the start's output, each line stamped (kubectl's RFC 3339, or epoch seconds)
 
 
 def time_pod(cluster: Kubectl, doc: dict[str, Any]) -> Start:
@@ -163,7 +165,8 @@ def time_pod(cluster: Kubectl, doc: dict[str, Any]) -> Start:
     warmed = contract.startup(log).values()
     cluster("delete", "pod", name, "--wait=true", "--timeout=120s")
     compile_seconds = sum(r.compile_ms for r in warmed) / 1000
-    return Start(to_ready, to_answer, phases(stamped(log), created, ready_at), compile_seconds)
+    found = phases(stamped(log), created, ready_at)
+    return Start(to_ready, to_answer, found, compile_seconds, log)
 
 
 class HostPaths:
@@ -258,7 +261,8 @@ def time_bare(cluster: Kubectl, template: dict[str, Any], venv: Path, scratch: P
         reader.join(30)
     warmed = contract.startup("".join(text for _, text in lines)).values()
     compile_seconds = sum(r.compile_ms for r in warmed) / 1000
-    return Start(to_ready, to_answer, phases(lines, created, ready_at), compile_seconds)
+    log = "".join(f"{at:.3f} {text}" for at, text in lines)
+    return Start(to_ready, to_answer, phases(lines, created, ready_at), compile_seconds, log)
 
 
 def summary(values: list[float]) -> str:
@@ -267,7 +271,7 @@ def summary(values: list[float]) -> str:
     )
 
 
-def measure(node: Node, folder: Path, runs: int, backend: str) -> None:
+def measure(node: Node, folder: Path, runs: int, backend: str, logs: Path | None) -> None:
     venv = recipes.runtime_venv(node_operator.FLAVOUR)  # the serving image's, on the host
     cluster = Kubectl(node.kubeconfig)
     node_operator.push_images(node, print)
@@ -296,6 +300,8 @@ def measure(node: Node, folder: Path, runs: int, backend: str) -> None:
             else:
                 start = time_pod(cluster, bare_pod(template, f"{kind}-{run}", kind))
             figures[kind].append(start)
+            if logs is not None:
+                (logs / f"{kind}-{run}.log").write_text(start.log)
             print(
                 f"run {run} {kind:9}: Ready {start.to_ready:6.1f} s, answer "
                 f"{start.to_answer:6.1f} s; {breakdown(start)}",
@@ -336,7 +342,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--backend", default="inductor", help="the SpyreModel's CPU backend")
+    parser.add_argument("--logs", type=Path, help="keep each start's log here (<kind>-<run>.log)")
     args = parser.parse_args()
+    if args.logs is not None:
+        args.logs.mkdir(parents=True, exist_ok=True)
     found = preflight.problems()
     if found:
         print(preflight.report(found), file=sys.stderr)
@@ -345,7 +354,7 @@ def main() -> int:
         node = Node(Path(tmp))
         try:
             node.up()
-            measure(node, Path(tmp), args.runs, args.backend)
+            measure(node, Path(tmp), args.runs, args.backend, args.logs)
         finally:
             node.down()
     return 0

@@ -27,6 +27,7 @@ from rtlib import (
     precompile,
 )
 
+from spyre_runtime import modelinfo
 from spyre_runtime.catalog import write_ready
 from spyre_runtime.contract import (
     FLAVOURS,
@@ -69,11 +70,13 @@ def compiled(
 
 
 def in_own_tmp(workload: Workload, folder: Path) -> Workload:
-    """The pod's temporary directory (an emptyDir) under `folder`: where serve puts its
-    copy of the inductor cache, outside the key's directory."""
-    tmp = folder / "pod-tmp"
+    """The pod's temporary directory and HOME (emptyDirs) under `folder`: where serve puts
+    its copy of the inductor cache and vLLM's model infos, outside the key's directory."""
+    tmp, home = folder / "pod-tmp", folder / "pod-home"
     tmp.mkdir(exist_ok=True)
-    return dataclasses.replace(workload, extra_env={**workload.extra_env, "TMPDIR": str(tmp)})
+    home.mkdir(exist_ok=True)
+    extra = {**workload.extra_env, "TMPDIR": str(tmp), "HOME": str(home)}
+    return dataclasses.replace(workload, extra_env=extra)
 
 
 def files(folder: Path) -> dict[str, tuple[int, int]]:
@@ -104,7 +107,7 @@ def complete(port: int, model: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_a_serving_start_from_the_cache_compiles_nothing_and_writes_nothing(
-    runtime: Runtime, compiled: Precompiled, server: Any
+    runtime: Runtime, compiled: Precompiled, server: Any, tmp_path: Path
 ) -> None:
     ready = assert_published(compiled, runtime)
     # The compile Job's warmup compiled with inductor into the key's directory (the model
@@ -113,11 +116,15 @@ def test_a_serving_start_from_the_cache_compiles_nothing_and_writes_nothing(
     assert any(files(compiled.cache_dir / INDUCTOR_CACHE_SUBDIR))
     assert [r.compiled for r in reports(compiled.result.log)] == [True]
     assert ready["timings"]["requestsSeconds"] > 0
+    # vLLM's inspection of the model class, kept for the pods (modelinfo.py)
+    assert any((compiled.cache_dir / modelinfo.SUBDIR).glob("*.json"))
     before = files(compiled.cache_dir)
 
-    port, log = server(compiled.workload, compiled.root, require_precompiled=True)
+    pod = in_own_tmp(compiled.workload, tmp_path)  # another pod's HOME than the Job's
+    port, log = server(pod, compiled.root, require_precompiled=True)
     started = log.read_text(errors="replace")
     assert "[PRECOMPILED_WARN] Setting DISABLE_COMPILATION" in started
+    assert "vLLM model infos: 1 files from the key" in started
     # a CPU backend's engine core is forked (enginefork.py): it imports and lists the
     # platform plugins no second time, as a spawned one does
     assert started.count("Available plugins for group vllm.platform_plugins") == 1, started

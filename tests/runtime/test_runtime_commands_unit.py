@@ -36,10 +36,11 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     pod_tmp = tmp_path / "pod-tmp"  # the pod's temporary directory (an emptyDir)
     pod_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(pod_tmp))
+    monkeypatch.setenv("HOME", str(tmp_path / "pod-home"))  # an emptyDir too
     for name in list(os.environ):
         if name.startswith(
             ("SPYRE_SERVING_", "TORCH_SENDNN_", "TORCHINDUCTOR_", "VLLM_SPYRE_", "SENDNN_")
-        ):
+        ) or name in ("VLLM_CACHE_ROOT", "XDG_CACHE_HOME"):
             monkeypatch.delenv(name)
     for name, value in values.items():
         monkeypatch.setenv(name, value)
@@ -253,6 +254,10 @@ def test_precompile_publishes_catalog_then_ready(
         kernel = Path(child_env["TORCHINDUCTOR_CACHE_DIR"]) / "ab" / "cabc.so"
         kernel.parent.mkdir(parents=True)
         kernel.write_bytes(b"k" * 300)
+        # vLLM's inspection of the model class, in the Job's HOME (modelinfo.py)
+        info = Path(child_env["HOME"], ".cache/vllm/modelinfos/granite.json")
+        info.parent.mkdir(parents=True)
+        info.write_bytes(b"i" * 40)
         return {"ok": True, "catalogData": data, "timings": {"engineSeconds": 1.0}}
 
     monkeypatch.setattr(precompile, "_run_warmup", fake_warmup)
@@ -273,7 +278,8 @@ def test_precompile_publishes_catalog_then_ready(
     assert ready["inductorFiles"] == {"ab/cabc.so": 300}
     catalog_bytes = (cache_dir / "pre_compiled_cache_catalog.json").stat().st_size
     lock_bytes = (cache_dir / ".catalog.lock").stat().st_size
-    assert ready["bytes"] == 5000 + 300 + catalog_bytes + lock_bytes
+    assert (cache_dir / "vllm-modelinfos" / "granite.json").read_bytes() == b"i" * 40
+    assert ready["bytes"] == 5000 + 300 + 40 + catalog_bytes + lock_bytes
     assert summary(env) == {
         "ok": True,
         "cacheKey": env["SPYRE_SERVING_CACHE_KEY"],

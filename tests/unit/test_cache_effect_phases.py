@@ -28,6 +28,7 @@ LOG = "\n".join(
         stamped(2.5, "2026-11-26 08:00:02,500 spyre-runtime INFO cache ... is READY"),
         stamped(2.6, "2026-11-26 08:00:02,600 spyre-runtime INFO exec vllm serve /models/g"),
         stamped(20.0, "(APIServer pid=1) INFO non-default args: {'model': '/models/g'}"),
+        stamped(24.0, "(EngineCore pid=9) INFO [core.py:122] Initializing a V1 LLM engine"),
         stamped(30.0, "(EngineCore pid=9) INFO [spyre_worker.py:395] load model..."),
         stamped(31.5, "(EngineCore pid=9) INFO [spyre_worker.py:405] load model took 1.5s"),
         stamped(33.0, "(EngineCore pid=9) INFO [WARMUP] Prefill [1/2]..."),
@@ -40,7 +41,7 @@ LOG = "\n".join(
 def test_each_phase_runs_from_the_milestone_before() -> None:
     found = cache_effect.phases(cache_effect.stamped(LOG), created=T0, ready=T0 + 58.0)
     assert list(found) == [name for name, _ in cache_effect.PHASES]
-    expected = [2.5, 17.5, 10.0, 1.5, 1.5, 17.0, 5.25, 2.75]
+    expected = [2.5, 17.5, 4.0, 6.0, 1.5, 1.5, 17.0, 5.25, 2.75]
     assert list(found.values()) == pytest.approx(expected)
 
 

@@ -53,7 +53,7 @@ from .contract import (
     TORCHINDUCTOR_CACHE_DIR,
     CompileCounts,
 )
-from .enginefork import follow_thread_settings_when_forked
+from .enginefork import prepare_forks
 
 PLUGIN_NAME = "spyre_runtime"
 # Set by `serve` (the spec requires precompiled graphs): compiling at start-up is an error.
@@ -197,7 +197,7 @@ def register() -> None:
             plugin_log.addHandler(_WarmupDone())
     if os.environ.get(REQUIRE_CACHED_ENV) == "1":
         _forbid_compiling()
-    follow_thread_settings_when_forked()  # enginefork.py
+    prepare_forks()  # enginefork.py
 
 
 def with_plugin(plugins: str | None) -> str | None:

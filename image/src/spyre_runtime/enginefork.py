@@ -15,14 +15,25 @@ the like, from the pod's CPUs, when vLLM builds its config in the API server) as
 imports torch; a forked one has torch already and vLLM loads no plugin again in it, so the
 plugin's hook registers `_follow_thread_settings` to run in every child forked after it.
 
+The API server also freezes its garbage collector's heap right before the fork, as Python's
+`gc.freeze` documentation advises for a fork without exec. vLLM freezes the heap itself
+once start-up is over, in both processes (`freeze_gc_heap`: a full collection, then
+`gc.freeze`), and each of those collections walked the ~750,000 objects of the imports the
+engine core inherited: 0.5-0.6 s each on two quiet cores, both on the way to Ready. Frozen
+before the fork, they are skipped there and by every later full collection (whose walk
+also wrote to the pages the child shares with its parent). Garbage at that moment stays:
+a collection there found 201 objects and took 0.9 s, so none is made. Measured on the
+host: the engine core's freeze 0.50 -> 0.06 s, the API server's 0.59 -> 0.01 s.
+
 Only the standard library at import time: `serve` runs this before exec'ing vLLM.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .contract import DYNAMO_BACKEND, Flavour
 
@@ -37,10 +48,21 @@ def start_method_env(flavour: Flavour, environ: Mapping[str, str]) -> dict[str, 
     return {START_METHOD: "fork"}
 
 
-def follow_thread_settings_when_forked() -> None:
-    """From the plugin's hook (once per process: vLLM loads plugins once)."""
+def prepare_forks() -> None:
+    """From the plugin's hook (once per process: vLLM loads plugins once), in the API
+    server before it forks the engine core."""
     if os.environ.get(START_METHOD) == "fork":
-        os.register_at_fork(after_in_child=_follow_thread_settings)
+        os.register_at_fork(before=_freezer(os.getpid()), after_in_child=_follow_thread_settings)
+
+
+def _freezer(pid: int) -> Callable[[], None]:
+    """gc.freeze before a fork in process `pid` only (forked children inherit the hook)."""
+
+    def freeze() -> None:
+        if os.getpid() == pid:
+            gc.freeze()
+
+    return freeze
 
 
 def _follow_thread_settings() -> None:

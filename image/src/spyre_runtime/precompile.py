@@ -31,6 +31,7 @@ from .contract import (
     Summary,
 )
 from .inductorcopy import manifest
+from .modelinfo import keep
 from .registryjob import publish_ready
 from .report import STARTED_ENV, Progress, failure, log, write_summary
 from .space import shortfall, tree_bytes
@@ -134,6 +135,7 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
         cfg.flavour.catalog_version_field: found[cfg.flavour.module],
         "data": result["catalogData"],
     }
+    log.info("vLLM model infos: %d files kept in the key", keep(env, cache_dir))
     upsert_catalog_entry(cache_dir, entry)
     progress.step("catalog", json.dumps(entry, sort_keys=True))
     seconds = progress.elapsed()

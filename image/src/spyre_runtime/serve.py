@@ -19,6 +19,7 @@ from .config import RuntimeConfig
 from .contract import CACHE_NOT_READY, TORCHINDUCTOR_CACHE_DIR
 from .enginefork import start_method_env
 from .inductorcopy import private_copy
+from .modelinfo import give
 from .report import failure, log, write_summary
 
 EXIT_CACHE_NOT_READY = 3
@@ -56,6 +57,8 @@ def serve(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
         log.warning("%s; vLLM will compile the graphs it needs at start-up", state.summary)
     # inductor reads the key's caches through a copy of its own (inductorcopy.py); a cache
     # not ready may be half written, inductor then starts empty.
+    if state.ready and cfg.cache_dir is not None:  # vLLM then inspects no model class
+        log.info("vLLM model infos: %d files from the key", give(cfg.cache_dir, env))
     copied = private_copy(cfg.inductor_cache_dir if state.ready else None)
     env[TORCHINDUCTOR_CACHE_DIR] = str(copied.path)
     log.info(

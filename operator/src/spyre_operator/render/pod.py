@@ -121,12 +121,12 @@ def _probes(spec: SpyreModelSpec) -> dict[str, Any]:
     """A replica is Ready within about a second of its server's start: the startupProbe
     asks every second while it starts (a refused connection costs nothing), and the
     kubelets before 1.22 probe readiness only at its next period after the start-up one
-    succeeded (later ones at once), hence 2 s; 16 s of failures take it out of the
-    Service, as 3 x 5 s did."""
+    succeeded (later ones at once), hence every second too (a /health GET); 16 s of
+    failures take it out of the Service, as 3 x 5 s did."""
     health = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5}
     return {
         "startupProbe": {**health, "periodSeconds": 1, "failureThreshold": startup_seconds(spec)},
-        "readinessProbe": {**health, "periodSeconds": 2, "failureThreshold": 8},
+        "readinessProbe": {**health, "periodSeconds": 1, "failureThreshold": 16},
         "livenessProbe": {**health, "periodSeconds": 10, "failureThreshold": 6},
     }  # fmt: skip
 
