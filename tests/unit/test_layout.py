@@ -1,11 +1,13 @@
-"""The layout a newcomer reads: the README's map names every package of the operator and
-nothing that is gone, no module of the operator is over 500 lines, and the operator does
-not need the dev cluster (the image has none)."""
+"""The layout a newcomer reads: the README's map names every package and module of the
+operator and every folder of the repository, and nothing that is gone, no module of the
+operator is over 500 lines, and the operator does not need the dev cluster (the image has
+none)."""
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,8 +30,13 @@ def test_the_readme_map_names_every_package_and_only_those() -> None:
     named = set(re.findall(r"src/spyre_operator/(\w+)/", block))
     packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     assert named == packages
-    for folder in re.findall(r"^(\w[\w-]*)/", block, re.M):
-        assert (ROOT / folder).is_dir(), folder
+    modules = {p.name for p in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert set(re.findall(r"src/spyre_operator/(\w+\.py)", block)) == modules
+    folders = set(re.findall(r"^(\w[\w-]*)/", block, re.M))
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert folders == {p.split("/")[0] for p in tracked if "/" in p and p[0] != "."}
 
 
 def test_no_module_of_the_operator_is_over_500_lines() -> None:
