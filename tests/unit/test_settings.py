@@ -85,18 +85,15 @@ def environment_reads(source: str) -> list[int]:
         for node in ast.walk(tree)
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
     }
+    names = {"environ", "environb", "getenv"}
     lines = []
     for node in ast.walk(tree):
-        used = (
-            isinstance(node, ast.Attribute)
-            and ast.unparse(node) in ("os.environ", "os.environb", "os.getenv")
-            and id(node) not in written
-        )
-        imported = isinstance(node, ast.ImportFrom) and (
-            node.module == "os" and {a.name for a in node.names} & {"environ", "environb", "getenv"}
-        )
-        if used or imported:
-            lines.append(node.lineno)
+        if isinstance(node, ast.Attribute) and id(node) not in written:
+            if ast.unparse(node) in {f"os.{name}" for name in names}:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            if names & {a.name for a in node.names}:
+                lines.append(node.lineno)
     return sorted(lines)
 
 
