@@ -88,11 +88,11 @@ def environment_reads(source: str) -> list[int]:
     names = {"environ", "environb", "getenv"}
     lines = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and id(node) not in written:
-            if ast.unparse(node) in {f"os.{name}" for name in names}:
+        if isinstance(node, ast.Attribute):
+            if id(node) not in written and ast.unparse(node) in {f"os.{n}" for n in names}:
                 lines.append(node.lineno)
-        elif isinstance(node, ast.ImportFrom) and node.module == "os":
-            if names & {a.name for a in node.names}:
+        elif isinstance(node, ast.ImportFrom):
+            if node.module == "os" and names & {a.name for a in node.names}:
                 lines.append(node.lineno)
     return sorted(lines)
 
