@@ -86,14 +86,17 @@ def environment_reads(source: str) -> list[int]:
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
     }
     names = {"environ", "environb", "getenv"}
-    lines = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            if id(node) not in written and ast.unparse(node) in {f"os.{n}" for n in names}:
-                lines.append(node.lineno)
-        elif isinstance(node, ast.ImportFrom):
-            if node.module == "os" and names & {a.name for a in node.names}:
-                lines.append(node.lineno)
+
+    def reads(node: ast.Attribute | ast.ImportFrom) -> bool:
+        if isinstance(node, ast.ImportFrom):
+            return node.module == "os" and bool(names & {a.name for a in node.names})
+        return id(node) not in written and ast.unparse(node) in {f"os.{n}" for n in names}
+
+    lines = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Attribute, ast.ImportFrom)) and reads(node)
+    ]
     return sorted(lines)
 
 
