@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,17 @@ def test_the_operator_imports_the_dev_cluster_only_where_it_may_lack_it() -> Non
             if any((m or "").startswith("spyre_devcluster") for m in [module, *names]):
                 importers.append(path.name)
     assert importers == ["cli.py"]
+
+
+def test_the_operator_process_loads_nothing_of_the_dev_cluster(tmp_path: Path) -> None:
+    """`run` from a venv that has the dev cluster: its process imports none of it (~10 MB
+    of RSS the image has not), while the other commands offer `cluster` and `dev`."""
+    script = (
+        "import sys\n"
+        "from spyre_operator.cli import build_parser, main\n"
+        f"main(['run', '--kubeconfig', {str(tmp_path / 'none')!r}])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('spyre_devcluster')))\n"
+        "print('cluster' in build_parser()._subparsers._group_actions[0].choices)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "True"], done.stderr
