@@ -15,13 +15,7 @@ from apilib import example
 
 from spyre_operator.kube import indexed
 from spyre_operator.kube.client import ApiError
-from spyre_operator.kube.indexed import (
-    IndexedKube,
-    index_entry,
-    model_entry,
-    stored,
-    stored_version,
-)
+from spyre_operator.kube.indexed import IndexedKube, index_entry, model_entry, stored
 from spyre_operator.kube.watches import SELECTOR, Source, Store, Watch, Watches
 from spyre_operator.reconcile.pods import pod_issues, pod_starts
 from spyre_operator.render import meta
@@ -311,9 +305,6 @@ def test_a_model_is_indexed_whole_but_its_managed_fields_for_its_reconciles_to_r
     assert stored(index, "ns", "micro-granite-cpu") == entry.body  # a copy each time
     assert stored(index, "ns", "micro-granite-cpu") is not stored(index, "ns", "micro-granite-cpu")
     assert stored(index, "ns", "other") is None
-    # the resync compares versions without unpacking a body
-    assert stored_version(index, "ns", "micro-granite-cpu") == "7"
-    assert stored_version(index, "ns", "other") is None
 
 
 def test_bodies_pack_small_with_the_first_written_status_of_their_kind_as_the_dictionary(

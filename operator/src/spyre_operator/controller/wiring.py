@@ -33,7 +33,6 @@ from spyre_operator.kube.indexed import (
     IndexedKube,
     read_compile_queue,
     stored,
-    stored_version,
 )
 from spyre_operator.kube.watches import Source, Store, Watches
 from spyre_operator.reconcile import compile_queue
@@ -107,7 +106,6 @@ def configure(
             unserved=unserved,
             settings=config,
             stored=functools.partial(stored, watched[kind]),
-            stored_version=functools.partial(stored_version, watched[kind]),
         )
         for kind in (KIND, CACHE_KIND)
     }

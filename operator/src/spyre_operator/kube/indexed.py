@@ -217,7 +217,6 @@ class Entry(NamedTuple):
 
     packed: bytes  # the body without its managedFields (never read; the largest part)
     want: compile_queue.Want | None  # the compile Job it wants (the compile queue)
-    version: str  # its resourceVersion: the resync compares it without unpacking the body
     preset: Preset
     with_preset: bool  # packed with the preset's dictionary
 
@@ -238,20 +237,13 @@ def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], Entry]:
     written = bool((kept.get("status") or {}).get("conditions"))  # a status the operator wrote
     packed, preset, with_preset = pack(str(body.get("kind")), text, written)
     key = (metadata["namespace"], metadata["name"])
-    version = kept["metadata"].get("resourceVersion", "")
-    return {key: Entry(packed, compile_queue.wanted(kept), version, preset, with_preset)}
+    return {key: Entry(packed, compile_queue.wanted(kept), preset, with_preset)}
 
 
 def stored(index: Mapping[Any, Any], namespace: str, name: str) -> dict[str, Any] | None:
     """A copy of the object `index` (of model_entry) holds under (namespace, name)."""
     entries = list(index.get((namespace, name), ()))
     return entries[0].body if entries else None
-
-
-def stored_version(index: Mapping[Any, Any], namespace: str, name: str) -> str | None:
-    """The resourceVersion of the object `index` holds under (namespace, name)."""
-    entries = list(index.get((namespace, name), ()))
-    return entries[0].version if entries else None
 
 
 def _values(index: Mapping[Any, Any]) -> list[Any]:

@@ -172,16 +172,14 @@ class Reconciler:
         unserved: Unserved | None = None,
         settings: Settings | None = None,
         stored: Callable[[str, str], dict[str, Any] | None] | None = None,
-        stored_version: Callable[[str, str], str | None] | None = None,
     ):
         """`compile_queue` reads the compile queue from the cluster (None: no limits);
         `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both, and
         so is `unserved`; `queue` runs the reconciles the triggers ask for (`enqueue`);
         `metrics` may be shared too, and so may `progress`, which reads a running
         compile's progress (None: not read). `stored` reads the object from the watch
-        store, a copy (None: not there; without it every pass GETs it), and
-        `stored_version` its resourceVersion there, without unpacking it (None: read from
-        `stored`); `settings`: the operator's (None: the defaults)."""
+        store, a copy (None: not there; without it every pass GETs it); `settings`: the
+        operator's (None: the defaults)."""
         self.kube, self.emit, self.clock = kube, emit, clock
         self.kind = kind
         self._compile_queue = compile_queue
@@ -193,7 +191,6 @@ class Reconciler:
         self.stats: Counter[str] = Counter()
         self.metrics = metrics or Metrics()
         self.stored = stored or (lambda namespace, name: None)
-        self.stored_version = stored_version or self._version_of_stored
         self._written: dict[tuple[str, str], str] = {}  # resourceVersion of our last status write
         # written, but the store has not shown that version yet (nor a GET one as new)
         self._ahead: set[tuple[str, str]] = set()
@@ -221,14 +218,10 @@ class Reconciler:
     def listed(self, namespace: str, name: str, version: str) -> None:
         """The resync listed the object at `version`: a store that holds another one may
         have missed an event (or a newer one came since), so its next pass reads afresh."""
-        held = self.stored_version(namespace, name)
-        if held is not None and held != version:
+        held = self.stored(namespace, name)
+        if held is not None and held["metadata"].get("resourceVersion") != version:
             with self._guard:
                 self._afresh.add((namespace, name))
-
-    def _version_of_stored(self, namespace: str, name: str) -> str | None:
-        body = self.stored(namespace, name)
-        return None if body is None else body["metadata"].get("resourceVersion")
 
     def enqueue_later(self, namespace: str, name: str) -> None:
         """Have the object reconciled once no reconcile a trigger asked for waits (its
