@@ -1,11 +1,14 @@
-"""The layout a newcomer reads: the README's map names every package of the operator and
-nothing that is gone, no module of the operator is over 500 lines, and the operator does
-not need the dev cluster (the image has none)."""
+"""The layout a newcomer reads: the README's map names every package and module of the
+operator and every folder of the repository, and nothing that is gone, no module of the
+operator is over 500 lines, and the operator does not need the dev cluster (the image has
+none)."""
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,8 +31,13 @@ def test_the_readme_map_names_every_package_and_only_those() -> None:
     named = set(re.findall(r"src/spyre_operator/(\w+)/", block))
     packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     assert named == packages
-    for folder in re.findall(r"^(\w[\w-]*)/", block, re.M):
-        assert (ROOT / folder).is_dir(), folder
+    modules = {p.name for p in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert set(re.findall(r"src/spyre_operator/(\w+\.py)", block)) == modules
+    folders = set(re.findall(r"^(\w[\w-]*)/", block, re.M))
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert folders == {p.split("/")[0] for p in tracked if "/" in p and p[0] != "."}
 
 
 def test_no_module_of_the_operator_is_over_500_lines() -> None:
@@ -52,3 +60,17 @@ def test_the_operator_imports_the_dev_cluster_only_where_it_may_lack_it() -> Non
             if any((m or "").startswith("spyre_devcluster") for m in [module, *names]):
                 importers.append(path.name)
     assert importers == ["cli.py"]
+
+
+def test_the_operator_process_loads_nothing_of_the_dev_cluster(tmp_path: Path) -> None:
+    """`run` from a venv that has the dev cluster: its process imports none of it (~10 MB
+    of RSS the image has not), while the other commands offer `cluster` and `dev`."""
+    script = (
+        "import sys\n"
+        "from spyre_operator.cli import build_parser, main\n"
+        f"main(['run', '--kubeconfig', {str(tmp_path / 'none')!r}])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('spyre_devcluster')))\n"
+        "print('cluster' in build_parser()._subparsers._group_actions[0].choices)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "True"], done.stderr

@@ -3,9 +3,11 @@ compile report once (reconcile/starts.py) and says it in status, an Event and a 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
+import urllib3
 from test_reconcile_decide import body, cond, ready_state, step
 
 from spyre_operator.kube.client import ApiError
@@ -25,15 +27,16 @@ def report(pid: int, hit: int, miss: int, ms: int = 1500) -> str:
 
 class Logs:
     def __init__(self, **logs: str) -> None:
-        self.logs, self.reads, self.refuse = logs, 0, False
+        self.logs, self.reads = logs, 0
+        self.refuse: Exception | None = None
 
     def log_tail(
         self, namespace: str, pod: str, container: str, lines: int | None, limit: int, t: float
     ) -> str:
         self.reads += 1
         assert lines is None and container == "vllm"  # from its start, the serving container
-        if self.refuse:
-            raise ApiError(503, "ServiceUnavailable", {"message": "no kubelet"})
+        if self.refuse is not None:
+            raise self.refuse
         return self.logs[pod]
 
 
@@ -58,12 +61,24 @@ def test_a_pod_is_read_once_and_its_report_says_whether_it_compiled() -> None:
     assert logs.reads == 4  # forgotten: read again
 
 
-def test_a_log_that_cannot_be_read_is_tried_again_later() -> None:
-    logs = Logs(p=report(1, 1, 0))
-    logs.refuse = True
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ApiError(503, "ServiceUnavailable", {"message": "no kubelet"}),
+        urllib3.exceptions.ReadTimeoutError(None, "/log", "read timed out"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_log_that_cannot_be_read_is_tried_again_later_and_said_once(
+    failure: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal or a timeout (urllib3's own error: one attempt) never fails the reconcile."""
+    caplog.set_level(logging.WARNING, "spyre_operator.reconcile.starts")
+    logs = Logs(p=report(1, 1, 0), q=report(1, 1, 0))
+    logs.refuse = failure
     read = reader(logs)
-    assert read(MODEL, ("p", "T")) is None
-    logs.refuse = False
+    assert read(MODEL, ("p", "T")) is None and read(MODEL, ("q", "T")) is None
+    assert len(caplog.records) == 1 and "start-up report" in caplog.records[0].getMessage()
+    logs.refuse = None
     assert read(MODEL, ("p", "T")) == Start("p", False, 0, 1.5)
 
 

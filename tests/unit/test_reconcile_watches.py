@@ -14,7 +14,7 @@ import pytest
 from apilib import example
 
 from spyre_operator.kube import indexed
-from spyre_operator.kube.client import ApiError
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.kube.indexed import IndexedKube, index_entry, model_entry, stored
 from spyre_operator.kube.watches import SELECTOR, Source, Store, Watch, Watches
 from spyre_operator.reconcile.pods import pod_issues, pod_starts
@@ -32,16 +32,17 @@ def page(items: list[dict[str, Any]], version: str, token: str = "") -> dict[str
     return {"metadata": {"resourceVersion": version, "continue": token}, "items": items}
 
 
-class Server:
+class Server(Kube):
     """Answers the watch's LISTs and WATCHes from scripts, in order; sets `stop` when the
     watch scripts run out. Records every request's query."""
 
     def __init__(self, lists: list[Any], watches: list[Any], stop: threading.Event) -> None:
+        super().__init__(None)  # type: ignore[arg-type]  # its requests are answered here
         self.lists, self.watches, self.stop = lists, watches, stop
         self.queries: list[dict[str, str]] = []
         self.urls: list[str] = []
 
-    def request(self, method: str, url: str, query: dict[str, str]) -> dict[str, Any]:
+    def request(self, method: str, url: str, query: dict[str, str]) -> dict[str, Any]:  # type: ignore[override]
         self.queries.append(query)
         self.urls.append(url)
         if not self.lists:  # a request the test did not expect: end the watch
@@ -78,7 +79,7 @@ def run(lists: list[Any], watches: list[Any], namespace: str | None = None) -> A
     received: Counter[str] = Counter()
     watch = Watch(
         server, Source("Job", store, deliver), namespace, received, threading.Lock(), stop
-    )  # type: ignore[arg-type]
+    )
     watch.run()
     assert watch.synced.is_set() and not server.lists and not server.watches
     assert {q["labelSelector"] for q in server.queries} == {SELECTOR}
@@ -157,11 +158,11 @@ def store_entry(name: str, version: str) -> dict[str, Any]:
 
 
 def test_wait_synced_returns_false_once_stopped() -> None:
-    class Never:
+    class Never(Kube):
         def request(self, *_: Any, **__: Any) -> dict[str, Any]:
             raise ApiError(403, "Forbidden")
 
-    watches = Watches(Never(), [Source("Job", Store("jobs"), None)], ["ns"])  # type: ignore[arg-type]
+    watches = Watches(Never(None), [Source("Job", Store("jobs"), None)], ["ns"])  # type: ignore[arg-type]
     watches.close()
     assert watches.wait_synced() is False
 

@@ -8,7 +8,7 @@ import pytest
 from apilib import AFFINITY, COMMIT, example, merge, pinned, with_spec
 
 from spyre_operator.api.validation import SpyreModel, parse
-from spyre_operator.kube.client import KINDS, served
+from spyre_operator.kube.client import Kube
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import (
@@ -236,11 +236,12 @@ def test_a_disruption_budget_keeps_all_but_one_replica_of_two_or_more() -> None:
     selected = build_deployment(model)["spec"]["template"]["metadata"]["labels"]
     assert budget["spec"]["selector"]["matchLabels"].items() <= selected.items()
     # a cluster that serves policy/v1beta1 only (1.20) gets it in that version
-    KINDS["PodDisruptionBudget"] = ("apis/policy/v1beta1", "poddisruptionbudgets")
-    try:
-        assert served(budget)["apiVersion"] == "policy/v1beta1"
-    finally:
-        KINDS["PodDisruptionBudget"] = ("apis/policy/v1", "poddisruptionbudgets")
+    old = Kube(None, policy="policy/v1beta1")  # type: ignore[arg-type]  # no request made
+    assert old.served(budget)["apiVersion"] == "policy/v1beta1"
+    assert old.path("PodDisruptionBudget", "ns", "m") == (
+        "/apis/policy/v1beta1/namespaces/ns/poddisruptionbudgets/m"
+    )
+    assert Kube(None).served(budget) is budget  # type: ignore[arg-type]
 
 
 def test_a_user_toleration_for_the_card_resource_is_kept_alone() -> None:

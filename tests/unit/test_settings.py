@@ -75,23 +75,48 @@ def test_every_setting_has_a_flag_or_is_environment_only_and_says_its_default() 
     assert "default: 300" in text and "$SPYRE_OPERATOR_RESYNC_SECONDS" in text
 
 
+def environment_reads(source: str) -> list[int]:
+    """Lines of `source` that read the environment: any use of os.environ, os.environb or
+    os.getenv (a lookup, `in`, a copy, passing it on) or an import of them, but a write
+    `os.environ[...] = ...` (run exports the kubeconfig for kopf and the client)."""
+    tree = ast.parse(source)
+    written = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+    }
+    names = {"environ", "environb", "getenv"}
+
+    def reads(node: ast.Attribute | ast.ImportFrom) -> bool:
+        if isinstance(node, ast.ImportFrom):
+            return node.module == "os" and bool(names & {a.name for a in node.names})
+        return id(node) not in written and ast.unparse(node) in {f"os.{n}" for n in names}
+
+    lines = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Attribute, ast.ImportFrom)) and reads(node)
+    ]
+    return sorted(lines)
+
+
+def test_the_environment_reads_are_found_in_every_form() -> None:
+    source = """import os
+from os import getenv
+a = os.environ.get("A")
+b = "B" in os.environ
+c = dict(os.environ)
+d = os.getenv("D")
+os.environ["E"] = "e"
+"""
+    assert environment_reads(source) == [2, 3, 4, 5, 6]
+
+
 def test_no_module_of_the_operator_reads_the_environment_but_the_settings() -> None:
-    """os.environ / os.getenv outside controller/settings.py."""
-    found = []
-    for path in PACKAGE.rglob("*.py"):
-        if path.name == "settings.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            reads = (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("get", "getenv")
-                and ast.unparse(node.func.value) in ("os.environ", "os")
-            ) or (
-                isinstance(node, ast.Subscript)
-                and ast.unparse(node.value) == "os.environ"
-                and isinstance(node.ctx, ast.Load)
-            )
-            if reads:
-                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in PACKAGE.rglob("*.py")
+        if path != Path(settings.__file__)
+        for line in environment_reads(path.read_text())
+    ]
     assert found == []

@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     try:  # a wrong value or combination fails here, with what to pass, not in kopf
-        config = settings.from_flags(args, os.environ)
+        config = settings.from_flags(args)
     except settings.SettingsError as err:
         print(f"spyre-operator run: {err}", file=sys.stderr)
         return 2

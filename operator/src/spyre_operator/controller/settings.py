@@ -418,6 +418,7 @@ def _help(field: str, text: str, default: Any) -> str:
     return f"{text} ({after})".replace("%", "%%")
 
 
-def from_flags(parsed: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
+def from_flags(parsed: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
+    """`run`'s settings: its flags, then `environ` (None: this process's environment)."""
     given = {f: getattr(parsed, f) for f in Settings.model_fields if hasattr(parsed, f)}
-    return from_env(environ, **given)
+    return from_env(os.environ if environ is None else environ, **given)

@@ -25,7 +25,7 @@ from spyre_operator.kube.client import (
     REQUEST_TIMEOUT,
     Kube,
     load_api_client,
-    serve_policy,
+    policy_version,
 )
 from spyre_operator.kube.indexed import (
     CACHES,
@@ -63,14 +63,14 @@ def configure(
     # the progress reader: a pool too small discards connections (a TLS handshake each,
     # and a WARNING) in every burst of creates.
     api = load_api_client(config.kubeconfig, pool_size=workers * PARALLEL + 4)
-    serve_policy(Kube(api))  # the PodDisruptionBudgets' version, before their watch
+    policy = policy_version(Kube(api))  # the PodDisruptionBudgets' group version
     stores = {  # a user's cache claim is not labelled: not every PVC is in the store
         plural: Store(plural, complete=plural != "persistentvolumeclaims")
         for plural in (KINDS[kind][1] for kind in (*CHILDREN, "PersistentVolumeClaim"))
     }
     # The pods are selected by their model (serving) or their Job (compile, weights).
     stores["pods"] = Store("pods", by=(meta.MODEL_LABEL, meta.JOB_NAME_LABEL))
-    kube = IndexedKube(api, stores)
+    kube = IndexedKube(api, stores, policy)
     memo.events = EventPoster(kube)
     limits = compile_queue.Limits(*config.compile_limits)
     wants = (indexes[MODELS], indexes[CACHES])
@@ -109,7 +109,7 @@ def configure(
         )
         for kind in (KIND, CACHE_KIND)
     }
-    memo.watches = start_watches(config, memo.reconcilers, stores)
+    memo.watches = start_watches(config, memo.reconcilers, stores, policy)
     memo.resync = Resync(
         kube,
         memo.queue,
@@ -131,10 +131,14 @@ def configure(
 
 
 def start_watches(
-    config: Settings, reconcilers: triggers.Reconcilers, stores: Mapping[str, Store]
+    config: Settings,
+    reconcilers: triggers.Reconcilers,
+    stores: Mapping[str, Store],
+    policy: str = "policy/v1",
 ) -> Watches:
     """The children's and pods' watches; their events only queue reconciles (the
-    triggers), so a slow reconcile never holds a watch."""
+    triggers), so a slow reconcile never holds a watch. `policy`: the group version of
+    the PodDisruptionBudgets (client.policy_version)."""
 
     def handle(trigger: Any) -> Any:
         return lambda event_type, body: trigger(reconcilers, event_type, body)
@@ -149,7 +153,7 @@ def start_watches(
     namespaces = list(config.namespaces)
     # Their own connections: a watch holds one for minutes.
     size = len(sources) * max(1, len(namespaces))
-    watches = Watches(Kube(load_api_client(config.kubeconfig, size)), sources, namespaces)
+    watches = Watches(Kube(load_api_client(config.kubeconfig, size), policy), sources, namespaces)
     watches.start()
     return watches
 

@@ -119,34 +119,32 @@ KINDS = {
     "Deployment": ("apis/apps/v1", "deployments"),
     "NetworkPolicy": ("apis/networking.k8s.io/v1", "networkpolicies"),
     # policy/v1 from Kubernetes 1.21 (and only it from 1.25); 1.20 serves v1beta1, with the
-    # same fields for what the operator writes: `serve_policy` picks what the cluster has.
+    # same fields for what the operator writes: a Kube talks what `policy_version` found.
     "PodDisruptionBudget": ("apis/policy/v1", "poddisruptionbudgets"),
     "SpyreModel": ("apis/serving.spyre.dev/v1alpha1", "spyremodels"),
     "SpyreCache": ("apis/serving.spyre.dev/v1alpha1", "spyrecaches"),
 }
 
 
-def served(obj: dict[str, Any]) -> dict[str, Any]:
-    """`obj` in the version of its kind the operator talks to (KINDS)."""
-    version = KINDS[obj["kind"]][0].removeprefix("apis/").removeprefix("api/")
-    return obj if obj.get("apiVersion") in (None, version) else {**obj, "apiVersion": version}
+Kinds = dict[str, tuple[str, str]]
 
 
-def serve_policy(kube: Kube) -> str:
-    """Talk policy/v1 where the cluster serves it, else v1beta1 (Kubernetes 1.20); the
-    group version chosen."""
+def policy_version(kube: Kube) -> str:
+    """The PodDisruptionBudgets' group version to talk: policy/v1 where the cluster serves
+    it, else policy/v1beta1 (Kubernetes 1.20)."""
     versions = kube.request("GET", "/apis/policy").get("versions") or []
-    chosen = (
-        "policy/v1"
-        if any(v.get("groupVersion") == "policy/v1" for v in versions)
-        else ("policy/v1beta1")
-    )
-    KINDS["PodDisruptionBudget"] = (f"apis/{chosen}", "poddisruptionbudgets")
-    return chosen
+    served_v1 = any(v.get("groupVersion") == "policy/v1" for v in versions)
+    return "policy/v1" if served_v1 else "policy/v1beta1"
 
 
-def path(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
-    prefix, plural = KINDS[kind]
+def path(
+    kind: str,
+    namespace: str,
+    name: str | None = None,
+    sub: str | None = None,
+    kinds: Kinds = KINDS,
+) -> str:
+    prefix, plural = kinds[kind]
     out = f"/{prefix}/namespaces/{namespace}/{plural}"
     if name is not None:
         out += f"/{name}"
@@ -158,12 +156,24 @@ def path(kind: str, namespace: str, name: str | None = None, sub: str | None = N
 class Kube:
     """Thread-safe: the thread pool of kopf's sync handlers shares one instance."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, policy: str = "policy/v1") -> None:
+        """`policy`: the PodDisruptionBudgets' group version (policy_version)."""
         self.api = api
+        self.kinds = KINDS | {"PodDisruptionBudget": (f"apis/{policy}", "poddisruptionbudgets")}
         self._lock = threading.Lock()
         self.writes: Counter[str] = Counter()  # "PATCH Deployment" -> count
         self.dry_runs: Counter[str] = Counter()  # "Deployment" -> count (nothing stored)
         self.reads = 0  # GETs (the API request rate of a resync: reads + writes)
+
+    def path(
+        self, kind: str, namespace: str, name: str | None = None, sub: str | None = None
+    ) -> str:
+        return path(kind, namespace, name, sub, self.kinds)
+
+    def served(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """`obj` in the version of its kind this client talks."""
+        version = self.kinds[obj["kind"]][0].removeprefix("apis/").removeprefix("api/")
+        return obj if obj.get("apiVersion") in (None, version) else {**obj, "apiVersion": version}
 
     def request(
         self,
@@ -214,7 +224,7 @@ class Kube:
     # ----- reads -----------------------------------------------------------------
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.request("GET", path(kind, namespace, name))
+            return self.request("GET", self.path(kind, namespace, name))
         except ApiError as err:
             if err.not_found:
                 return None
@@ -225,7 +235,7 @@ class Kube:
     ) -> list[dict[str, Any]]:
         """`consistent`: what the API server holds now, even where a store could answer
         (indexed.IndexedKube)."""
-        found = self.request("GET", path(kind, namespace), query={"labelSelector": selector})
+        found = self.request("GET", self.path(kind, namespace), query={"labelSelector": selector})
         items: list[dict[str, Any]] = found.get("items", [])
         return items
 
@@ -247,7 +257,7 @@ class Kube:
             query["tailLines"] = str(lines)
         # As kubectl asks: the log is text/plain, an error a JSON Status (text/plain alone: 406).
         url, headers, _ = self._serialize(
-            "GET", path("Pod", namespace, pod, "log"), query, accept="application/json, */*"
+            "GET", self.path("Pod", namespace, pod, "log"), query, accept="application/json, */*"
         )
         response = self.api.rest_client.pool_manager.request(
             "GET",
@@ -284,7 +294,7 @@ class Kube:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         self._count("POST", obj["kind"])
-        return self.request("POST", path(obj["kind"], meta["namespace"]), served(obj))
+        return self.request("POST", self.path(obj["kind"], meta["namespace"]), self.served(obj))
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply as the operator's field manager, taking over conflicts."""
@@ -292,8 +302,8 @@ class Kube:
         self._count("APPLY", obj["kind"])
         return self.request(
             "PATCH",
-            path(obj["kind"], meta["namespace"], meta["name"]),
-            served(obj),
+            self.path(obj["kind"], meta["namespace"], meta["name"]),
+            self.served(obj),
             content_type=APPLY,
             query={"fieldManager": FIELD_MANAGER, "force": "true"},
         )
@@ -311,7 +321,7 @@ class Kube:
         self._count("PATCH", kind + (f"/{sub}" if sub else ""))
         return self.request(
             "PATCH",
-            path(kind, namespace, name, sub),
+            self.path(kind, namespace, name, sub),
             body,
             content_type=content_type,
             query={"fieldManager": FIELD_MANAGER},
@@ -326,7 +336,7 @@ class Kube:
         if resource_version:
             options["preconditions"] = {"resourceVersion": resource_version}
         try:
-            self.request("DELETE", path(kind, namespace, name), options)
+            self.request("DELETE", self.path(kind, namespace, name), options)
         except ApiError as err:
             if not err.not_found:
                 raise
@@ -338,8 +348,8 @@ class Kube:
         meta = obj["metadata"]
         with self._lock:
             self.dry_runs[obj["kind"]] += 1
-        url = path(obj["kind"], meta["namespace"])
-        self.request("POST", url, served(obj), query={"dryRun": "All"})
+        url = self.path(obj["kind"], meta["namespace"])
+        self.request("POST", url, self.served(obj), query={"dryRun": "All"})
 
     def total_writes(self) -> int:
         with self._lock:

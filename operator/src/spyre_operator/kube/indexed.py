@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kubernetes import client
 
-from spyre_operator.kube.client import KINDS, Kube, path
+from spyre_operator.kube.client import KINDS, Kube
 from spyre_operator.reconcile import compile_queue
 from spyre_operator.reconcile.observe import job_view
 from spyre_operator.render import meta
@@ -100,8 +100,10 @@ class IndexedKube(Kube):
     watches' stores (filled before any reconcile runs, updated before each event is
     handled), by plural. The answers are shared: read them, never change them."""
 
-    def __init__(self, api: client.ApiClient, stores: Mapping[str, Store]) -> None:
-        super().__init__(api)
+    def __init__(
+        self, api: client.ApiClient, stores: Mapping[str, Store], policy: str = "policy/v1"
+    ) -> None:
+        super().__init__(api, policy)
         self.stores = stores
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -114,7 +116,7 @@ class IndexedKube(Kube):
             # allows (list and watch claims, no get).
             query = {"fieldSelector": f"metadata.name={name}"}
             items: list[dict[str, Any]] = (
-                self.request("GET", path(kind, namespace), query=query).get("items") or []
+                self.request("GET", self.path(kind, namespace), query=query).get("items") or []
             )
             return items[0] if items else None
         return found

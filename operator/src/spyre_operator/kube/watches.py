@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spyre_operator.controller.workqueue import retry_delay
-from spyre_operator.kube.client import KINDS, ApiError, Kube, path
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.kube.indexed import index_entry, readable
 
 log = logging.getLogger(__name__)
@@ -166,8 +166,8 @@ class Watch(threading.Thread):
         self.kube, self.source, self.namespace = kube, source, namespace
         self.received, self._lock, self.stop = received, lock, stop
         self.synced = threading.Event()
-        prefix, plural = KINDS[source.kind]
-        self.url = path(source.kind, namespace) if namespace else f"/{prefix}/{plural}"
+        prefix, plural = kube.kinds[source.kind]
+        self.url = kube.path(source.kind, namespace) if namespace else f"/{prefix}/{plural}"
 
     def run(self) -> None:
         version: str | None = None

@@ -16,10 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import urllib3
-
 from spyre_operator.kube.client import ApiError, Kube, one_line
 from spyre_operator.reconcile.compile_queue import JobRef
+from spyre_operator.reconcile.log_reads import FAILURES, FirstFailures
 from spyre_operator.render import meta
 from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_runtime.contract import Step, last_step
@@ -50,7 +49,7 @@ class ProgressReader:
         self.kube, self.interval, self.clock = kube, interval, clock
         self._readings: dict[JobRef, tuple[float, Reading | None]] = {}
         self._locks: dict[JobRef, threading.Lock] = {}
-        self._said: set[str] = set()  # the kinds of failure logged
+        self._failures = FirstFailures()
         self._guard = threading.Lock()
         self.reads = 0  # log reads tried (tests: at most one per interval per Job)
 
@@ -96,7 +95,7 @@ class ProgressReader:
                 LIMIT_BYTES,
                 TIMEOUT_SECONDS,
             )
-        except (ApiError, urllib3.exceptions.HTTPError, OSError) as err:
+        except FAILURES as err:
             self._complain(namespace, job, err)
             return None
         step = last_step(text)
@@ -104,11 +103,8 @@ class ProgressReader:
 
     def _complain(self, namespace: str, job: str, err: Exception) -> None:
         """Once per kind of failure (a 403, a 404, a timeout, ...), not per Job or read."""
-        kind = str(err.status) if isinstance(err, ApiError) else type(err).__name__
-        with self._guard:
-            if kind in self._said:
-                return
-            self._said.add(kind)
+        if not self._failures.first(err):
+            return
         hint = (
             " (the operator needs get on pods/log; --progress-seconds 0 turns the reads off)"
             if isinstance(err, ApiError) and err.status == 403

@@ -15,7 +15,8 @@ import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from spyre_operator.kube.client import ApiError, Kube, one_line
+from spyre_operator.kube.client import Kube, one_line
+from spyre_operator.reconcile.log_reads import FAILURES, FirstFailures
 from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_runtime.contract import startup
 
@@ -44,7 +45,7 @@ class StartReader:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self._found: dict[Model, dict[Pod, Start]] = {}
-        self._said: set[str] = set()
+        self._failures = FirstFailures()
         self._guard = threading.Lock()
         self.reads = 0
 
@@ -75,10 +76,8 @@ class StartReader:
             text = self.kube.log_tail(
                 namespace, name, CONTAINER_NAMES["serve"], None, LIMIT_BYTES, TIMEOUT_SECONDS
             )
-        except (ApiError, OSError, ValueError) as err:
-            kind = f"http_{err.status}" if isinstance(err, ApiError) else type(err).__name__
-            if kind not in self._said:
-                self._said.add(kind)
+        except FAILURES as err:
+            if self._failures.first(err):
                 log.warning("reading a serving pod's start-up report: %s", one_line(err))
             return None
         reports = startup(text).values()
