@@ -1,7 +1,7 @@
 """What one SpyreModel create costs the API server (not a test; issue 31), before and after
 the pruning CRD schema, in the same run.
 
-    .venv/bin/python benchmarks/crd_cost.py [--depth 16] [--repeat 10]
+    .venv/bin/python benchmarks/crd_cost.py [--depth 16] [--repeat 10] [--no-before]
 
 Starts its own control plane (etcd and kube-apiserver, no controllers, no operator) and
 installs the SpyreModel CRD twice: first as it was before (every object of the spec but
@@ -90,31 +90,22 @@ def bound(path: str, key: str = "maxItems") -> int:
     return int(node[key])
 
 
-def affinity_at_bounds() -> dict[str, Any]:
-    """spec.affinity with every list at its maxItems and each value one character: the
-    most fields the schema checks per byte (the node terms' matchFields left out:
-    Kubernetes takes one metadata.name there)."""
-    node = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    terms = f"{node}.nodeSelectorTerms"
-    expressions = f"{terms}.[].matchExpressions"
-    requirement = {
-        "key": "k",
-        "operator": "In",
-        "values": ["v"] * bound(f"{expressions}.[].values"),
-    }
-    node_terms = [{"matchExpressions": [requirement] * bound(expressions)}] * bound(terms)
-    pod = "affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    selector = f"{pod}.[].labelSelector.matchExpressions"
-    requirement = {"key": "k", "operator": "In", "values": ["v"] * bound(f"{selector}.[].values")}
-    label_selector = {"matchExpressions": [requirement] * bound(selector)}
+def affinity(terms: int, requirements: int, values: int) -> dict[str, Any]:
+    """spec.affinity with every list of terms at `terms`, of requirements at `requirements`
+    and of values at `values`, each value one character: the most fields the schema checks
+    per byte (the node terms' matchFields left out: Kubernetes takes one metadata.name
+    there)."""
+    requirement = {"key": "k", "operator": "In", "values": ["v"] * values}
+    node_terms = [{"matchExpressions": [requirement] * requirements}] * terms
+    label_selector = {"matchExpressions": [requirement] * requirements}
     pod_term = {"topologyKey": "z", "labelSelector": label_selector,
                 "namespaceSelector": label_selector}  # fmt: skip
     pods = {
-        "requiredDuringSchedulingIgnoredDuringExecution": [pod_term] * bound(pod),
+        "requiredDuringSchedulingIgnoredDuringExecution": [pod_term] * terms,
         "preferredDuringSchedulingIgnoredDuringExecution": [
             {"weight": 1, "podAffinityTerm": pod_term}
         ]
-        * bound(pod.replace("required", "preferred")),
+        * terms,
     }
     return {
         "nodeAffinity": {
@@ -125,6 +116,83 @@ def affinity_at_bounds() -> dict[str, Any]:
         },
         "podAffinity": pods,
         "podAntiAffinity": pods,
+    }
+
+
+def affinity_at_bounds() -> dict[str, Any]:
+    """spec.affinity with every list at the CRD's maxItems."""
+    node = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms = f"{node}.nodeSelectorTerms"
+    expressions = f"{terms}.[].matchExpressions"
+    return affinity(bound(terms), bound(expressions), bound(f"{expressions}.[].values"))
+
+
+def selector_at_bounds(path: str) -> dict[str, Any]:
+    """The label selector at `path` with its requirements, values and matchLabels at
+    their bounds."""
+    values = bound(f"{path}.matchExpressions.[].values")
+    requirement = {"key": "k", "operator": "In", "values": ["v"] * values}
+    return {
+        "matchLabels": {f"l{i}": "v" for i in range(bound(f"{path}.matchLabels", "maxProperties"))},
+        "matchExpressions": [requirement] * bound(f"{path}.matchExpressions"),
+    }
+
+
+def largest_spec() -> dict[str, Any]:
+    """The SpyreModel spec with the most fields the schema checks that `validate` takes:
+    every list and map of objects at its bound (the affinity as affinity_at_bounds, with
+    its pod terms' namespaces and label keys; the spread constraints, tolerations, env,
+    allowFrom peers, the compile pods' placement, labels and annotations), each value
+    short."""
+    at = affinity_at_bounds()
+    pod = "affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.[]"
+    keys = bound(f"{pod}.matchLabelKeys")
+    term = {
+        "topologyKey": "z",
+        "labelSelector": selector_at_bounds(f"{pod}.labelSelector"),
+        "namespaceSelector": selector_at_bounds(f"{pod}.namespaceSelector"),
+        "namespaces": [f"n{i}" for i in range(bound(f"{pod}.namespaces"))],
+        "matchLabelKeys": [f"m{i}" for i in range(keys)],
+        "mismatchLabelKeys": [f"x{i}" for i in range(bound(f"{pod}.mismatchLabelKeys"))],
+    }
+    for side in ("podAffinity", "podAntiAffinity"):
+        terms = at[side]
+        terms["requiredDuringSchedulingIgnoredDuringExecution"] = [term] * len(
+            terms["requiredDuringSchedulingIgnoredDuringExecution"]
+        )
+        terms["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": 1, "podAffinityTerm": term}
+        ] * len(terms["preferredDuringSchedulingIgnoredDuringExecution"])
+    spread = "topologySpreadConstraints.[]"
+    spreads = [
+        {"maxSkew": 1, "topologyKey": f"z{i}", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": selector_at_bounds(f"{spread}.labelSelector"), "minDomains": 1,
+         "matchLabelKeys": [f"m{i}" for i in range(bound(f"{spread}.matchLabelKeys"))],
+         "nodeAffinityPolicy": "Honor", "nodeTaintsPolicy": "Honor"}
+        for i in range(bound("topologySpreadConstraints"))
+    ]  # fmt: skip
+    peer = "service.allowFrom.[]"
+    peers = [{"namespaceSelector": selector_at_bounds(f"{peer}.namespaceSelector"),
+              "podSelector": selector_at_bounds(f"{peer}.podSelector")}
+             ] * bound("service.allowFrom")  # fmt: skip
+    toleration = {"key": "t", "operator": "Equal", "value": "v", "effect": "NoExecute",
+                  "tolerationSeconds": 1}  # fmt: skip
+    secret = {"secretKeyRef": {"name": "s", "key": "k", "optional": True}}
+    labels = {f"l{i}": "v" for i in range(bound("podLabels", "maxProperties"))}
+    return PLAIN | {
+        "affinity": at,
+        "topologySpreadConstraints": spreads,
+        "service": {"allowFrom": peers},
+        "tolerations": [toleration] * bound("tolerations"),
+        "cache": {
+            "compile": {"nodeSelector": labels, "tolerations": [toleration] * bound("tolerations")}
+        },
+        "env": [{"name": f"E{i}", "valueFrom": secret} for i in range(bound("env"))],
+        "extraArgs": ["a"] * bound("extraArgs"),
+        "imagePullSecrets": [{"name": f"s{i}"} for i in range(bound("imagePullSecrets"))],
+        "nodeSelector": labels,
+        "podLabels": labels,
+        "podAnnotations": labels,
     }
 
 
@@ -176,6 +244,7 @@ def cases(depth: int) -> dict[str, tuple[Callable[[], dict[str, Any]], str | Non
             lambda: PLAIN | {"affinity": affinity_at_bounds()},
             None,
         ),
+        "every list of the spec at its bound": (largest_spec, None),
         "the affinity + unknown keys to 3 MiB": (
             at_the_limit,
             "kept, 3 MiB is beyond etcd's limit (1.5 MiB)",
@@ -242,14 +311,45 @@ def flat(name: str, size: int) -> dict[str, Any]:
     return body
 
 
+def config_map(name: str, size: int) -> dict[str, Any]:
+    """A ConfigMap of `size` bytes as JSON, all in one value: what a core kind that large
+    costs (above its 1 MiB of data it is decoded, then refused by validation)."""
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+    body["data"] = {"d": "x" * max(0, size - len(json.dumps(body)) - 14)}
+    return body
+
+
+def deployment(name: str, affinity: dict[str, Any]) -> dict[str, Any]:
+    """A Deployment whose pods carry `affinity`: Kubernetes' own decoding and validation
+    of the same fields (no controller runs: it is only stored)."""
+    labels = {"app": "crd-cost"}
+    pod = {"containers": [{"name": "c", "image": "i"}], "affinity": affinity}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": pod}}}  # fmt: skip
+
+
+def fields(value: Any) -> int:
+    """The JSON nodes of a value (a map, a list and each scalar count one)."""
+    if isinstance(value, dict):
+        return 1 + sum(fields(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(fields(v) for v in value)
+    return 1
+
+
 def same_as_flat(body: dict[str, Any]) -> dict[str, Any]:
     """The same spec posted as a Flat (pruned to nothing there: decoded, not stored)."""
     return body | {"apiVersion": FLAT_API, "kind": "Flat"}
 
 
 def collection(body: dict[str, Any], namespace: str) -> str:
-    if body["kind"] == "Flat":
-        return f"/apis/{FLAT_API}/namespaces/{namespace}/flats"
+    if body["kind"] == "ConfigMap":
+        return f"/api/v1/namespaces/{namespace}/configmaps"
+    if body["kind"] == "Deployment":
+        return f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    if body["kind"] in ("Flat", "Placement"):
+        return f"/apis/{FLAT_API}/namespaces/{namespace}/{body['kind'].lower()}s"
     return f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}"
 
 
@@ -285,7 +385,9 @@ def batch(
         try:
             kube.request("POST", collection(body, namespace), body)
         except ApiError as err:  # a timeout: the server goes on; the CPU it spends counts
-            print(f"    {body['metadata']['name']}: {str(err)[:120]}", file=sys.stderr)
+            # (a ConfigMap over its 1 MiB is decoded, then refused: what it measures)
+            if not (body["kind"] == "ConfigMap" and err.status == 422):
+                print(f"    {body['metadata']['name']}: {str(err)[:120]}", file=sys.stderr)
         walls.append(time.monotonic() - posted)
     settle(pid)
     spent = cpu_seconds(pid) - cpu - idle * (time.monotonic() - started)
@@ -304,17 +406,17 @@ def creates(kube: Kube, namespace: str, first: dict[str, Any], repeat: int) -> i
 
 def run(
     kube: Kube, pid: int, label: str, keeps_unknown: bool, depth: int, repeat: int
-) -> dict[str, tuple[float, float, float]]:
+) -> dict[str, tuple[float, float, float, float]]:
     """case -> (the API server's CPU per create, that of a Flat of the same size, that of
-    the same spec posted as a Flat)."""
+    the same spec posted as a Flat, that of a ConfigMap of the same size)."""
     namespace = f"cost-{'kept' if keeps_unknown else 'pruned'}"
     kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     serves(kube, namespace, keeps_unknown)
     print(f"\n{label}")
     print(f"  {'create':36} {'bytes':>9} {'CPU s':>8} {'x plain':>8} {'x flat':>6} "
-          f"{'x same':>6} {'wall s':>8} {'x plain':>8}")  # fmt: skip
+          f"{'x same':>6} {'x cm':>6} {'wall s':>8} {'x plain':>8}")  # fmt: skip
     plain_cpu = plain_wall = 0.0
-    costs: dict[str, tuple[float, float, float]] = {}
+    costs: dict[str, tuple[float, float, float, float]] = {}
     for i, (case, (spec, not_kept)) in enumerate(cases(depth).items()):
         if keeps_unknown and not_kept:
             print(f"  {case:36} not posted: {not_kept}")
@@ -329,14 +431,77 @@ def run(
             flats = [flat(f"c{i}-size-{n}", size) for n in range(count)]
             same_size = max(batch(kube, pid, namespace, flats)[0], 0.001)
         same_spec = max(batch(kube, pid, namespace, [same_as_flat(b) for b in bodies])[0], 0.001)
+        maps = [config_map(f"c{i}-cm-{n}", size) for n in range(count)]
+        same_cm = max(batch(kube, pid, namespace, maps)[0], 0.001)
         if case == "plain":
             plain_cpu, plain_wall = max(cpu, 0.001), wall
-        costs[case] = (cpu, same_size, same_spec)
+        costs[case] = (cpu, same_size, same_spec, same_cm)
         beside_flat = "-" if math.isnan(same_size) else f"{cpu / same_size:.1f}"
         print(f"  {case:36} {size:>9} {cpu:>8.4f} {cpu / plain_cpu:>8.1f} "
-              f"{beside_flat:>6} {cpu / same_spec:>6.1f} {wall:>8.3f} "
+              f"{beside_flat:>6} {cpu / same_spec:>6.1f} {cpu / same_cm:>6.1f} {wall:>8.3f} "
               f"{wall / plain_wall:>8.1f}")  # fmt: skip
     return costs
+
+
+# The affinity's lists (terms, requirements, values), from one of each to beyond the CRD's
+# bounds (4, 4, 8; 8, 8, 16 before): how the API server's cost grows with the fields its
+# schema checks.
+GROWTH = ((1, 1, 1), (2, 2, 4), (4, 4, 8), (8, 8, 16), (16, 16, 16))
+
+
+def unbounded(node: Any) -> Any:
+    """A schema without its maxItems and maxProperties."""
+    if isinstance(node, dict):
+        return {k: unbounded(v) for k, v in node.items() if k not in ("maxItems", "maxProperties")}
+    return node
+
+
+def placement_crd() -> dict[str, Any]:
+    """A custom resource whose spec is the SpyreModel's affinity without its list bounds:
+    the same checks on as many fields as asked."""
+    spec = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    crd = copy.deepcopy(FLAT_CRD)
+    crd["metadata"]["name"] = f"placements.{FLAT_GROUP}"
+    crd["spec"]["names"] = {"kind": "Placement", "plural": "placements",
+                            "singular": "placement", "listKind": "PlacementList"}  # fmt: skip
+    (version,) = crd["spec"]["versions"]
+    placed = unbounded(spec["properties"]["affinity"])
+    version["schema"]["openAPIV3Schema"]["properties"]["spec"] = {
+        "type": "object", "properties": {"affinity": placed}}  # fmt: skip
+    return crd
+
+
+def placement(name: str, placed: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": FLAT_API, "kind": "Placement", "metadata": {"name": name},
+            "spec": {"affinity": placed}}  # fmt: skip
+
+
+def growth(kube: Kube, pid: int, repeat: int, plain_cpu: float) -> None:
+    """The affinity at a few sizes, in a Placement, each beside a Flat of its bytes and a
+    Deployment whose pods carry the same affinity (Kubernetes' own validation of these
+    fields, which bounds none of its lists), and the CPU per field beyond the Flat's."""
+    namespace = "cost-growth"
+    kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    install(kube, placement_crd())
+    print("\nthe affinity's size (terms x requirements x values) against its cost")
+    print(f"  {'affinity':10} {'fields':>7} {'bytes':>8} {'CPU s':>8} {'x plain':>8} "
+          f"{'x flat':>6} {'x dep':>6} {'us/field':>8}")  # fmt: skip
+    for i, (terms, requirements, values) in enumerate(GROWTH):
+        placed = affinity(terms, requirements, values)
+        first = placement(f"g{i}-first", placed)
+        size = len(json.dumps(first))
+        count = creates(kube, namespace, first, repeat)
+        bodies = [placement(f"g{i}-{n}", placed) for n in range(count)]
+        cpu = batch(kube, pid, namespace, bodies)[0]
+        flats = [flat(f"g{i}-size-{n}", size) for n in range(count)]
+        same_size = max(batch(kube, pid, namespace, flats)[0], 0.001)
+        deps = [deployment(f"g{i}-{n}", placed) for n in range(count)]
+        dep = max(batch(kube, pid, namespace, deps)[0], 0.001)
+        checked = fields(placed)
+        per_field = (cpu - same_size) / checked * 1e6
+        print(f"  {f'{terms}x{requirements}x{values}':10} {checked:>7} {size:>8} {cpu:>8.4f} "
+              f"{cpu / plain_cpu:>8.1f} {cpu / same_size:>6.1f} {cpu / dep:>6.1f} "
+              f"{per_field:>8.1f}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -345,6 +510,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--depth", type=int, default=16, help="nesting of the maps (default 16)")
     parser.add_argument("--repeat", type=int, default=10, help="creates of each (default 10)")
+    parser.add_argument(
+        "--no-before",
+        action="store_true",
+        help="skip the CRD as it was (its nested creates take seconds each)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="crd-cost-") as tmp:
         plane = ControlPlane(Path(tmp))
@@ -355,13 +525,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kube-apiserver pid {apiserver}; at least {args.repeat} creates of each")
             new = build_crd()
             install(kube, FLAT_CRD)
-            install(kube, kept_unknown(new))
-            run(kube, apiserver, "before: the spec's objects keep unknown fields", True,
-                args.depth, args.repeat)  # fmt: skip
+            if not args.no_before:
+                install(kube, kept_unknown(new))
+                run(kube, apiserver, "before: the spec's objects keep unknown fields", True,
+                    args.depth, args.repeat)  # fmt: skip
             install(kube, new)
             after = run(kube, apiserver, "after: the pruning schema", False, args.depth,
                         args.repeat)  # fmt: skip
             plain = max(after["plain"][0], 0.001)
+            growth(kube, apiserver, args.repeat, plain)
             deep = max((c for c in after if "deep" in c), key=lambda c: after[c][0])
             big = [c for c in after if c != "plain" and "deep" not in c]  # the oversized
             stored = [c for c in big if not math.isnan(after[c][1])]

@@ -309,7 +309,7 @@ class ServiceSpec(ApiModel):
     """Service type."""
     port: Annotated[int, Field(ge=1, le=65535)] = 8000
     """Service port; the container always listens on 8000."""
-    allow_from: Annotated[list[NetworkPeer], Field(min_length=1, max_length=16)] | None = None
+    allow_from: Annotated[list[NetworkPeer], Field(min_length=1, max_length=8)] | None = None
     """Who may connect to the serving port: the operator's NetworkPolicy of the serving pods
     admits these peers only. Unset: pods of the SpyreModel's namespace only (every source
     for a NodePort or LoadBalancer Service); [{namespaceSelector: {}}] admits the pods of
@@ -400,7 +400,7 @@ class SpyreModelSpec(ApiModel):
     """Labels of every pod (cost tags, policies); the operator's own labels cannot be set."""
     priority_class_name: ObjectName | None = None
     """PriorityClass of every pod."""
-    topology_spread_constraints: Annotated[list[TopologySpreadConstraint], Field(max_length=8)] = (
+    topology_spread_constraints: Annotated[list[TopologySpreadConstraint], Field(max_length=4)] = (
         Field(default_factory=list)
     )
     """How the serving replicas spread across zones or nodes."""
