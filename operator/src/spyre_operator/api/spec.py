@@ -378,7 +378,7 @@ class SpyreModelSpec(ApiModel):
     """core/v1 Affinity of the serving pods (and of compile pods that use cards)."""
     scheduler_name: Name | None = None
     """Pod scheduler, e.g. spyre-scheduler."""
-    env: Annotated[list[EnvVar], Field(max_length=128)] = Field(default_factory=list)
+    env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
     """Extra environment of the serving and compile containers."""
     extra_args: Annotated[list[Text], Field(max_length=128)] = Field(default_factory=list)
     """Extra `vllm serve` arguments, appended last."""
@@ -393,7 +393,7 @@ class SpyreModelSpec(ApiModel):
     unset is the namespace's default. Its token is not mounted."""
     # (keys are checked in api/rules.py: a CRD schema cannot constrain map keys)
     pod_annotations: Annotated[
-        dict[str, Annotated[str, Field(max_length=ANNOTATIONS_MAX_BYTES)]], Field(max_length=64)
+        dict[str, Annotated[str, Field(max_length=ANNOTATIONS_MAX_BYTES)]], Field(max_length=32)
     ] = Field(default_factory=dict)
     """Annotations of every pod (service mesh, secret injectors, autoscaler hints)."""
     pod_labels: LabelMap = Field(default_factory=dict)
