@@ -299,6 +299,19 @@ def serves(kube: Kube, namespace: str, keeps_unknown: bool) -> None:
     poll_until(probe, "the API server serves the installed SpyreModel schema", 120)
 
 
+def accepts(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
+    """Wait until the API server serves the kind of `body` (a CRD just installed)."""
+
+    def probe() -> bool:
+        try:
+            kube.request("POST", collection(body, namespace), body, query={"dryRun": "All"})
+        except ApiError:
+            return False
+        return True
+
+    poll_until(probe, f"the API server serves {body['kind']}", 120)
+
+
 def document(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}
 
@@ -396,11 +409,11 @@ def batch(
 
 def creates(kube: Kube, namespace: str, first: dict[str, Any], repeat: int) -> int:
     """How many creates to time: at least `repeat`, and enough for about 3 s (the CPU
-    counters tick every 10 ms), at most 300 and 30 MB."""
+    counters tick every 10 ms), at most 1,000 and 30 MB."""
     started = time.monotonic()
     kube.request("POST", collection(first, namespace), first)
     wall = max(time.monotonic() - started, 0.001)
-    most = max(repeat, min(300, 30_000_000 // len(json.dumps(first))))
+    most = max(repeat, min(1000, 30_000_000 // len(json.dumps(first))))
     return max(repeat, min(most, round(3.0 / wall)))
 
 
@@ -483,6 +496,7 @@ def growth(kube: Kube, pid: int, repeat: int, plain_cpu: float) -> None:
     namespace = "cost-growth"
     kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     install(kube, placement_crd())
+    accepts(kube, namespace, placement("probe", affinity(1, 1, 1)))
     print("\nthe affinity's size (terms x requirements x values) against its cost")
     print(f"  {'affinity':10} {'fields':>7} {'bytes':>8} {'CPU s':>8} {'x plain':>8} "
           f"{'x flat':>6} {'x dep':>6} {'us/field':>8}")  # fmt: skip
@@ -502,6 +516,28 @@ def growth(kube: Kube, pid: int, repeat: int, plain_cpu: float) -> None:
         print(f"  {f'{terms}x{requirements}x{values}':10} {checked:>7} {size:>8} {cpu:>8.4f} "
               f"{cpu / plain_cpu:>8.1f} {cpu / same_size:>6.1f} {cpu / dep:>6.1f} "
               f"{per_field:>8.1f}")  # fmt: skip
+
+
+def parts(kube: Kube, pid: int, repeat: int, plain_cpu: float) -> None:
+    """Each field of the largest spec alone (beside a plain spec), and its CPU per field
+    beyond a Flat of its bytes: which bounds the cost comes from."""
+    namespace = "cost-pruned"
+    print("\nthe largest spec's fields, one at a time")
+    print(f"  {'field':26} {'fields':>7} {'bytes':>8} {'CPU s':>8} {'x plain':>8} "
+          f"{'x flat':>6} {'us/field':>8}")  # fmt: skip
+    largest = largest_spec()
+    for i, name in enumerate(k for k in largest if k not in PLAIN):
+        spec = PLAIN | {name: largest[name]}
+        first = document(f"p{i}-first", spec)
+        size = len(json.dumps(first))
+        count = creates(kube, namespace, first, repeat)
+        cpu = batch(kube, pid, namespace, [document(f"p{i}-{n}", spec) for n in range(count)])[0]
+        flats = [flat(f"p{i}-size-{n}", size) for n in range(count)]
+        same_size = max(batch(kube, pid, namespace, flats)[0], 0.001)
+        checked = fields(largest[name])
+        per_field = (cpu - same_size) / checked * 1e6
+        print(f"  {name:26} {checked:>7} {size:>8} {cpu:>8.4f} {cpu / plain_cpu:>8.1f} "
+              f"{cpu / same_size:>6.1f} {per_field:>8.1f}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -533,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
             after = run(kube, apiserver, "after: the pruning schema", False, args.depth,
                         args.repeat)  # fmt: skip
             plain = max(after["plain"][0], 0.001)
+            parts(kube, apiserver, args.repeat, plain)
             growth(kube, apiserver, args.repeat, plain)
             deep = max((c for c in after if "deep" in c), key=lambda c: after[c][0])
             big = [c for c in after if c != "plain" and "deep" not in c]  # the oversized
