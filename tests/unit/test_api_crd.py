@@ -217,8 +217,8 @@ def test_every_string_list_and_map_a_client_sends_is_bounded() -> None:
 
 
 # The most fields a SpyreModel's spec can have (every list and map at its bound). The API
-# server's cost of a create grows with the fields its schema checks (about 1.5 microseconds
-# each on the 2-core dev machine: benchmarks/crd_cost.py), and list bounds multiply through
+# server's cost of a create grows with the fields its schema checks (5-80 microseconds each
+# on the 2-core dev machine: benchmarks/crd_cost.py), and list bounds multiply through
 # the nesting (28,000 with 8 terms and requirements and 16 values; 270,000 with 16 terms and
 # requirements and 64 values).
 SPEC_FIELDS_MOST = 6_500

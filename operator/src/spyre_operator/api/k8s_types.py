@@ -20,7 +20,7 @@ LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 
 # The lists of the selectors and affinity terms are bounded tighter than a size bound needs:
 # the API server's cost of a create grows with the number of fields its schema checks
-# (about 1.5 microseconds each on the 2-core dev machine, Kubernetes 1.20), and these lists
+# (5-80 microseconds each on the 2-core dev machine, Kubernetes 1.20), and these lists
 # multiply through their nesting. With these bounds a spec has at most about 6,000 fields
 # (28,000 with 8 terms and requirements, 16 values and matchLabels; 270,000 with 16 terms
 # and requirements and 64 values); tests/unit/test_api_crd.py counts them in the CRD, and
