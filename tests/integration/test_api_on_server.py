@@ -86,10 +86,10 @@ def test_every_example_and_its_rendered_children_pass_a_server_dry_run(
         ({"cache": {"volume": {"claimName": "Bad_Claim"}}}, "spec.cache.volume.claimName",
          "should match"),
         ({"nodeSelector": {"zone": "z" * 64}}, "spec.nodeSelector.zone", "at most 63 chars"),
-        ({"tolerations": [{"operator": "Exists"}] * 33}, "spec.tolerations", "at most 32 items"),
+        ({"tolerations": [{"operator": "Exists"}] * 17}, "spec.tolerations", "at most 16 items"),
     ],
     ids=["chunk-not-64", "context-over-32k", "tp-3", "unknown-task", "negative-replicas",
-         "claim-name", "label-value-64", "33-tolerations"],
+         "claim-name", "label-value-64", "17-tolerations"],
 )  # fmt: skip
 def test_schema_rejects_with_a_readable_message(
     crd: None, kubectl: Any, namespace: str, spec: dict[str, Any], field: str, words: str

@@ -157,7 +157,7 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "spec.service.allowFrom[0].serviceAccountSelector", "unknown field",
     ),
     "too many peers": (
-        {"allowFrom": [{"podSelector": {}}] * 17}, "spec.service.allowFrom", "at most 16",
+        {"allowFrom": [{"podSelector": {}}] * 9}, "spec.service.allowFrom", "at most 8",
     ),
     "a Secret name that is no object name": (
         {"apiKeySecret": {"name": "LLM_key"}}, "spec.service.apiKeySecret.name",

@@ -186,9 +186,9 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
         "is set by the operator or by Kubernetes",
     ),
     "too many labels": (
-        {"podLabels": {f"l{i}": "x" for i in range(65)}},
+        {"podLabels": {f"l{i}": "x" for i in range(33)}},
         "spec.podLabels",
-        "at most 64 items",
+        "at most 32 items",
     ),
     "annotation key that is not a qualified name": (
         {"podAnnotations": {"-inject": "true"}},

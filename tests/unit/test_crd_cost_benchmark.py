@@ -9,9 +9,10 @@ import sys
 
 import pytest
 from apilib import ROOT
+from test_api_crd import most_fields
 
 from spyre_operator.api.crd import build_crd
-from spyre_operator.api.k8s_types import SELECTOR_ITEMS, TERMS, VALUES
+from spyre_operator.api.k8s_types import REQUIREMENTS, SELECTOR_LABELS, TERMS, VALUES
 from spyre_operator.api.validation import validate
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -56,7 +57,19 @@ def test_the_affinity_case_fills_every_list_to_the_crds_bound() -> None:
     terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     expressions = terms["nodeSelectorTerms"][0]["matchExpressions"]
     assert (len(terms["nodeSelectorTerms"]), len(expressions), len(expressions[0]["values"])) == (
-        TERMS, TERMS, VALUES)  # fmt: skip
+        TERMS, REQUIREMENTS, VALUES)  # fmt: skip
     (pod_term, *_) = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     selector = pod_term["namespaceSelector"]["matchExpressions"]
-    assert (len(selector), len(selector[0]["values"])) == (SELECTOR_ITEMS, VALUES)
+    assert (len(selector), len(selector[0]["values"])) == (REQUIREMENTS, VALUES)
+
+
+def test_the_largest_spec_fills_the_lists_of_objects_to_the_crds_bounds() -> None:
+    spec = crd_cost.largest_spec()
+    (term, *_) = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert len(term["labelSelector"]["matchLabels"]) == SELECTOR_LABELS
+    assert len(term["namespaces"]) == TERMS
+    # (less than the CRD's most: validate takes one source per env entry, no ipBlock
+    # beside selectors, no matchFields but metadata.name)
+    schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    fields, most = crd_cost.fields(spec), most_fields(schema["properties"]["spec"])
+    assert 0.75 * most < fields <= most, (fields, most)

@@ -141,6 +141,7 @@ Name = Annotated[str, Field(min_length=1, max_length=253)]
 # PriorityClasses): a wrong one is refused here rather than when a pod is created.
 ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 # Label values have at most 63 characters (api/rules.py checks keys and values as
-# Kubernetes does; a CRD schema cannot constrain map keys); at most 64 labels.
+# Kubernetes does; a CRD schema cannot constrain map keys); at most 32 labels (each entry of
+# a map costs the API server more than a list item: docs/api.md).
 LabelValue = Annotated[str, Field(max_length=63)]
-LabelMap = Annotated[dict[str, LabelValue], Field(max_length=64)]
+LabelMap = Annotated[dict[str, LabelValue], Field(max_length=32)]

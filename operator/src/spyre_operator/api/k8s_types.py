@@ -20,16 +20,17 @@ LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 
 # The lists of the selectors and affinity terms are bounded tighter than a size bound needs:
 # the API server's cost of a create grows with the number of fields its schema checks
-# (a few microseconds each on the 2-core dev machine), and these lists multiply through their
-# nesting: with these, a spec has at most about 28,000 fields (270,000 with 16 terms and
-# expressions and 64 values; tests/unit/test_api_crd.py counts them in the CRD, docs/api.md
-# "The schema protects the API server").
-TERMS = 8  # terms, requirements, and pods' namespaces per list
-SELECTOR_ITEMS = 8  # requirements of a label selector
-VALUES = 16  # values of a requirement
-SELECTOR_LABELS = 16  # matchLabels of a label selector
+# (5-80 microseconds each on the 2-core dev machine, Kubernetes 1.20), and these lists
+# multiply through their nesting. With these bounds a spec has at most about 6,000 fields
+# (28,000 with 8 terms and requirements, 16 values and matchLabels; 270,000 with 16 terms
+# and requirements and 64 values); tests/unit/test_api_crd.py counts them in the CRD, and
+# docs/api.md ("The schema protects the API server") has the figures and who they refuse.
+TERMS = 4  # terms per list (node selector terms, pod affinity terms), namespaces per term
+REQUIREMENTS = 4  # requirements of a node selector term or a label selector
+VALUES = 8  # values of a requirement
+SELECTOR_LABELS = 8  # matchLabels of a label selector
 # Pod label keys whose values the scheduler reads from the incoming pod (matchLabelKeys).
-LabelKeys = Annotated[list[LabelKey], Field(max_length=8)]
+LabelKeys = Annotated[list[LabelKey], Field(max_length=4)]
 
 
 EnvName = Annotated[str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
@@ -54,11 +55,13 @@ class Toleration(ApiModel):
     """Taint value to match with operator Equal."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     """Taint effect to match; empty matches every effect."""
-    toleration_seconds: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
+    # (not int64's 2**63 - 1: the API server reads a schema's maximum as a float64, which
+    # rounds that up to 2**63, and then refused every value as above -2**63)
+    toleration_seconds: Annotated[int, Field(ge=0, le=2**53)] | None = None
     """With NoExecute: how long the pod stays bound after the taint appears."""
 
 
-Tolerations = Annotated[list[Toleration], Field(max_length=32)]
+Tolerations = Annotated[list[Toleration], Field(max_length=16)]
 
 
 class EnvKeyRef(ApiModel):
@@ -121,7 +124,7 @@ class LabelSelector(ApiModel):
     match_labels: Annotated[dict[str, LabelValue], Field(max_length=SELECTOR_LABELS)] | None = None
     """Labels a match must carry (all of them)."""
     match_expressions: (
-        Annotated[list[LabelSelectorRequirement], Field(max_length=SELECTOR_ITEMS)] | None
+        Annotated[list[LabelSelectorRequirement], Field(max_length=REQUIREMENTS)] | None
     ) = None
     """Requirements a match must meet (all of them)."""
 
@@ -169,11 +172,13 @@ class NodeSelectorRequirement(ApiModel):
 class NodeSelectorTerm(ApiModel):
     """Requirements a node must meet (all of them)."""
 
-    match_expressions: Annotated[list[NodeSelectorRequirement], Field(max_length=TERMS)] | None = (
-        None
-    )
+    match_expressions: (
+        Annotated[list[NodeSelectorRequirement], Field(max_length=REQUIREMENTS)] | None
+    ) = None
     """Requirements on the node's labels."""
-    match_fields: Annotated[list[NodeSelectorRequirement], Field(max_length=TERMS)] | None = None
+    match_fields: (
+        Annotated[list[NodeSelectorRequirement], Field(max_length=REQUIREMENTS)] | None
+    ) = None
     """Requirements on the node's fields (metadata.name, operator In or NotIn, one value)."""
 
 

@@ -309,7 +309,7 @@ class ServiceSpec(ApiModel):
     """Service type."""
     port: Annotated[int, Field(ge=1, le=65535)] = 8000
     """Service port; the container always listens on 8000."""
-    allow_from: Annotated[list[NetworkPeer], Field(min_length=1, max_length=16)] | None = None
+    allow_from: Annotated[list[NetworkPeer], Field(min_length=1, max_length=8)] | None = None
     """Who may connect to the serving port: the operator's NetworkPolicy of the serving pods
     admits these peers only. Unset: pods of the SpyreModel's namespace only (every source
     for a NodePort or LoadBalancer Service); [{namespaceSelector: {}}] admits the pods of
@@ -378,7 +378,7 @@ class SpyreModelSpec(ApiModel):
     """core/v1 Affinity of the serving pods (and of compile pods that use cards)."""
     scheduler_name: Name | None = None
     """Pod scheduler, e.g. spyre-scheduler."""
-    env: Annotated[list[EnvVar], Field(max_length=128)] = Field(default_factory=list)
+    env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
     """Extra environment of the serving and compile containers."""
     extra_args: Annotated[list[Text], Field(max_length=128)] = Field(default_factory=list)
     """Extra `vllm serve` arguments, appended last."""
@@ -393,14 +393,14 @@ class SpyreModelSpec(ApiModel):
     unset is the namespace's default. Its token is not mounted."""
     # (keys are checked in api/rules.py: a CRD schema cannot constrain map keys)
     pod_annotations: Annotated[
-        dict[str, Annotated[str, Field(max_length=ANNOTATIONS_MAX_BYTES)]], Field(max_length=64)
+        dict[str, Annotated[str, Field(max_length=ANNOTATIONS_MAX_BYTES)]], Field(max_length=32)
     ] = Field(default_factory=dict)
     """Annotations of every pod (service mesh, secret injectors, autoscaler hints)."""
     pod_labels: LabelMap = Field(default_factory=dict)
     """Labels of every pod (cost tags, policies); the operator's own labels cannot be set."""
     priority_class_name: ObjectName | None = None
     """PriorityClass of every pod."""
-    topology_spread_constraints: Annotated[list[TopologySpreadConstraint], Field(max_length=8)] = (
+    topology_spread_constraints: Annotated[list[TopologySpreadConstraint], Field(max_length=4)] = (
         Field(default_factory=list)
     )
     """How the serving replicas spread across zones or nodes."""
