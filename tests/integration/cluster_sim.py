@@ -103,14 +103,19 @@ def condition(st: dict[str, Any], kind: str) -> tuple[str, str, str]:
 def wait_phase(kube: Kube, namespace: str, name: str, phase: str, **extra: Any) -> dict[str, Any]:
     """The status once it has the phase (and the extra fields), for the current generation."""
 
+    seen: list[dict[str, Any]] = [{}]
+
     def probe() -> dict[str, Any] | None:
         obj = get(kube, namespace, name)
-        st = obj.get("status") or {}
+        st = seen[0] = obj.get("status") or {}
         fresh = st.get("observedGeneration") == obj["metadata"]["generation"]
         matches = all(st.get(k) == v for k, v in extra.items())
         return st if fresh and st.get("phase") == phase and matches else None
 
-    return wait_for(probe, f"{namespace}/{name} is {phase} with {extra}")
+    try:
+        return wait_for(probe, f"{namespace}/{name} is {phase} with {extra}")
+    except simulate.Timeout as timeout:
+        raise simulate.Timeout(f"{timeout}; the status last seen: {seen[0]}") from None
 
 
 def spec_patch(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> None:
