@@ -142,7 +142,9 @@ def test_release_install_from_oci_then_move_to_an_air_gapped_mirror(
          f"--set=runtimeImage.repository={published.repository(release.RUNTIME_CPU)}",
          f"--set=runtimeImage.pullSecrets[0].name={node_operator.PULL_SECRET}",
          "--wait", "--timeout", "10m"], timeout=700)  # fmt: skip
-    (operator,) = system.get("pods", "-l", "app.kubernetes.io/name=spyre-operator")["items"]
+    pods = system.get("pods", "-l", "app.kubernetes.io/name=spyre-operator")["items"]
+    # the uninstalled release's pod may still be terminating: helm waited for its Deployment
+    (operator,) = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     operator_image = f"{published.repository(release.OPERATOR)}:{__version__}"
     assert operator["spec"]["containers"][0]["image"] == operator_image
 
