@@ -41,10 +41,9 @@ from spyre_devcluster.images.store import (
     Layer,
     building,
     cached,
-    final_path,
+    final_layer,
     inputs_key,
     locked,
-    new_layer,
 )
 from spyre_operator import __version__
 
@@ -122,7 +121,7 @@ def debian_layer(
             finish(tree)
         compile_tree(tree, platform, f"usr/lib/python{platform.python}")
         config = ImageConfig(env=(("PATH", SYSTEM_PATH), ("LANG", "C.UTF-8")), cmd=("python3",))
-        layer = Layer(final_path(scratch, tree), new_layer(tree).blob)
+        layer = final_layer(scratch, tree)
         image = Image(f"{slug}:{platform.suite}", key, (layer,), config, platform.name)
         image.save(scratch)
     return image
@@ -233,7 +232,7 @@ def _deps(platform: Platform, base: Image, reqs: list[str]) -> Image:
             compile_tree(merged, platform, site(platform))
         shutil.rmtree(scratch / "mnt", ignore_errors=True)
         shutil.rmtree(pure, ignore_errors=True)
-        layer = Layer(final_path(scratch, upper), new_layer(upper).blob)
+        layer = final_layer(scratch, upper)
         image = Image(f"{slug}:{key[:12]}", key, (*base.layers, layer), base.config, platform.name)
         image.save(scratch)
     return image
@@ -283,7 +282,7 @@ def _app(platform: Platform, deps: Image, wheels: Path, source_key: str) -> Imag
             compile_tree(merged, platform, site(platform) + "/spyre_runtime")
         shutil.rmtree(scratch / "mnt", ignore_errors=True)
         config = _config(plan.config, deps.config)
-        layer = Layer(final_path(scratch, upper), new_layer(upper).blob)
+        layer = final_layer(scratch, upper)
         image = Image(NAME, key, (*deps.layers, layer), config, platform.name)
         image.save(scratch)
     return image

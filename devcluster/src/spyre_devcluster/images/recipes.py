@@ -30,14 +30,13 @@ from spyre_devcluster.images.store import (
     REGISTRY,
     Image,
     ImageBuildError,
-    Layer,
     building,
     cached,
+    final_layer,
     final_path,
     inputs_key,
     link_tree,
     locked,
-    new_layer,
     tree_fingerprint,
 )
 from spyre_operator import __version__
@@ -98,13 +97,9 @@ def pause() -> Image:
             )
         subprocess.run(["strip", str(binary)], check=False)  # smaller; not required
         config = ImageConfig(user="65535:65535", entrypoint=("/pause",))
-        image = Image(PAUSE, key, (_final(new_layer(layer), scratch),), config)
+        image = Image(PAUSE, key, (final_layer(scratch, layer),), config)
         image.save(scratch)
     return image
-
-
-def _final(layer: Layer, scratch: Path) -> Layer:
-    return Layer(final_path(scratch, layer.dir), layer.blob)
 
 
 def python_prefix() -> Path:
@@ -145,7 +140,7 @@ def debian_base(prefix: Path, variant: str = "") -> Image:
     _say(f"debootstrap {suite} minbase with {', '.join(packages)} (a minute or two)")
     with building(slug, key) as scratch:
         debian.debootstrap(scratch / "rootfs", suite, packages)
-        layer = _final(new_layer(scratch / "rootfs"), scratch)
+        layer = final_layer(scratch, scratch / "rootfs")
         config = ImageConfig(env=(("PATH", SYSTEM_PATH),), cmd=("bash",))
         image = Image(f"{REGISTRY}/debian:{suite}{_suffix(variant)}", key, (layer,), config)
         image.save(scratch)
@@ -199,7 +194,7 @@ def _extend(
         link_tree(source, scratch / "layer", keep)
         if account:
             _add_account(base, scratch / "layer", account)
-        layer = _final(new_layer(scratch / "layer"), scratch)
+        layer = final_layer(scratch, scratch / "layer")
         merged = base.config.env_dict() | env
         config = ImageConfig(env=tuple(merged.items()), cmd=cmd or base.config.cmd)
         image = Image(name, key, (*base.layers, layer), config)

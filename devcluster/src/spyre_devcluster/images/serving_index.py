@@ -45,13 +45,11 @@ from spyre_devcluster.images.store import (
     REGISTRY,
     Image,
     ImageBuildError,
-    Layer,
     building,
     cached,
-    final_path,
+    final_layer,
     inputs_key,
     locked,
-    new_layer,
     remove_tree,
 )
 
@@ -164,7 +162,7 @@ def _deps(flavour: str, platform: Platform, base: Image) -> Image:
             compile_tree(merged, platform, site(platform), as_pip=True)
         remove_tree(wheels)
         remove_tree(scratch / "mnt")
-        layer = Layer(final_path(scratch, upper), new_layer(upper).blob)
+        layer = final_layer(scratch, upper)
         name = f"{slug}:{key[:12]}"
         image = Image(name, key, (*base.layers, layer), base.config, platform.name)
         image.save(scratch)
@@ -208,7 +206,7 @@ def _app(flavour: str, platform: Platform, deps: Image, wheels: Path) -> Image:
             remove_tree(merged / INSTALLS.lstrip("/"))
             compile_tree(merged, platform, site(platform) + "/spyre_runtime")
         remove_tree(scratch / "mnt")
-        layer = Layer(final_path(scratch, upper), new_layer(upper).blob)
+        layer = final_layer(scratch, upper)
         name = f"{REGISTRY}/runtime-cpu:{recipes.runtime_tag(flavour)}"
         image = Image(name, key, (*deps.layers, layer), plan.config, platform.name)
         image.save(scratch)

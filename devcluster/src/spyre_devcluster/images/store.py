@@ -148,6 +148,12 @@ def building(slug: str, key: str, keep: int = 1) -> Iterator[Path]:
         remove_tree(old)
 
 
+def final_layer(scratch: Path, tree: Path) -> Layer:
+    """A finished layer tree made inside a `building` scratch folder, hashed once and
+    named by where it will be once the folder is renamed."""
+    return Layer(final_path(scratch, tree), measure_layer(tree))
+
+
 def final_path(scratch: Path, inner: Path) -> Path:
     """Where a path inside a `building` scratch folder will be once it is renamed."""
     return scratch.with_name(scratch.name[1:].removesuffix(".tmp")) / inner.relative_to(scratch)
