@@ -126,6 +126,9 @@ def test_a_miss_or_a_refusal_compiles_and_says_why(summary: dict[str, Any], said
     live["status"] = {"active": 1}
     running = step(body(cache=recorded), SHARING, pvc_exists=True, job=job_view(live, []))
     assert running.status.to_k8s()["cache"]["notPulled"] == recorded["notPulled"]
+    # and CacheReady says it, where `kubectl get` and `kubectl wait` users look
+    (ready,) = [c for c in running.status.conditions if c.type == "CacheReady"]
+    assert (ready.reason, ready.message.split("; ")[-1]) == ("Compiling", said)
 
 
 def test_a_pull_job_that_died_without_a_summary_compiles_too() -> None:

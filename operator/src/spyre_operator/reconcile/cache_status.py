@@ -20,6 +20,7 @@ from spyre_operator.reconcile.inventory import epoch_seconds
 from spyre_operator.reconcile.observe import JobView, Observed
 from spyre_operator.reconcile.pods import PodIssue, Unschedulable
 from spyre_operator.reconcile.progress import Reading
+from spyre_operator.reconcile.pull import not_used
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
 
@@ -238,7 +239,8 @@ def cache_condition(
             CACHE_READY,
             "False",
             "Queued",
-            f"the compile of cache {short_key(key)} waits for a free slot: {queued.message}",
+            f"the compile of cache {short_key(key)} waits for a free slot: {queued.message}"
+            + not_used(cache.not_pulled if cache is not None else None),
         )
     else:
         assert key is not None
@@ -249,7 +251,8 @@ def cache_condition(
             "Compiling",
             f"Job {meta.compile_job_name(key)} is compiling cache {short_key(key)}"
             + (f": {progress_message(progress)}" if progress is not None else "")
-            + (waited(cache) if cache is not None else ""),
+            + (waited(cache) if cache is not None else "")
+            + not_used(cache.not_pulled if cache is not None else None),
         )
     return cache_cond
 

@@ -50,6 +50,7 @@ from spyre_operator.reconcile.pull import (
     OFF,
     carry_miss,
     key_holder,
+    not_used,
     pull_step,
     pulling,
     retry_action,
@@ -276,7 +277,7 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
             cache = pulling(key)
             actions += _pull_job(model, obs, want.pull, key, sharing)
         elif (not cache_ready or job is not None) and queued is None and cleaning is None:
-            unused = f"; the registry's copy was not used: {pull.missed}" if pull.missed else ""
+            unused = not_used(pull.missed)
             joins = _shared_job(
                 model,
                 uid,

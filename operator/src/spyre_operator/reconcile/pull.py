@@ -111,6 +111,12 @@ def pulling(key: str) -> CompileSummary:
     return CompileSummary(job_name=meta.pull_job_name(key), cache_key=key)
 
 
+def not_used(missed: str | None) -> str:
+    """What the compile's Event and CacheReady add when the key compiles although a cache
+    registry is configured (`missed`: status.cache.notPulled)."""
+    return f"; the registry's copy was not used: {missed}" if missed else ""
+
+
 def carry_miss(cache: CompileSummary, step: PullStep, recorded: dict[str, Any]) -> None:
     """status.cache.notPulled: set by the pass that gives up on the registry, kept by the
     compile's summary while it runs and after (`recorded`: the stored status.cache)."""
