@@ -175,5 +175,5 @@ def test_operator_reaches_ready_as_the_chart_service_account(
     finally:
         operator.stop()
     log = operator.output()
-    refused = [line for line in log.splitlines() if any(r in line for r in REFUSALS)]
-    assert not refused, "\n".join(refused)
+    refusals = [line for line in log.splitlines() if any(r in line for r in REFUSALS)]
+    assert not refusals, "\n".join(refusals)

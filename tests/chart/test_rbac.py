@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import kopf
 import pytest
@@ -158,7 +158,8 @@ def test_the_call_list_covers_every_resource_the_operator_touches() -> None:
             }, f"kopf watches {plural}.{group}: list the calls"
 
 
-Ask = Callable[[Call, str], bool]
+class Ask(Protocol):
+    def __call__(self, call: Call, namespace: str, name: str | None = None) -> bool: ...
 
 
 def asker(kubeconfig: str, user: str) -> Ask:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -38,7 +39,7 @@ def test_namespace_and_configmap_round_trip(api_client: client.ApiClient, namesp
     core.create_namespaced_config_map(namespace, body)
     read = core.read_namespaced_config_map("probe", namespace)
     assert read.data == {"k": "v"}
-    assert namespace in {ns.metadata.name for ns in core.list_namespace().items}
+    assert namespace in {ns.metadata.name for ns in core.list_namespace().items if ns.metadata}
 
 
 def test_crd_schema_rejects_with_the_api_servers_message(
@@ -46,7 +47,7 @@ def test_crd_schema_rejects_with_the_api_servers_message(
 ) -> None:
     ext = client.ApiextensionsV1Api(api_client)
     plural = f"chunks{uuid.uuid4().hex[:6]}"
-    crd = {
+    crd: Any = {  # the client takes a plain dict as the body
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.{GROUP}"},
@@ -77,7 +78,7 @@ def test_crd_schema_rejects_with_the_api_servers_message(
     ext.create_custom_resource_definition(crd)
     try:
         custom = client.CustomObjectsApi(api_client)
-        kind = crd["spec"]["names"]["kind"]  # type: ignore[index]
+        kind = crd["spec"]["names"]["kind"]
 
         def create(tokens: int) -> object:
             body = {
@@ -93,8 +94,8 @@ def test_crd_schema_rejects_with_the_api_servers_message(
         with pytest.raises(ApiException) as err:
             create(100)
         assert err.value.status == 422
-        assert "spec.tokens" in err.value.body
-        assert "multiple of 64" in err.value.body
+        assert "spec.tokens" in str(err.value.body)
+        assert "multiple of 64" in str(err.value.body)
     finally:
         ext.delete_custom_resource_definition(f"{plural}.{GROUP}")
 
@@ -122,7 +123,10 @@ def test_owned_deployment_is_garbage_collected(
             name="owned",
             owner_references=[
                 client.V1OwnerReference(
-                    api_version="v1", kind="ConfigMap", name="owner", uid=owner.metadata.uid
+                    api_version="v1",
+                    kind="ConfigMap",
+                    name="owner",
+                    uid=owner.metadata.uid if owner.metadata else None,
                 )
             ],
         ),

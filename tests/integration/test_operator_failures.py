@@ -97,7 +97,7 @@ def test_plain_failure_shows_the_log_tail_and_deleting_the_job_retries(
 ) -> None:
     create(kube, model(namespace, "err"))
     job = _compiling_job(kube, namespace, "err")
-    first_uid = kube.get("Job", namespace, job)["metadata"]["uid"]  # type: ignore[index]
+    first_uid = kube.get("Job", namespace, job)["metadata"]["uid"]
     log = "loading weights\nwarming up\nRuntimeError: sendnn compile failed"
     simulate.finish_job(kube, namespace, job, exit_code=1, reason="Error", message=log)
     st = wait_phase(kube, namespace, "err", "Failed")

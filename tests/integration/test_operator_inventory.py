@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +119,12 @@ def test_an_unused_key_is_cleaned_after_the_retention_a_used_or_asked_for_one_ne
     freed = json.dumps({"ok": True, "cacheKey": cache_key(parse(gone).spec), "bytes": 3 * 2**30})
     simulate.finish_job(kube, namespace, cleanup, exit_code=0, message=freed, reason="Completed")
     wait_for(lambda: kube.get(CACHE_KIND, namespace, entries["gone"]) is None, "the entry goes")
+
+    def job_gone(name: str) -> bool:
+        return kube.get("Job", namespace, name) is None
+
     for name in (cleanup, job_name(gone)):  # the garbage collector takes both Jobs
-        wait_for(lambda n=name: kube.get("Job", namespace, n) is None, f"Job {name} is gone")
+        wait_for(partial(job_gone, name), f"Job {name} is gone")
 
     # Long past the retention, the used key and the asked-for key have no clean-up Job.
     for doc in (kept, asked):

@@ -34,8 +34,8 @@ def test_metrics_pass_promtool_and_count_phases_and_compiles(
     wait_phase(kube, namespace, "bad", "Invalid")
     ns = f'namespace="{namespace}"'
     got = wait_for(
-        lambda: (m := operator.metrics()).get(f'spyre_operator_model_phase{{{ns},name="bad",'
-                                              'phase="Invalid"}') and m,
+        lambda: m if (m := operator.metrics()).get(f'spyre_operator_model_phase{{{ns},'
+                                                   'name="bad",phase="Invalid"}') else None,
         "the Invalid model in the metrics",
     )  # fmt: skip
     assert got[f'spyre_operator_model_phase{{{ns},name="good",phase="Ready"}}'] == 1

@@ -59,7 +59,7 @@ def test_an_unreadable_compile_log_is_no_progress_no_error_and_said_once(
         )
         assert now.get("spyre_operator_reconcile_errors_total", 0) == 0
         assert now["spyre_operator_reconcile_retries_total"] == 0
-        st = kube.get("SpyreModel", namespace, "m1")["status"]  # type: ignore[index]
+        st = kube.get("SpyreModel", namespace, "m1")["status"]
         assert st["phase"] == "Compiling" and "progress" not in st["cache"]
         assert condition(st, "Degraded")[:2] == ("False", "AsExpected")
         (said,) = [line for line in log.read_text().splitlines() if WARNING in line]

@@ -3,6 +3,7 @@
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
         jobs = sorted({job_name(doc) for doc in docs})
         assert len(jobs) == KEYS
         for job in jobs:
-            wait_for(lambda j=job: kube.get("Job", namespace, j), f"Job {job}", timeout=180)
+            wait_for(partial(kube.get, "Job", namespace, job), f"Job {job}", timeout=180)
         wait_for(
             lambda: set(_phases(kube, namespace).values()) == {"Compiling"},
             "all Compiling",
@@ -103,7 +104,7 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
         for doc in docs:
             name = doc["metadata"]["name"]
             wait_for(
-                lambda n=name: kube.get("Deployment", namespace, n),
+                partial(kube.get, "Deployment", namespace, name),
                 f"Deployment {name}",
                 timeout=180,
             )

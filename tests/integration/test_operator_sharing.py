@@ -4,6 +4,8 @@ other serving, and the Job with its remaining owner."""
 # ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from cluster_sim import (  # noqa: F401 (fixtures)
     Operator,
@@ -46,7 +48,7 @@ def test_same_key_one_job_and_deleting_one_keeps_the_other(
 
     simulate.complete_job(kube, namespace, job)
     for name in ("a", "b"):
-        wait_for(lambda n=name: kube.get("Deployment", namespace, n), f"Deployment {name}")
+        wait_for(partial(kube.get, "Deployment", namespace, name), f"Deployment {name}")
         simulate.make_deployment_available(kube, namespace, name)
         wait_phase(kube, namespace, name, "Ready")
     before = status(kube, namespace, "b")

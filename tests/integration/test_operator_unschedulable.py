@@ -69,7 +69,7 @@ def test_a_compile_and_a_replica_no_node_takes_say_why(
     series = f'spyre_operator_unschedulable{{kind="SpyreModel",namespace="{namespace}",name="m"'
     wait_for(lambda: operator.metrics().get(f'{series},role="compile"}}'), "the metric")
     # placed, and started by a node 5 minutes after it was made: the wait is in status
-    made = kube.get("Pod", namespace, pod)["metadata"]["creationTimestamp"]  # type: ignore[index]
+    made = kube.get("Pod", namespace, pod)["metadata"]["creationTimestamp"]
     started = (parse_time(made) + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
     running = {"phase": "Running", "startTime": started, "conditions": []}
     kube.patch("Pod", namespace, pod, {"status": running}, sub="status")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from spyre_devcluster import node_operator
@@ -72,7 +73,7 @@ def pod(name: str, image: str, script: str, **spec: object) -> dict[str, object]
     }
 
 
-def apply(kubectl: Kubectl, *docs: dict[str, object]) -> None:
+def apply(kubectl: Kubectl, *docs: Mapping[str, object]) -> None:
     kubectl(
         "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
     )

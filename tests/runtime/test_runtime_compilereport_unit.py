@@ -114,7 +114,12 @@ def test_a_compile_before_the_warmup_ends_is_refused_with_the_reason(
     }.items():
         monkeypatch.setenv(name, value)
     generated: list[Any] = []
-    guarded = compilereport._guard(lambda *a, **k: generated.append((a, k)) or "code")
+
+    def generate(*a: Any, **k: Any) -> str:
+        generated.append((a, k))
+        return "code"
+
+    guarded = compilereport._guard(generate)
 
     with pytest.raises(compilereport.CompileForbidden, match="would compile a graph"):
         guarded("graph", inputs=[])

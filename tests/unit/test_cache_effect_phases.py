@@ -74,7 +74,7 @@ def test_the_bare_process_sees_the_pods_paths_in_its_volumes_host_folders(
             {"name": "home", "emptyDir": {}},
         ],
     }  # fmt: skip
-    host = cache_effect.HostPaths(None, spec, tmp_path)  # type: ignore[arg-type]  # no claims
+    host = cache_effect.HostPaths(None, spec, tmp_path)  # no claims
     assert host("/models/granite") == "/srv/models/granite"
     assert host("/var/cache/spyre/abc/inductor") == "/srv/cache/abc/inductor"
     assert host("/var/cache/spyre/weights/x") == "/srv/cache/w/x"

@@ -39,7 +39,7 @@ class FakeKube(Kube):
     """Just enough of the API server: versions, generations, 409s, label selectors."""
 
     def __init__(self) -> None:
-        super().__init__(api=None)  # type: ignore[arg-type]
+        super().__init__(api=None)
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.version = 0
         self.refuse: set[str] = set()  # kinds whose writes answer with `refusal`
@@ -212,7 +212,7 @@ def retry(rec: Reconciler, name: str = "micro-granite-cpu") -> None:
     assert rec.queue is not None
     delay = rec.queue.retry_in((rec.kind, NS, name))
     assert delay is not None
-    rec.queue.clock.now += delay  # type: ignore[attr-defined]
+    rec.queue.clock.now += delay
     assert rec.queue.process(block=False)
 
 
@@ -360,7 +360,7 @@ def test_a_transition_is_said_before_its_status_and_again_under_its_name_after_a
                 raise SystemExit("killed")
         return real_patch(kind, namespace, name, patch, **kw)
 
-    kube.patch = crash_on_status  # type: ignore[method-assign]
+    kube.patch = crash_on_status  # type: ignore[method-assign,assignment]
 
     def emit(body: dict[str, Any], event: Event, name: str | None = None) -> None:
         order.append(f"event {event.reason}")
@@ -614,7 +614,7 @@ def test_a_failed_write_is_reported_then_tried_again(kube: FakeKube) -> None:
     assert compiling.is_set()
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
-    assert (status["phase"], degraded["status"], rec.queue.stats["retries"]) == (  # type: ignore[union-attr]
+    assert (status["phase"], degraded["status"], rec.queue.stats["retries"]) == (
         "Downloading",
         "False",
         1,
@@ -857,8 +857,8 @@ def test_a_model_joining_as_the_clean_up_starts_makes_one_of_the_two_writes_fail
     models.reconcile(NS, "late")
     finish_weights(kube)
     clock.now = "2030-01-01T01:00:00Z"
-    cleanup_plan = caches.plan(kube.get(CACHE_KIND, NS, entry), clock.now)  # type: ignore[arg-type]
-    join_plan = models.plan(kube.get("SpyreModel", NS, "late"), clock.now)  # type: ignore[arg-type]
+    cleanup_plan = caches.plan(kube.get(CACHE_KIND, NS, entry), clock.now)
+    join_plan = models.plan(kube.get("SpyreModel", NS, "late"), clock.now)
     (join,) = [a for a in join_plan.actions if a.verb == "add-owner"]
     assert join.obj["metadata"]["resourceVersion"]  # guarded: the key is unused
     (mark,) = [a for a in cleanup_plan.actions if a.verb == "mark"]
@@ -876,8 +876,8 @@ def test_a_model_joining_as_the_clean_up_starts_makes_one_of_the_two_writes_fail
     kube._store(copy.deepcopy(model) | {"metadata": model["metadata"] | {"uid": "uid-late2"}})
     models.reconcile(NS, "late")
     finish_weights(kube)
-    cleanup_plan = caches.plan(kube.get(CACHE_KIND, NS, entry), clock.now)  # type: ignore[arg-type]
-    join_plan = models.plan(kube.get("SpyreModel", NS, "late"), clock.now)  # type: ignore[arg-type]
+    cleanup_plan = caches.plan(kube.get(CACHE_KIND, NS, entry), clock.now)
+    join_plan = models.plan(kube.get("SpyreModel", NS, "late"), clock.now)
     (join,) = [a for a in join_plan.actions if a.verb == "add-owner"]
     execute(kube, next(a for a in cleanup_plan.actions if a.verb == "mark"))
     with pytest.raises(ApiError) as refused:

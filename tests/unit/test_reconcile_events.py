@@ -23,7 +23,7 @@ class Answers(Kube):
     """create() answers with the given failures first, then keeps what it got."""
 
     def __init__(self, *failures: Exception) -> None:
-        super().__init__(api=None)  # type: ignore[arg-type]
+        super().__init__(api=None)
         self.failures = list(failures)
         self.posted: list[dict[str, Any]] = []
         self.attempts = 0
@@ -49,7 +49,8 @@ def poster(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_a_timed_out_or_overloaded_post_is_tried_again(poster: Any) -> None:
-    kube = Answers(urllib3.exceptions.ReadTimeoutError(None, "/", "timed out"), ApiError(503, "x"))
+    timeout = urllib3.exceptions.ReadTimeoutError(None, "/", "timed out")  # type: ignore[arg-type]
+    kube = Answers(timeout, ApiError(503, "x"))
     poster(kube).post(events.event_object(BODY, Event("Normal", "Ready", "up"), WHEN))
     assert (kube.attempts, [o["reason"] for o in kube.posted]) == (3, ["Ready"])
 

@@ -49,7 +49,7 @@ class PodLogs(Kube):
     """The pods of one Job and their logs; `fail` makes every log read raise it."""
 
     def __init__(self, pods: list[dict[str, Any]], log: str) -> None:
-        super().__init__(api=None)  # type: ignore[arg-type]
+        super().__init__(api=None)
         self.pods, self.log = pods, log
         self.fail: Exception | None = None
         self.asked: list[tuple[str, str, str, int, int, float]] = []

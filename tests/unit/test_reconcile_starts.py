@@ -41,7 +41,7 @@ class Logs:
 
 
 def reader(logs: Logs) -> StartReader:
-    return StartReader(logs)  # type: ignore[arg-type]
+    return StartReader(logs)
 
 
 def test_a_pod_is_read_once_and_its_report_says_whether_it_compiled() -> None:

@@ -37,12 +37,12 @@ class Server(Kube):
     watch scripts run out. Records every request's query."""
 
     def __init__(self, lists: list[Any], watches: list[Any], stop: threading.Event) -> None:
-        super().__init__(None)  # type: ignore[arg-type]  # its requests are answered here
+        super().__init__(None)  # its requests are answered here
         self.lists, self.watches, self.stop = lists, watches, stop
         self.queries: list[dict[str, str]] = []
         self.urls: list[str] = []
 
-    def request(self, method: str, url: str, query: dict[str, str]) -> dict[str, Any]:  # type: ignore[override]
+    def request(self, method: str, url: str, query: dict[str, str]) -> dict[str, Any]:
         self.queries.append(query)
         self.urls.append(url)
         if not self.lists:  # a request the test did not expect: end the watch
@@ -162,7 +162,7 @@ def test_wait_synced_returns_false_once_stopped() -> None:
         def request(self, *_: Any, **__: Any) -> dict[str, Any]:
             raise ApiError(403, "Forbidden")
 
-    watches = Watches(Never(None), [Source("Job", Store("jobs"), None)], ["ns"])  # type: ignore[arg-type]
+    watches = Watches(Never(None), [Source("Job", Store("jobs"), None)], ["ns"])
     watches.close()
     assert watches.wait_synced() is False
 
@@ -229,7 +229,7 @@ def test_the_pod_list_of_the_reconciler_is_answered_from_the_store_without_a_req
     pods = Store("pods", by=by)  # indexed by the model's label, or not: the same answers
     for name, ns, model in [("p1", "ns", "m"), ("p2", "ns", "other"), ("p3", "ns2", "m")]:
         pods.event("ADDED", serving_pod(name, ns, model))
-    kube = IndexedKube(api=None, stores={"pods": pods})  # type: ignore[arg-type]  # no request
+    kube = IndexedKube(api=None, stores={"pods": pods})  # no request
 
     def names(selector: str) -> list[str]:
         return sorted(p["metadata"]["name"] for p in kube.list("Pod", "ns", selector))
@@ -259,7 +259,7 @@ def test_a_kind_without_a_complete_store_is_listed_by_the_api_server() -> None:
             return {"items": []}
 
     stores = {"persistentvolumeclaims": Store("pvcs", complete=False), "pods": Store("pods")}
-    kube = Counting(api=None, stores=stores)  # type: ignore[arg-type]
+    kube = Counting(api=None, stores=stores)
     assert kube.list("PersistentVolumeClaim", "ns", "a=b") == []
     assert kube.list("Pod", "ns", "job-name=j") == [] and asked == [  # from the store
         ("/api/v1/namespaces/ns/persistentvolumeclaims", {"labelSelector": "a=b"})
@@ -372,7 +372,7 @@ def test_a_childs_spec_is_kept_packed_and_every_read_brings_it_whole(
     assert read == index_entry("deployments", deployment("b"))[("ns", "b")] | {
         "spec": deployment("b")["spec"]
     }
-    assert read is not None and read["spec"] is not store.get(("ns", "b"))["spec"]  # type: ignore[index]
+    assert read is not None and read["spec"] is not store.get(("ns", "b"))["spec"]
     assert [e["spec"] for e in store.values()] == [deployment(n)["spec"] for n in "ab"]
     assert [e["spec"] for e in store.select("ns", {"model": "a"})] == [deployment("a")["spec"]]
     events = store.replace([deployment("a")])  # b went: delivered with its spec

@@ -236,12 +236,12 @@ def test_a_disruption_budget_keeps_all_but_one_replica_of_two_or_more() -> None:
     selected = build_deployment(model)["spec"]["template"]["metadata"]["labels"]
     assert budget["spec"]["selector"]["matchLabels"].items() <= selected.items()
     # a cluster that serves policy/v1beta1 only (1.20) gets it in that version
-    old = Kube(None, policy="policy/v1beta1")  # type: ignore[arg-type]  # no request made
+    old = Kube(None, policy="policy/v1beta1")  # no request made
     assert old.served(budget)["apiVersion"] == "policy/v1beta1"
     assert old.path("PodDisruptionBudget", "ns", "m") == (
         "/apis/policy/v1beta1/namespaces/ns/poddisruptionbudgets/m"
     )
-    assert Kube(None).served(budget) is budget  # type: ignore[arg-type]
+    assert Kube(None).served(budget) is budget
 
 
 def test_a_user_toleration_for_the_card_resource_is_kept_alone() -> None:

@@ -90,7 +90,7 @@ def test_without_a_secret_the_jobs_pull_anonymously_and_without_a_registry_nothi
 @pytest.mark.parametrize("platform", ["kubernetes", "openshift"])
 def test_the_pull_job_validates_against_kubernetes(platform: str) -> None:
     model = parse(example("micro-granite-cpu"))
-    pull = desired(model, UID, platform, sharing=SHARING).pull  # type: ignore[arg-type]
+    pull = desired(model, UID, platform, sharing=SHARING).pull
     assert pull is not None
     kubernetes_validate.validate(pull, kubernetes_validate.latest_version(), strict=True)
 

@@ -69,7 +69,7 @@ def test_run_refuses_wrong_settings_in_one_line(capsys: pytest.CaptureFixture[st
 
 
 def test_every_setting_has_a_flag_or_is_environment_only_and_says_its_default() -> None:
-    text = build_parser()._subparsers._group_actions[0].choices["run"].format_help()  # type: ignore[union-attr]
+    text = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
     for field in Settings.model_fields:
         assert (settings.flag_name(field) in text) != (field == "malloc_arena_max"), field
     assert "default: 300" in text and "$SPYRE_OPERATOR_RESYNC_SECONDS" in text

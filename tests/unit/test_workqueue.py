@@ -509,7 +509,10 @@ def test_ten_thousand_models_resync_at_under_fifty_requests_per_second_by_defaul
 
 
 def test_the_count_of_a_pass_is_the_size_of_the_indexes() -> None:
-    watched = {"SpyreModel": {("b", "x"): [], ("a", "y"): []}, "SpyreCache": {("a", "z"): []}}
+    watched: dict[str, dict[tuple[str, str], list[object]]] = {
+        "SpyreModel": {("b", "x"): [], ("a", "y"): []},
+        "SpyreCache": {("a", "z"): []},
+    }
     assert watched_count(watched) == 3
 
 
@@ -521,7 +524,7 @@ def test_the_pause_doubles_up_to_five_minutes() -> None:
 
 def queued_reconcilers(q: WorkQueue) -> dict[str, Reconciler]:
     """Both kinds' reconcilers, queuing into `q` (their client is never called here)."""
-    kube = Kube(api=None)  # type: ignore[arg-type]
+    kube = Kube(api=None)
     return {
         kind: Reconciler(kube, lambda *_: None, kind=kind, queue=q) for kind in (KIND, CACHE_KIND)
     }
@@ -629,7 +632,7 @@ def test_a_new_compile_job_without_its_entry_has_its_owners_reconciled_later() -
     owner = {"apiVersion": API_VERSION, "kind": KIND, "name": "a", "uid": "u"}
     labels = {meta.COMPONENT_LABEL: meta.COMPILE}
     annotations = {meta.CACHE_KEY_ANNOTATION: "k" * 64}
-    job = {
+    job: dict[str, Any] = {
         "kind": "Job",
         "metadata": {
             "namespace": "ns",

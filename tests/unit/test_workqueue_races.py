@@ -52,7 +52,7 @@ class KeysOnly:
 
     def __init__(self, clock: Clock) -> None:
         self.queue = WorkQueue(lambda key: None, silent, clock=clock)
-        kube = Kube(api=None)  # type: ignore[arg-type]  # never called: the test runs nothing
+        kube = Kube(api=None)  # never called: the test runs nothing
         self.reconciler = Reconciler(kube, lambda *_: None, queue=self.queue)
 
     def event(self, key: Key, version: str) -> None:
