@@ -12,8 +12,9 @@ template, alternating two kinds, `--runs` of each:
   bare       the same serve command, env and cache as `cached`, run as a plain process on
              the node (the host) from the CPU runtime venv the image was made from
              (scripts/runtime-env) with this checkout's spyre_runtime: the pod's paths
-             mapped to the host folders of its volumes, no container, no probe (Ready is
-             its first /health answer): the physical limit of a cached pod's start.
+             mapped to the host folders of its volumes (TMPDIR its /tmp's), no
+             container, no probe (Ready is its first /health answer): the physical
+             limit of a cached pod's start.
 For each: create -> Ready (the pod's readiness probe) and create -> first completion
 (asked at the pod's IP), and where the start-up went: the phases between milestones of
 its own log (`kubectl logs --timestamps`; the bare process's lines stamped as read; see
@@ -215,6 +216,9 @@ def time_bare(cluster: Kubectl, template: dict[str, Any], venv: Path, scratch: P
         "MASTER_PORT": str(free_port()),
         "SPYRE_SERVING_TERMINATION_LOG": str(scratch / "termination-log"),
         "PYTHONUNBUFFERED": "1",
+        # the pod's temporary directory is its /tmp mount (an emptyDir): so is the bare
+        # process's, not the host's /tmp with what earlier runs left there
+        "TMPDIR": host("/tmp"),
         # this checkout's spyre_runtime, as in the image (the venv's editable install
         # points at whichever checkout ran scripts/runtime-env last)
         "PYTHONPATH": str(REPO / "image" / "src"),

@@ -111,6 +111,32 @@ def test_serve_gives_inductor_its_own_copy_of_the_keys_cache(
     assert exec_env.get(REQUIRE_CACHED_ENV) == ("1" if require else None)
 
 
+@pytest.mark.parametrize("given", [None, "1"])
+def test_the_job_and_serving_pods_agree_on_inductors_precompiled_header(
+    env: dict[str, str],
+    execs: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    given: str | None,
+) -> None:
+    """Off unless the pod's env says (the setting is in inductor's cache keys, so both
+    kinds of pod get the same): a serving pod's cache hit then builds no header."""
+    name = "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"
+    if given is not None:
+        monkeypatch.setenv(name, given)
+    seen: dict[str, str] = {}
+
+    def fake_warmup(cfg: Any, child_env: dict[str, str], progress: Any) -> dict[str, Any]:
+        seen.update(child_env)
+        return {"ok": True, "catalogData": {"MODEL_NAME": "/m"}, "timings": {}}
+
+    monkeypatch.setattr(precompile, "_run_warmup", fake_warmup)
+    assert cli.main(["precompile", str(tmp_path)]) == 0
+    with pytest.raises(Exec):
+        cli.main(["serve", "/m"])
+    assert seen[name] == execs[0][1][name] == (given or "0")
+
+
 @pytest.mark.parametrize("change", ["removed", "truncated"])
 def test_serve_refuses_a_cache_whose_inductor_files_changed_since_the_compile(
     env: dict[str, str], execs: list[Any], monkeypatch: pytest.MonkeyPatch, change: str

@@ -26,6 +26,7 @@ from .contract import (
     TORCH_SENDNN_CACHE_DIR,
     TORCH_SENDNN_CACHE_ENABLE,
     TORCHINDUCTOR_CACHE_DIR,
+    TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS,
     VLLM_PLUGINS,
     Flavour,
 )
@@ -106,9 +107,21 @@ class RuntimeConfig:
         return {TORCH_SENDNN_CACHE_ENABLE: "1", **{k: str(v) for k, v in expected.items()}}
 
     def vllm_env(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """The environment vLLM runs with: the pod's, the cache variables for this key, and
-        VLLM_PLUGINS with the runtime's compile report (compilereport.py) added."""
-        env = {**environ, **self.cache_env(environ)}
+        """The environment vLLM runs with: the pod's, the cache variables for this key,
+        inductor's precompiled header off unless the pod's env says, and VLLM_PLUGINS with
+        the runtime's compile report (compilereport.py) added.
+
+        inductor builds its precompiled header (150 MB, seconds of g++) in the temporary
+        directory, an emptyDir in a pod, before it looks for a kernel in its cache: every
+        serving pod built it again on a cache hit and never used it. Off, a hit runs no
+        compiler at all. The setting is part of inductor's cache keys, so the compile Job
+        (which then compiles each kernel without it) and the serving pods must agree.
+        """
+        env = {
+            TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS: "0",
+            **environ,
+            **self.cache_env(environ),
+        }
         plugins = with_plugin(environ.get(VLLM_PLUGINS))
         if plugins is not None:
             env[VLLM_PLUGINS] = plugins

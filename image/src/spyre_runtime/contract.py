@@ -37,6 +37,9 @@ TORCH_SENDNN_CACHE_DIR: Final = "TORCH_SENDNN_CACHE_DIR"
 # here (backend inductor: <root>/<cacheKey>/<INDUCTOR_CACHE_SUBDIR>, filled by the Job).
 TORCHINDUCTOR_CACHE_DIR: Final = "TORCHINDUCTOR_CACHE_DIR"
 INDUCTOR_CACHE_SUBDIR: Final = "inductor"
+# inductor's precompiled C++ header (config.cpp_cache_precompile_headers): off in the Job
+# and the serving pods alike, as it is part of inductor's cache keys (config.vllm_env).
+TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS: Final = "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"
 # The flavour's plugin; the runtime adds its own (compilereport.py).
 VLLM_PLUGINS: Final = "VLLM_PLUGINS"
 # The plugin's gloo init.
