@@ -135,6 +135,36 @@ def test_the_job_and_serving_pods_agree_on_inductors_precompiled_header(
     with pytest.raises(Exec):
         cli.main(["serve", "/m"])
     assert seen[name] == execs[0][1][name] == (given or "0")
+    record = json.loads((Path(env["TORCH_SENDNN_CACHE_DIR"]) / READY_NAME).read_text())
+    assert record["compilerEnv"] == {name: given or "0"}
+
+
+@pytest.mark.parametrize(("recorded", "given", "runs_with"), [
+    (None, None, None),  # compiled before the setting: inductor's default, as it was then
+    (None, "0", "0"),  # the pod's env wins
+    ({"TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0"}, None, "0"),
+    ({"TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "1"}, None, "1"),
+])  # fmt: skip
+def test_a_serving_pod_compiles_with_the_settings_its_key_was_compiled_with(
+    env: dict[str, str],
+    execs: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    recorded: dict[str, str] | None,
+    given: str | None,
+    runs_with: str | None,
+) -> None:
+    """A key compiled before the header was turned off keeps loading (a new default must
+    not turn every existing key into misses, or refusals under requirePrecompiled)."""
+    name = "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"
+    if given is not None:
+        monkeypatch.setenv(name, given)
+    cache_dir = ready_cache(env)
+    if recorded is not None:
+        record = json.loads((cache_dir / READY_NAME).read_text())
+        write_ready(cache_dir, {**record, "compilerEnv": recorded})
+    with pytest.raises(Exec):
+        cli.main(["serve", "/m"])
+    assert execs[0][1].get(name) == runs_with
 
 
 @pytest.mark.parametrize("change", ["removed", "truncated"])

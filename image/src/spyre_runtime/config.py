@@ -15,6 +15,8 @@ from typing import Any
 
 from .compilereport import with_plugin
 from .contract import (
+    COMPILER_ENV,
+    COMPILER_ENV_FIELD,
     DEFAULT_TERMINATION_LOG,
     FLAVOURS,
     INDUCTOR_CACHE_SUBDIR,
@@ -115,7 +117,8 @@ class RuntimeConfig:
         directory, an emptyDir in a pod, before it looks for a kernel in its cache: every
         serving pod built it again on a cache hit and never used it. Off, a hit runs no
         compiler at all. The setting is part of inductor's cache keys, so the compile Job
-        (which then compiles each kernel without it) and the serving pods must agree.
+        (which then compiles each kernel without it) and the serving pods must agree: a
+        serving pod takes it from the key's READY record (`as_compiled`).
         """
         env = {
             TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS: "0",
@@ -126,6 +129,27 @@ class RuntimeConfig:
         if plugins is not None:
             env[VLLM_PLUGINS] = plugins
         return env
+
+
+def as_compiled(
+    env: Mapping[str, str], record: Mapping[str, Any] | None, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """`env` with the compiler settings (COMPILER_ENV) the key's compile ran with, from its
+    READY record, so that a serving pod's cache lookups match what the compile stored; the
+    pod's own env wins. A record without them is a compile from before they were set: it
+    ran with inductor's defaults, and so does the pod (no recompile of existing keys)."""
+    out = dict(env)
+    if record is None:
+        return out
+    said = record.get(COMPILER_ENV_FIELD) or {}
+    for name in COMPILER_ENV:
+        if name in environ:
+            continue
+        if name in said:
+            out[name] = str(said[name])
+        else:
+            out.pop(name, None)
+    return out
 
 
 def model_argument(args: Sequence[str]) -> str | None:

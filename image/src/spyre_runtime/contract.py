@@ -40,6 +40,11 @@ INDUCTOR_CACHE_SUBDIR: Final = "inductor"
 # inductor's precompiled C++ header (config.cpp_cache_precompile_headers): off in the Job
 # and the serving pods alike, as it is part of inductor's cache keys (config.vllm_env).
 TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS: Final = "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"
+# The READY record's copy of the settings above the compile ran with: a serving pod takes
+# them from there, so a key compiled before a default changed keeps loading (no field:
+# compiled with inductor's own defaults).
+COMPILER_ENV_FIELD: Final = "compilerEnv"
+COMPILER_ENV: Final = (TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS,)
 # The flavour's plugin; the runtime adds its own (compilereport.py).
 VLLM_PLUGINS: Final = "VLLM_PLUGINS"
 # The plugin's gloo init.

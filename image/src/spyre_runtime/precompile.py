@@ -23,6 +23,8 @@ from . import __version__
 from .catalog import upsert_catalog_entry, write_ready
 from .config import ContractError, RuntimeConfig
 from .contract import (
+    COMPILER_ENV,
+    COMPILER_ENV_FIELD,
     HEARTBEAT_SECONDS,
     INDUCTOR_CACHE_SUBDIR,
     INDUCTOR_FILES,
@@ -148,6 +150,7 @@ def precompile(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
             "config": cfg.compile_config,
             "flavour": cfg.flavour.name,
             "catalogEntry": entry,
+            COMPILER_ENV_FIELD: {name: env[name] for name in COMPILER_ENV if name in env},
             INDUCTOR_FILES: manifest(cache_dir / INDUCTOR_CACHE_SUBDIR),
             "versions": found,
             "timings": {

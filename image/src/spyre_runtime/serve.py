@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from .catalog import CacheState, check_cache
 from .compilereport import REQUIRE_CACHED_ENV
-from .config import RuntimeConfig
+from .config import RuntimeConfig, as_compiled
 from .contract import CACHE_NOT_READY, TORCHINDUCTOR_CACHE_DIR
 from .enginefork import start_method_env
 from .inductorcopy import private_copy
@@ -44,6 +44,7 @@ def serve(cfg: RuntimeConfig, environ: Mapping[str, str]) -> int:
     """Exec vLLM; returns an exit code only when refusing to start."""
     env = cfg.vllm_env(environ) | start_method_env(cfg.flavour, environ)
     state = check_cache(cfg)
+    env = as_compiled(env, state.marker if state.ready else None, environ)
     if state.ready:
         log.info("%s", state.summary)
     elif cfg.require_precompiled:
