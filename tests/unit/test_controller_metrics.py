@@ -36,7 +36,7 @@ def queued(key: str) -> dict[str, Any]:
 def samples(metrics: Metrics) -> dict[str, float]:
     """The cache families' samples; each series once (Prometheus refuses a scrape with a
     series twice)."""
-    text = exposition(Counter(), metrics, {}, {}, 0, {})
+    text = "\n".join(exposition(Counter(), metrics, {}, {}, 0, {}))
     ours = ("spyre_operator_cache_key_bytes", "spyre_operator_compile_queue")
     lines = [line for line in text.splitlines() if line.startswith(ours)]
     series = [line.rpartition(" ")[0] for line in lines]
