@@ -1,16 +1,19 @@
 """The cache families of the operator's metrics, from the statuses as written: each
 compiled key's bytes once per volume (an inventory entry and a user's SpyreCache of one
-key report the same compile), and the keys queued for a compile, by namespace."""
+key report the same compile), and the keys queued for a compile, by namespace; and a
+scrape's body, written CHUNK lines at a time."""
 
 from __future__ import annotations
 
+import socket
+import urllib.request
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from spyre_operator.api.names import CACHE_KIND, KIND
-from spyre_operator.controller.metrics import Metrics, exposition, parse
+from spyre_operator.controller.metrics import CHUNK, Metrics, exposition, parse, serve
 
 pytestmark = pytest.mark.unit
 
@@ -36,7 +39,7 @@ def queued(key: str) -> dict[str, Any]:
 def samples(metrics: Metrics) -> dict[str, float]:
     """The cache families' samples; each series once (Prometheus refuses a scrape with a
     series twice)."""
-    text = exposition(Counter(), metrics, {}, {}, 0, {})
+    text = "\n".join(exposition(Counter(), metrics, {}, {}, 0, {}))
     ours = ("spyre_operator_cache_key_bytes", "spyre_operator_compile_queue")
     lines = [line for line in text.splitlines() if line.startswith(ours)]
     series = [line.rpartition(" ")[0] for line in lines]
@@ -75,3 +78,24 @@ def test_the_queue_counts_keys_not_the_objects_waiting_for_them() -> None:
     metrics.status(KIND, ("a", "one"), compiled(KEY, 1))
     metrics.forget(KIND, ("a", "two"))
     assert samples(metrics)['spyre_operator_compile_queue_keys{namespace="a"}'] == 1
+
+
+def test_a_scrape_longer_than_a_chunk_is_the_whole_exposition() -> None:
+    """The body is written as the lines come and ended by closing the connection: every
+    line arrives once, in order, across the chunks' seams."""
+    metrics = Metrics()
+    for i in range(2 * CHUNK):  # a model_phase line each: the text spans several chunks
+        metrics.status(KIND, ("ns", f"m{i:05d}"), {"phase": "Compiling"})
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = serve(lambda: exposition(Counter(), metrics, {}, {}, 0, {}), port)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            body = response.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert body == "\n".join(exposition(Counter(), metrics, {}, {}, 0, {})) + "\n"
+    phases = [line for line in body.splitlines() if line.startswith("spyre_operator_model_phase{")]
+    assert len(phases) == 2 * CHUNK and len(body.splitlines()) > 2 * CHUNK

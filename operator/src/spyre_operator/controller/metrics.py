@@ -5,10 +5,11 @@ Prometheus knows counters from gauges)."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,6 +23,7 @@ from spyre_operator.render.cachekey import short_key
 log = logging.getLogger(__name__)
 
 PREFIX = "spyre_operator"
+CHUNK = 1000  # lines of the exposition per write of a scrape (~100 KB)
 # A reconcile is a few API reads and maybe a write; a compile takes minutes to hours.
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 COMPILE_BUCKETS = (60.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 10800.0)
@@ -191,18 +193,22 @@ class Metrics:
         with self._lock:
             samples = [f'{name}{{result="{r}"}} {self.pulls[r]}' for r in ("hit", "miss")]
             durations = self.pull.lines(f"{PREFIX}_pull_duration_seconds")
-        return _family(
-            name,
-            "counter",
-            "Keys a cache registry was asked for: hit (pulled, no compile) or miss (compiled "
-            "after all: not there, refused or unreachable; status.cache.notPulled says which).",
-            samples,
-        ) + _family(
-            f"{PREFIX}_pull_duration_seconds",
-            "histogram",
-            "Time of a successful pull Job, as its pod reported it (each pull Job once).",
-            durations,
-        )
+        return [
+            *_family(
+                name,
+                "counter",
+                "Keys a cache registry was asked for: hit (pulled, no compile) or miss (compiled "
+                "after all: not there, refused or unreachable; status.cache.notPulled says "
+                "which).",
+                samples,
+            ),
+            *_family(
+                f"{PREFIX}_pull_duration_seconds",
+                "histogram",
+                "Time of a successful pull Job, as its pod reported it (each pull Job once).",
+                durations,
+            ),
+        ]
 
 
 def waiting_role(status: dict[str, Any]) -> str | None:
@@ -216,11 +222,13 @@ def waiting_role(status: dict[str, Any]) -> str | None:
     return "weights" if status.get("phase") == "Downloading" else "compile"
 
 
-def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
-    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
+def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> Iterator[str]:
+    yield f"# HELP {name} {help_text}"
+    yield f"# TYPE {name} {kind}"
+    yield from samples
 
 
-def _by_kind(name: str, help_text: str, counts: dict[str, int]) -> list[str]:
+def _by_kind(name: str, help_text: str, counts: dict[str, int]) -> Iterator[str]:
     """A counter family with one sample per kind."""
     samples = [f'{name}{{kind="{k}"}} {n}' for k, n in sorted(counts.items())]
     return _family(name, "counter", help_text, samples)
@@ -238,8 +246,10 @@ def exposition(
     reads: int,
     received: dict[str, int],
     last_pass: tuple[int, float] | None = None,
-) -> str:
-    """The text exposition of everything the operator counts."""
+) -> Iterator[str]:
+    """The text exposition of everything the operator counts, line by line (`serve`
+    writes it as it comes: at 10,000 SpyreModels their three families are 30,000 lines,
+    which as one text, its list of lines and its bytes held ~12 MB at each scrape)."""
     p = PREFIX
     errors, phases, reconcile, compile_, unschedulable, from_cache = metrics.snapshot()
     by_phase = Counter(phases.values())
@@ -256,10 +266,9 @@ def exposition(
         ("api_reads_total", "Reads (GET, LIST) of the reconciles; the watches not counted.", reads),
         ("resync_passes_total", "Resync passes completed.", stats["resync_passes"]),
     ]
-    lines: list[str] = []
     for name, help_text, value in counters:
-        lines += _family(f"{p}_{name}", "counter", help_text, [f"{p}_{name} {value}"])
-    lines += _family(
+        yield from _family(f"{p}_{name}", "counter", help_text, [f"{p}_{name} {value}"])
+    yield from _family(
         f"{p}_reconcile_errors_total",
         "counter",
         "Reconciles that failed, by reason (the API status code or the error's type).",
@@ -272,86 +281,86 @@ def exposition(
     for request, count in sorted(writes.items()):
         verb, kind = request.split(" ", 1)
         requests.append(f'{p}_api_requests_total{{verb="{verb}",kind="{kind}"}} {count}')
-    lines += _family(f"{p}_api_requests_total", "counter", "Writes by verb and kind.", requests)
-    lines += _by_kind(
+    yield from _family(f"{p}_api_requests_total", "counter", "Writes by verb and kind.", requests)
+    yield from _by_kind(
         f"{p}_dry_runs_total",
         "Children dry-run (dryRun=All) before a download or compile starts, by kind.",
         dry_runs,
     )
-    lines += _by_kind(
+    yield from _by_kind(
         f"{p}_watch_events_total",
         "Objects the watches of the children received (listed or in an event), by kind.",
         received,
     )
-    lines += _family(
+    yield from _family(
         f"{p}_reconcile_duration_seconds", "histogram", "Time of one reconcile.", reconcile
     )
-    lines += _family(
+    yield from _family(
         f"{p}_compile_duration_seconds",
         "histogram",
         "Time of a successful compile, as its pod reported it (each compile Job once).",
         compile_,
     )
-    lines += metrics.pull_lines()
-    lines += _family(
+    yield from metrics.pull_lines()
+    yield from _family(
         f"{p}_models",
         "gauge",
         "SpyreModels by phase.",
         [f'{p}_models{{phase="{_label(k)}"}} {n}' for k, n in sorted(by_phase.items())],
     )
-    lines += _family(
+    yield from _family(
         f"{p}_model_phase",
         "gauge",
         "1 for the phase each SpyreModel is in.",
-        [
+        (
             f'{p}_model_phase{{namespace="{_label(ns)}",name="{_label(name)}",'
             f'phase="{_label(phase)}"}} 1'
             for (ns, name), phase in sorted(phases.items())
-        ],
+        ),
     )
-    lines += _family(
+    yield from _family(
         f"{p}_model_replicas_from_cache",
         "gauge",
         "Each SpyreModel's ready serving pods whose start-up compiled nothing (every graph "
         "from the cache; beside model_ready_replicas).",
-        [
+        (
             f'{p}_model_replicas_from_cache{{namespace="{_label(ns)}",name="{_label(name)}"}} {n}'
             for (ns, name), (_, n) in sorted(from_cache.items())
-        ],
+        ),
     )
-    lines += _family(
+    yield from _family(
         f"{p}_model_ready_replicas",
         "gauge",
         "Each SpyreModel's ready serving pods.",
-        [
+        (
             f'{p}_model_ready_replicas{{namespace="{_label(ns)}",name="{_label(name)}"}} {n}'
             for (ns, name), (n, _) in sorted(from_cache.items())
-        ],
+        ),
     )
-    lines += _family(
+    yield from _family(
         f"{p}_unschedulable",
         "gauge",
         "1 for each SpyreModel and SpyreCache with a pod no node takes (no node with the "
         "cards, CPU or memory it asks for, ...), by whose pod: weights, compile or serve.",
-        [
+        (
             f'{p}_unschedulable{{kind="{kind}",namespace="{_label(ns)}",name="{_label(name)}",'
             f'role="{role}"}} 1'
             for (kind, ns, name), role in sorted(unschedulable.items())
-        ],
+        ),
     )
     key_bytes, queued = metrics.cache_snapshot()
-    lines += _family(
+    yield from _family(
         f"{p}_cache_key_bytes",
         "gauge",
         "Bytes each compiled cache key holds on its cache volume (claim), as its compile "
         "reported them in the SpyreCaches' status; each key once.",
-        [
+        (
             f'{p}_cache_key_bytes{{namespace="{_label(ns)}",claim="{_label(claim)}",'
             f'key="{key}"}} {size}'
             for (ns, claim, key), size in sorted(key_bytes.items())
-        ],
+        ),
     )
-    lines += _family(
+    yield from _family(
         f"{p}_compile_queue_keys",
         "gauge",
         "Cache keys whose compile waits for a free slot (CacheReady reason Queued), by "
@@ -360,25 +369,24 @@ def exposition(
     )
     if last_pass is not None:  # a pass longer than --resync-seconds delays the next one
         objects, seconds = last_pass
-        lines += _family(
+        yield from _family(
             f"{p}_resync_pass_seconds",
             "gauge",
             "The last resync pass, from its start to its last object queued.",
             [f"{p}_resync_pass_seconds {seconds:.3f}"],
         )
-        lines += _family(
+        yield from _family(
             f"{p}_resync_pass_objects",
             "gauge",
             "SpyreModels and SpyreCaches the last resync pass queued.",
             [f"{p}_resync_pass_objects {objects}"],
         )
-    lines += _family(
+    yield from _family(
         f"{p}_build_info",
         "gauge",
         "The operator's version.",
         [f'{p}_build_info{{version="{__version__}"}} 1'],
     )
-    return "\n".join(lines) + "\n"
 
 
 def parse(text: str) -> dict[str, float]:
@@ -391,17 +399,19 @@ def parse(text: str) -> dict[str, float]:
     return out
 
 
-def serve(text: Callable[[], str], port: int) -> ThreadingHTTPServer:
-    """GET any path -> text() (the exposition), on 0.0.0.0:port, from a thread."""
+def serve(lines: Callable[[], Iterable[str]], port: int) -> ThreadingHTTPServer:
+    """GET any path -> lines() (the exposition), on 0.0.0.0:port, from a thread: written
+    CHUNK lines at a time as they come, the body ended by closing the connection (HTTP/1.0,
+    no Content-Length), so a scrape never holds the whole text."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            data = text().encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            remaining = iter(lines())
+            while chunk := list(itertools.islice(remaining, CHUNK)):
+                self.wfile.write(("\n".join(chunk) + "\n").encode())
 
         def log_message(self, format: str, *args: Any) -> None:
             """Scrapes are not worth a log line."""

@@ -9,7 +9,7 @@ The settings come from controller/settings.py: `run`'s flags, or the environment
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import kopf
@@ -122,7 +122,7 @@ def configure(
     port = config.metrics_port
     if port:
         metrics.serve(
-            lambda: metrics_text(memo.reconcilers.values(), memo.queue, memo.watches, memo.resync),
+            lambda: metrics_lines(memo.reconcilers.values(), memo.queue, memo.watches, memo.resync),
             port,
         )
     memo.watches.wait_synced()
@@ -183,10 +183,11 @@ class NoDiffBase(kopf.DiffBaseStorage):
         """Nothing to remember."""
 
 
-def metrics_text(
+def metrics_lines(
     reconcilers: Iterable[Reconciler], queue: WorkQueue, watches: Watches, resync: Resync
-) -> str:
-    """Both reconcilers' counters added up (their client and Metrics are shared)."""
+) -> Iterator[str]:
+    """Both reconcilers' counters added up (their client and Metrics are shared), the
+    exposition's lines."""
     reconcilers = list(reconcilers)
     stats = sum((r.stats for r in reconcilers), queue.stats.copy())
     stats["resync_passes"] = resync.passes
