@@ -498,10 +498,10 @@ def scale(bench: Bench, models: int, others: int, burst: int, resync: float) -> 
     print(f"  the API server's reads meanwhile (all clients): {server_reads}")
     last = bench.metrics()
     if delta.get("spyre_operator_resync_passes_total"):
-        objects, took = (last[f"spyre_operator_resync_pass_{k}"] for k in ("objects", "seconds"))
+        queued, took = (last[f"spyre_operator_resync_pass_{k}"] for k in ("objects", "seconds"))
         print(
-            f"  the last full pass: {objects:.0f} objects queued over {took:.0f} s of its "
-            f"{seconds:g} s period ({objects / took:.0f}/s)"
+            f"  the last full pass: {queued:.0f} objects queued over {took:.0f} s of its "
+            f"{seconds:g} s period ({queued / took:.0f}/s)"
         )
     else:
         print(f"  no resync pass ended in the {seconds:g} s window (a pass overran it)")
