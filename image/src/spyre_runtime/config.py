@@ -28,7 +28,6 @@ from .contract import (
     TORCH_SENDNN_CACHE_DIR,
     TORCH_SENDNN_CACHE_ENABLE,
     TORCHINDUCTOR_CACHE_DIR,
-    TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS,
     VLLM_PLUGINS,
     Flavour,
 )
@@ -120,11 +119,7 @@ class RuntimeConfig:
         (which then compiles each kernel without it) and the serving pods must agree: a
         serving pod takes it from the key's READY record (`as_compiled`).
         """
-        env = {
-            TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS: "0",
-            **environ,
-            **self.cache_env(environ),
-        }
+        env = {**COMPILER_ENV, **environ, **self.cache_env(environ)}
         plugins = with_plugin(environ.get(VLLM_PLUGINS))
         if plugins is not None:
             env[VLLM_PLUGINS] = plugins

@@ -44,7 +44,7 @@ TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS: Final = "TORCHINDUCTOR_CPP_CACHE_PRE
 # them from there, so a key compiled before a default changed keeps loading (no field:
 # compiled with inductor's own defaults).
 COMPILER_ENV_FIELD: Final = "compilerEnv"
-COMPILER_ENV: Final = (TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS,)
+COMPILER_ENV: Final = {TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS: "0"}  # -> the runtime's value
 # The flavour's plugin; the runtime adds its own (compilereport.py).
 VLLM_PLUGINS: Final = "VLLM_PLUGINS"
 # The plugin's gloo init.

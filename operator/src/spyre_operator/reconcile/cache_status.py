@@ -189,6 +189,7 @@ def cache_condition(
     spec = model.spec
     weights = obs.weights
     waiting, stuck = waiting_pod(obs, key), stuck_pod(obs, key)
+    unused = not_used(cache.not_pulled if cache is not None else None)
     if cache_ready:
         assert key is not None and cache is not None
         took = f" in {cache.seconds:.0f}s" if cache.seconds is not None else ""
@@ -240,7 +241,7 @@ def cache_condition(
             "False",
             "Queued",
             f"the compile of cache {short_key(key)} waits for a free slot: {queued.message}"
-            + not_used(cache.not_pulled if cache is not None else None),
+            + unused,
         )
     else:
         assert key is not None
@@ -252,7 +253,7 @@ def cache_condition(
             f"Job {meta.compile_job_name(key)} is compiling cache {short_key(key)}"
             + (f": {progress_message(progress)}" if progress is not None else "")
             + (waited(cache) if cache is not None else "")
-            + not_used(cache.not_pulled if cache is not None else None),
+            + unused,
         )
     return cache_cond
 
