@@ -96,7 +96,12 @@ class Cluster:
             self.dump()
             raise
 
-    def ready(self, name: str = FIRST, replicas: int = 1) -> dict[str, Any]:
+    def ready(self, name: str = FIRST, replicas: int | None = None) -> dict[str, Any]:
+        """The model's status once Ready on its target key with `replicas` ready (default:
+        as many as its spec asks for now, whatever the stories before left it at)."""
+        if replicas is None:
+            replicas = self.get(f"spyremodel/{name}")["spec"].get("replicas", 1)
+
         def probe() -> dict[str, Any] | None:
             s = self.status(name)
             done = s.get("phase") == "Ready" and s.get("readyReplicas") == replicas
@@ -418,19 +423,20 @@ def conditions(obj: dict[str, Any]) -> set[tuple[str, str]]:
 
 def test_a_killed_serving_pod_comes_back_from_the_cache(cluster: Cluster) -> None:
     jobs = cluster.jobs()
-    pods = cluster.pods()
-    replicas = len(pods)  # two after the autoscaler's story; one if that story failed
-    victim = pods[0]["metadata"]["name"]
-    cluster.kubectl("delete", "pod", victim, "--wait=false")
-    cluster.wait(
-        f"a new pod in place of the deleted one, and {replicas} ready replicas",
-        lambda: (
-            victim not in {p["metadata"]["name"] for p in cluster.pods()}
-            and cluster.status().get("readyReplicas") == replicas
-        ),
+    before = {p["metadata"]["name"] for p in cluster.pods()}
+    cluster.kubectl("delete", "pod", min(before), "--wait=false")
+    (name,) = cluster.wait(
+        "a new pod in place of the deleted one",
+        lambda: {p["metadata"]["name"] for p in cluster.pods()} - before,
     )
-    cluster.ready(replicas=replicas)
-    newcomer = max(cluster.pods(), key=lambda p: p["metadata"]["creationTimestamp"])
+
+    def newcomer_ready() -> dict[str, Any] | None:
+        pod: dict[str, Any] = cluster.get(f"pod/{name}")
+        statuses = pod["status"].get("containerStatuses") or []
+        return pod if statuses and all(c["ready"] for c in statuses) else None
+
+    newcomer = cluster.wait(f"{name} Ready", newcomer_ready)
+    cluster.ready()
     assert_started_from_cache(cluster, newcomer)
     assert cluster.answer(*pod_address(newcomer))
     assert cluster.jobs() == jobs
