@@ -9,6 +9,7 @@ Shared by the node tests and `scripts/demo`.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.request
@@ -120,9 +121,13 @@ def make_tiny_model(folder: Path) -> Path:
     in folder/granite, readable by the serving pod's non-root user; returns folder (the
     hostPath to mount)."""
     runtime = recipes.runtime_venv(FLAVOUR) / "bin" / "spyre-runtime"
+    # this checkout's spyre_runtime: the venv's editable install points at whichever
+    # checkout ran scripts/runtime-env last, which may be gone since
+    source = {"PYTHONPATH": str(recipes.checkout() / "image" / "src")}
     result = subprocess.run(
-        [str(runtime), "tiny-models", str(folder)], capture_output=True, text=True, check=False
-    )
+        [str(runtime), "tiny-models", str(folder)],
+        capture_output=True, text=True, check=False, env=os.environ | source,
+    )  # fmt: skip
     if result.returncode != 0:
         raise NodeError(f"making the tiny model failed: {result.stderr.strip()[-2000:]}")
     folder.chmod(0o755)  # the hostPath itself: a test's tmp folder is 0700
