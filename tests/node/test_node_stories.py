@@ -51,6 +51,8 @@ WAIT = 1500  # a compile plus a serving start, on a loaded 2-core machine
 FIRST = "story"
 COMPILE = "app.kubernetes.io/component=compile"
 OPERATOR = "app.kubernetes.io/name=spyre-operator"
+# the steps `spyre-runtime precompile` logs (precompile.py, warmup.py), in order
+STEPS = ("warmup", "config", "engine", "requests", "shutdown", "catalog", "ready", "publish")
 HPA = "horizontalpodautoscalers.v2beta2.autoscaling"
 PULL_FAILED = (
     "ErrImagePull",
@@ -179,7 +181,7 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     print("progress while compiling:", *seen, sep="\n  ")
     assert seen, "no progress while compiling"
     for progress in seen:
-        assert progress["step"] in ("warmup", "config", "engine", "shutdown", "catalog", "ready")
+        assert progress["step"] in STEPS
         assert progress["pod"].startswith("spyre-compile-")
     assert [p["elapsedSeconds"] for p in seen] == sorted(p["elapsedSeconds"] for p in seen)
     status = cluster.ready()
