@@ -548,8 +548,15 @@ def test_the_operator_killed_during_a_compile_resumes_the_same_job(cluster: Clus
     compile_pods = cluster.get("pods", "-l", f"job-name={job}")["items"]
     assert len(compile_pods) == 1, [p["metadata"]["name"] for p in compile_pods]
     assert status["cache"]["jobName"] == job and status["cache"]["ok"] is True
-    restarted = system.get("pods", "-l", OPERATOR)["items"]
-    assert operator["metadata"]["name"] not in {p["metadata"]["name"] for p in restarted}
+    # and the killed pod really went (it is listed until it has stopped)
+    killed = operator["metadata"]["name"]
+    cluster.wait(
+        f"{killed} gone",
+        lambda: (
+            killed
+            not in {p["metadata"]["name"] for p in system.get("pods", "-l", OPERATOR)["items"]}
+        ),
+    )
 
 
 def test_deleting_a_model_removes_its_children_and_keeps_the_cache(cluster: Cluster) -> None:
