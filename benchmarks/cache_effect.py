@@ -308,7 +308,7 @@ def measure(node: Node, folder: Path, runs: int, backend: str, logs: Path | None
     core = client.CoreV1Api(config.new_client_from_config(str(node.kubeconfig)))
     node_operator.push_images(node, print)
     node_operator.install_chart(node)
-    node_operator.add_pull_secret(node, "default")
+    node_operator.add_pull_secret(node, NAMESPACE)
     models = node_operator.make_tiny_model(folder / "models")
     model = node_operator.tiny_model(models)
     model["spec"]["backend"] = backend
