@@ -62,11 +62,11 @@ from spyre_devcluster.controlplane import ControlPlane, free_port
 from spyre_devcluster.operator_process import OperatorProcess
 from spyre_operator.api.validation import parse
 from spyre_operator.controller import metrics
-from spyre_operator.controller.settings import Settings
 from spyre_operator.kube.client import KINDS, ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
 from spyre_operator.render.meta import compile_job_name
+from spyre_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "micro-granite-cpu.yaml"

@@ -14,13 +14,13 @@ import pytest
 import yaml
 from chartlib import CHART, RELEASE, Kubectl, find, helm, render, set_args, template
 
+from spyre_operator import settings
 from spyre_operator.api.runtimes import IMAGE_REPOSITORY
 from spyre_operator.api.validation import parse
 from spyre_operator.cli import build_parser
-from spyre_operator.controller import settings
-from spyre_operator.controller.settings import Settings
 from spyre_operator.render.children import build_deployment, build_service
 from spyre_operator.render.yamlio import load_documents
+from spyre_operator.settings import Settings
 
 pytestmark = pytest.mark.chart
 

@@ -11,8 +11,8 @@ import pytest
 from apilib import example, merge
 
 from spyre_operator.api.names import CACHE_KIND
+from spyre_operator.api.runtimes import Platform
 from spyre_operator.api.validation import parse, validate
-from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile.cache_status import duration, pending_seconds
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import (
@@ -21,14 +21,15 @@ from spyre_operator.reconcile.decide import (
     decide_invalid,
 )
 from spyre_operator.reconcile.drift import differs, needs_apply
-from spyre_operator.reconcile.observe import Observed, deployment_view, job_view
+from spyre_operator.reconcile.observe import Observed
 from spyre_operator.reconcile.pods import pod_issues, unschedulable
 from spyre_operator.reconcile.progress import Reading
+from spyre_operator.reconcile.views import deployment_view, job_view
 from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
-from spyre_operator.render.pod import Platform
 from spyre_operator.render.weights_job import weights_job_name
+from spyre_operator.settings import Settings
 from spyre_runtime.contract import Step
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,6 @@ from apilib import example
 
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import validate
-from spyre_operator.controller.settings import Settings
 from spyre_operator.controller.workqueue import WorkQueue
 from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile import engine
@@ -21,6 +20,7 @@ from spyre_operator.reconcile.compile_queue import Limits, Queue
 from spyre_operator.reconcile.conditions import Event, find
 from spyre_operator.reconcile.engine import Reconciler, complain
 from spyre_operator.render import meta
+from spyre_operator.settings import Settings
 
 pytestmark = pytest.mark.unit
 

@@ -14,12 +14,13 @@ from test_reconcile_decide import T0, body, complete, cond, failed, job, pod, st
 
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse
-from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile.decide import Plan, decide
-from spyre_operator.reconcile.observe import Observed, job_view
+from spyre_operator.reconcile.observe import Observed
 from spyre_operator.reconcile.pull import RETRY_SECONDS
+from spyre_operator.reconcile.views import job_view
 from spyre_operator.reconcile.weights_status import pinned_weights
 from spyre_operator.render import meta
+from spyre_operator.settings import Settings
 
 pytestmark = pytest.mark.unit
 

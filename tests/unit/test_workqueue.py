@@ -14,6 +14,7 @@ from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.controller import triggers, workqueue
 from spyre_operator.controller.triggers import Resync, watched_count
 from spyre_operator.controller.workqueue import Key, WorkQueue
+from spyre_operator.kube.backoff import retry_delay
 from spyre_operator.kube.client import METADATA_ONLY, ApiError, Kube
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.render import meta
@@ -517,7 +518,9 @@ def test_the_count_of_a_pass_is_the_size_of_the_indexes() -> None:
 
 
 def test_the_pause_doubles_up_to_five_minutes() -> None:
-    delay = workqueue.retry_delay
+    def delay(first: float, failures: int) -> float:
+        return retry_delay(first, failures, workqueue.MAX_RETRY_SECONDS)
+
     assert [delay(10, n) for n in (1, 2, 3, 5, 6, 10_000)] == [10, 20, 40, 160, 300, 300]
     assert (delay(0.01, 1), delay(600, 3)) == (0.01, 600)  # a first pause above the cap stays
 

@@ -28,18 +28,14 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Protocol
 
+from spyre_operator.kube.backoff import retry_delay
+
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
 RETRY_SECONDS = 10.0  # pause before a failed run is retried, doubled per failure in a row
 MAX_RETRY_SECONDS = 300.0
-
-
-def retry_delay(first: float, failures: int, longest: float = MAX_RETRY_SECONDS) -> float:
-    """`first` after one failure, doubling with each one after it, at most `longest` (so
-    a write, or a watch, that keeps failing does not load the API server)."""
-    return min(first * 2 ** min(failures - 1, 30), max(first, longest))
 
 
 class Complain(Protocol):
@@ -199,7 +195,7 @@ class WorkQueue:
             failures, said = self._failures.get(key, (0, None))
         if err is not None:  # said while the key still counts as running: no run races it
             failures += 1
-            delay = retry_delay(RETRY_SECONDS, failures)
+            delay = retry_delay(RETRY_SECONDS, failures, MAX_RETRY_SECONDS)
             said = self.complain(key, err, delay, said)
         elif failures:
             log.info("%s/%s: recovered after %d failed attempts", key[1], key[2], failures)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import Problem
+from spyre_operator.api.runtimes import CacheSharing
 from spyre_operator.api.status import (
     AVAILABLE,
     CACHE_READY,
@@ -28,13 +29,8 @@ from spyre_operator.api.status import (
     WeightsSummary,
 )
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile import inventory
-from spyre_operator.reconcile.cache_status import (
-    Failure,
-    cache_condition,
-    cache_summary,
-)
+from spyre_operator.reconcile.cache_status import Failure, cache_condition, cache_summary
 from spyre_operator.reconcile.compile_queue import Turn, Want, turn
 from spyre_operator.reconcile.conditions import (
     Cond,
@@ -45,7 +41,7 @@ from spyre_operator.reconcile.conditions import (
 from spyre_operator.reconcile.drift import needs_apply
 from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.model_status import model_conditions
-from spyre_operator.reconcile.observe import JobView, Observed
+from spyre_operator.reconcile.observe import Observed
 from spyre_operator.reconcile.pull import (
     OFF,
     carry_miss,
@@ -55,11 +51,13 @@ from spyre_operator.reconcile.pull import (
     pulling,
     retry_action,
 )
+from spyre_operator.reconcile.views import JobView
 from spyre_operator.reconcile.weights_status import weights_commit
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
 from spyre_operator.render.children import build_cleanup_job, desired, endpoint_url
-from spyre_operator.render.sharing import CacheSharing, sharing_for
+from spyre_operator.render.sharing import sharing_for
+from spyre_operator.settings import Settings
 
 Verb = Literal["create", "apply", "add-owner", "scale", "mark", "delete"]
 """create: POST (PVC, Job: first writer wins, a Job's template is immutable); apply:

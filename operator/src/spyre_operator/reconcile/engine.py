@@ -24,9 +24,6 @@ from typing import Any, Protocol
 from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import InvalidSpec, Problem
 from spyre_operator.api.validation import parse
-from spyre_operator.controller import workqueue
-from spyre_operator.controller.metrics import Metrics
-from spyre_operator.controller.settings import Settings
 from spyre_operator.kube.client import ApiError, Kube, one_line
 from spyre_operator.reconcile.apply import execute, write_status
 from spyre_operator.reconcile.compile_queue import JobRef, Queue, is_compile_start
@@ -50,8 +47,50 @@ from spyre_operator.reconcile.observe import observe
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.starts import StartReader
 from spyre_operator.render.sharing import sharing_for
+from spyre_operator.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+Key = tuple[str, str, str]  # (kind, namespace, name): a key of the work queue
+
+
+class KeyQueue(Protocol):
+    """What the reconciler asks of the controller's work queue (controller/workqueue.py)."""
+
+    def add(self, key: Key) -> None: ...
+    def later(self, key: Key) -> None: ...
+    def forget(self, key: Key) -> None: ...
+    def idle(self) -> bool: ...
+
+
+class Measure(Protocol):
+    """What the reconciler tells the controller's metrics (controller/metrics.py)."""
+
+    def reconciled(self, seconds: float) -> None: ...
+    def failed(self, reason: str) -> None: ...
+    def status(
+        self, kind: str, key: tuple[str, str], status: dict[str, Any], spec: dict[str, Any] | None
+    ) -> None: ...
+    def forget(self, kind: str, key: tuple[str, str]) -> None: ...
+
+
+class Unmeasured:
+    """No metrics (a reconciler on its own: the tests, the dev tools)."""
+
+    def reconciled(self, seconds: float) -> None:
+        pass
+
+    def failed(self, reason: str) -> None:
+        pass
+
+    def status(
+        self, kind: str, key: tuple[str, str], status: dict[str, Any], spec: dict[str, Any] | None
+    ) -> None:
+        pass
+
+    def forget(self, kind: str, key: tuple[str, str]) -> None:
+        pass
 
 
 class EventSink(Protocol):
@@ -77,7 +116,7 @@ class WriteFailed(ApiError):
         self.args = (message,)
 
 
-def complain(key: workqueue.Key, err: Exception, delay: float, before: str | None) -> str:
+def complain(key: Key, err: Exception, delay: float, before: str | None) -> str:
     """What the log says of a failed reconcile (retried in `delay` seconds): one line per
     attempt, except a refusal, which the status explains: said once, and again only when
     it changes. A traceback only for the first failure of an unexpected kind (a bug)."""
@@ -165,8 +204,8 @@ class Reconciler:
         compile_queue: Callable[[], Queue] | None = None,
         kind: str = KIND,
         starts: Starts | None = None,
-        queue: workqueue.WorkQueue | None = None,
-        metrics: Metrics | None = None,
+        queue: KeyQueue | None = None,
+        metrics: Measure | None = None,
         progress: ProgressReader | None = None,
         start_reports: StartReader | None = None,
         unserved: Unserved | None = None,
@@ -189,7 +228,7 @@ class Reconciler:
         self.progress = progress
         self.start_reports = start_reports
         self.stats: Counter[str] = Counter()
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics or Unmeasured()
         self.stored = stored or (lambda namespace, name: None)
         self._written: dict[tuple[str, str], str] = {}  # resourceVersion of our last status write
         # written, but the store has not shown that version yet (nor a GET one as new)

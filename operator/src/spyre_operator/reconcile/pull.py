@@ -20,7 +20,7 @@ from typing import Any
 
 from spyre_operator.api.status import CompileSummary
 from spyre_operator.reconcile.inventory import epoch_seconds
-from spyre_operator.reconcile.observe import JobView
+from spyre_operator.reconcile.views import JobView
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
 from spyre_runtime.contract import Summary

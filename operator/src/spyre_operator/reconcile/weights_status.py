@@ -4,16 +4,14 @@ Failed with the hub's reason."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.reconcile.conditions import clip, tail
+from spyre_operator.reconcile.views import JobView
 from spyre_operator.render.weights_job import is_commit, weights_job_name
 from spyre_runtime.contract import PERMANENT
-
-if TYPE_CHECKING:  # observe imports this module
-    from spyre_operator.reconcile.observe import JobView
 
 MESSAGE_LIMIT = 2000
 

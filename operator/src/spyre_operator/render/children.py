@@ -10,13 +10,13 @@ from typing import Any
 
 from spyre_operator.api import runtimes
 from spyre_operator.api.k8s_types import TopologySpreadConstraint
+from spyre_operator.api.runtimes import CacheSharing, Platform
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
-from spyre_operator.render.pod import Platform, pod_spec, startup_seconds
+from spyre_operator.render.pod import pod_spec, startup_seconds
 from spyre_operator.render.sharing import (
-    CacheSharing,
     build_pull_job,
     sharing_for,
     with_sharing,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Any
 
 from spyre_operator.api import runtimes as rt
+from spyre_operator.api.runtimes import Platform
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.args import container_args
 from spyre_operator.render.env import CARD_FREE, Role, backend_for, container_env
@@ -22,11 +23,6 @@ SHM_GI_PER_RANK = 2
 # The image's user (uid 2000 in the Spyre base images) reads the cache through this group.
 FS_GROUP = 2000
 
-# Where the pods run (the operator's --platform). OpenShift's restricted-v2 SCC assigns the
-# pod's fsGroup (and uid) from the namespace's range and rejects any other value, so the
-# pods leave them to it there; elsewhere the fixed group makes the shared cache writable.
-Platform = Literal["kubernetes", "openshift"]
-PLATFORMS: tuple[Platform, ...] = ("kubernetes", "openshift")
 
 # The weights Job streams files to the volume: little CPU, memory for the hub client only.
 WEIGHTS_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "4Gi"}}

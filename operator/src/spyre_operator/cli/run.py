@@ -9,7 +9,7 @@ import socket
 import sys
 from typing import Any
 
-from spyre_operator.controller import settings
+from spyre_operator import settings
 
 
 def register(sub: Any) -> None:

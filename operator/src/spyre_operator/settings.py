@@ -17,9 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from spyre_operator.api.base import DNS_SUBDOMAIN
-from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
-from spyre_operator.render.pod import PLATFORMS, Platform
-from spyre_operator.render.sharing import CacheSharing
+from spyre_operator.api.runtimes import (
+    IMAGE_REPOSITORY,
+    PLATFORMS,
+    CacheSharing,
+    Platform,
+    RuntimeImages,
+)
 from spyre_runtime.contract import HEARTBEAT_SECONDS
 from spyre_runtime.ociregistry import RegistryError, Repository
 
