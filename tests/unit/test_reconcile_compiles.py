@@ -141,6 +141,7 @@ def test_decide_holds_the_job_back_and_says_where_it_waits() -> None:
     assert me is not None
     q = queue(want("older", 0, namespace=me.namespace), me, running=(("x", "r"),), cluster=1)
     seen = {
+        "key": cache_key(model.spec, COMMIT),
         "body": obj,
         "pvc_exists": True,
         "weights": WeightsSummary(state="Ready", commit=COMMIT),

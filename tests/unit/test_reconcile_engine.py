@@ -19,7 +19,7 @@ from spyre_operator.reconcile.apply import execute
 from spyre_operator.reconcile.compile_queue import Limits, Queue
 from spyre_operator.reconcile.conditions import Event, find
 from spyre_operator.reconcile.engine import Reconciler, complain
-from spyre_operator.render import meta
+from spyre_operator.render import cachekey, meta
 from spyre_operator.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -329,6 +329,28 @@ def test_deployment_writes_are_applies_but_the_replicas_follow_by_patch(kube: Fa
     rec.reconcile(NS, name)  # compiles the new key; the old Deployment follows replicas
     assert kube.writes["PATCH Deployment"] == 1 and kube.writes["APPLY Deployment"] == 3
     assert kube.get("Deployment", NS, name)["spec"]["replicas"] == 3  # type: ignore[index]
+
+
+def test_the_cache_key_is_computed_once_per_reconcile(
+    kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """observe computes it; decide and the manifests it compares carry it. (A pass that
+    starts a Job also dry-runs the spec's children, with a stand-in commit.)"""
+    rec, _ = reconciler(kube)
+    finish_compile(kube, rec)
+    computed: list[dict[str, Any]] = []
+    hashed = cachekey.canonical_json  # what cache_key hashes, once per key
+
+    def counted(config: dict[str, Any]) -> str:
+        computed.append(config)
+        return hashed(config)
+
+    monkeypatch.setattr(cachekey, "canonical_json", counted)
+    for _ in range(3):  # the Deployment created, then passes with nothing to write
+        computed.clear()
+        rec.reconcile(NS, "micro-granite-cpu")
+        assert len(computed) == 1
+    assert kube.writes["APPLY Deployment"] == 1
 
 
 def test_a_stale_copy_is_read_again_and_written_once(kube: FakeKube) -> None:

@@ -35,15 +35,11 @@ from spyre_operator.reconcile.conditions import (
     status_patch,
     transition_events,
 )
-from spyre_operator.reconcile.decide import (
-    Action,
-    Plan,
-    decide,
-    decide_invalid,
-)
+from spyre_operator.reconcile.decide import decide, decide_invalid
 from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.model_status import with_apply_failure
 from spyre_operator.reconcile.observe import observe
+from spyre_operator.reconcile.plan import Action, Plan
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.starts import StartReader
 from spyre_operator.render.sharing import sharing_for

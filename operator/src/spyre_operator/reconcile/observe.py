@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spyre_operator.api.names import CACHE_KIND
+from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.kube.client import Kube
@@ -40,6 +41,7 @@ class Observed:
     """Everything decide() needs about one SpyreModel and its children."""
 
     body: dict[str, Any]
+    key: str | None = None  # the spec's cache key, once the weights' commit is known
     pvc_exists: bool | None = None  # None: not checked (the spec does not create one)
     weights_job: JobView | None = None  # a hub model's weights Job
     weights: WeightsSummary | None = None  # status.weights as it stands now (hub models)
@@ -157,6 +159,12 @@ def read_starts(
     return tuple(found)
 
 
+def spec_key(spec: SpyreModelSpec, commit: str | None) -> str | None:
+    """The spec's cache key (computed once per reconcile: decide reads Observed.key);
+    None while a hub model's revision is not resolved to a commit."""
+    return cache_key(spec, commit) if commit is not None or not spec.model.from_hub else None
+
+
 def observe(
     kube: Kube,
     body: dict[str, Any],
@@ -176,6 +184,7 @@ def observe(
     if spec.cache.volume.create:
         pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
     weights_job, weights, job, commit, queue, cleanup_job = None, None, None, None, None, None
+    key = None
     pull_job = None
     reading, progress_seconds = None, None
     inventory = model.kind == CACHE_KIND and meta.is_inventory(body)
@@ -192,8 +201,8 @@ def observe(
         )
         weights = weights_summary(spec, weights_job, status.get("weights") or {})
         commit = weights_commit(weights)
-    if not spec.model.from_hub or commit is not None:
-        key = cache_key(spec, commit)
+    key = spec_key(spec, commit)
+    if key is not None:
         job = _job(
             kube,
             ns,
@@ -235,6 +244,7 @@ def observe(
         budget = kube.get("PodDisruptionBudget", ns, model.name)
     return Observed(
         body=body,
+        key=key,
         pvc_exists=pvc_exists,
         weights_job=weights_job,
         weights=weights,

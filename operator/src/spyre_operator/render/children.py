@@ -122,11 +122,12 @@ def build_compile_job(
     platform: Platform = "kubernetes",
     commit: str | None = None,
     images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
+    key: str | None = None,
 ) -> dict[str, Any]:
     """The compile Job of the spec's cache key, shared by every SpyreModel with that key.
-    `commit`: what a hub model's revision resolved to."""
+    `commit`: what a hub model's revision resolved to; `key`: their cache key, if known."""
     commit = resolved_commit(spec, commit)
-    key = cache_key(spec, commit)
+    key = key or cache_key(spec, commit)
     name = meta.compile_job_name(key)
     labels = meta.labels(meta.COMPILE, name) | {meta.CACHE_KEY_LABEL: short_key(key)}
     return {
@@ -139,7 +140,7 @@ def build_compile_job(
                 "metadata": _pod_metadata(spec, labels, {meta.CACHE_KEY_ANNOTATION: key}),
                 # The pod's deadline, not the Job's: it counts from the pod's start on a
                 # node, so a compile that waits for cards is not failed by the wait.
-                "spec": pod_spec(spec, "precompile", platform, commit, images)
+                "spec": pod_spec(spec, "precompile", platform, commit, images, key)
                 | {"activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds},
             },
         },
@@ -181,16 +182,18 @@ def build_deployment(
     platform: Platform = "kubernetes",
     commit: str | None = None,
     images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
+    key: str | None = None,
 ) -> dict[str, Any]:
+    """`key`: the cache key of the spec and commit, if known."""
     spec = model.spec
     commit = resolved_commit(spec, commit)
-    key = cache_key(spec, commit)
+    key = key or cache_key(spec, commit)
     labels = (
         meta.labels(meta.SERVER, model.name)
         | meta.server_selector(model.name)
         | {meta.CACHE_KEY_LABEL: short_key(key)}
     )
-    pod = pod_spec(spec, "serve", platform, commit, images)
+    pod = pod_spec(spec, "serve", platform, commit, images, key)
     if spec.topology_spread_constraints:
         spreads = spec.topology_spread_constraints
         pod["topologySpreadConstraints"] = [_spread(c, model.name) for c in spreads]
@@ -340,13 +343,15 @@ def desired(
     commit: str | None = None,
     images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
     sharing: CacheSharing | None = None,
+    key: str | None = None,
 ) -> Desired:
     """With the SpyreModel's uid, the owned objects get their ownerReferences (the shared
     Jobs as non-controllers), as the operator writes them. `commit`: the commit a hub
     model's revision resolved to (a revision that is a full commit needs none); `images`:
     the operator's runtime image settings (--runtime-image-repository, -pull-secret);
     `sharing`: its cache registry (--cache-registry, -secret): the compile Job publishes
-    there, and a pull Job fetches the key from there first."""
+    there, and a pull Job fetches the key from there first; `key`: the cache key of the
+    spec and commit, when the caller has it (the reconcile's, computed once)."""
     spec = model.spec
     sharing = sharing_for(spec, sharing)
     weights = job = deployment = pull = None
@@ -360,8 +365,9 @@ def desired(
         )
         commit = commit or (spec.model.revision if is_commit(spec.model.revision) else None)
     if commit is not None or not spec.model.from_hub:
+        key = key or cache_key(spec, resolved_commit(spec, commit))
         job = _finish(
-            build_compile_job(spec, model.namespace, platform, commit, images),
+            build_compile_job(spec, model.namespace, platform, commit, images, key),
             model,
             uid,
             controller=False,
@@ -370,11 +376,11 @@ def desired(
         if sharing is not None:
             template = job["spec"]["template"]
             template["spec"] = with_sharing(template["spec"], sharing)
-            pull_job = build_pull_job(spec, model.namespace, sharing, platform, commit, images)
+            pull_job = build_pull_job(spec, model.namespace, sharing, platform, commit, images, key)
             pull = _finish(pull_job, model, uid, controller=False, hashed=False)
         if model.serves:
             deployment = _finish(
-                build_deployment(model, platform, commit, images),
+                build_deployment(model, platform, commit, images, key),
                 model,
                 uid,
                 controller=True,

@@ -136,12 +136,13 @@ def _container(
     mounts: list[dict[str, Any]],
     commit: str | None,
     images: rt.RuntimeImages,
+    key: str | None,
 ) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER_NAMES[role],
         "image": spec.image_ref(images),
         "args": container_args(spec, role),
-        "env": container_env(spec, role, commit),
+        "env": container_env(spec, role, commit, key),
         "resources": _resources(spec, role),
         "volumeMounts": mounts,
         # The image's WORKDIR is on the read-only root filesystem: start in the writable HOME.
@@ -224,9 +225,11 @@ def pod_spec(
     platform: Platform = "kubernetes",
     commit: str | None = None,
     images: rt.RuntimeImages = rt.DEFAULT_IMAGES,
+    key: str | None = None,
 ) -> dict[str, Any]:
     """`commit`: the commit a hub model resolved to (compile and serving pods mount its
-    download); `images`: the operator's runtime image settings."""
+    download); `images`: the operator's runtime image settings; `key`: the cache key of
+    the spec and commit, when known (computed once per reconcile)."""
     volumes, mounts = _volumes(spec, role, commit)
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
@@ -234,7 +237,7 @@ def pod_spec(
         # reads as its own setting.
         "enableServiceLinks": False,
         "securityContext": pod_security(platform),
-        "containers": [_container(spec, role, mounts, commit, images)],
+        "containers": [_container(spec, role, mounts, commit, images, key)],
         "volumes": volumes,
         **_scheduling(spec, role),
         **_platform(spec, images),

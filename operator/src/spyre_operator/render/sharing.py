@@ -63,9 +63,11 @@ def build_pull_job(
     platform: Platform = "kubernetes",
     commit: str | None = None,
     images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
+    key: str | None = None,
 ) -> dict[str, Any]:
-    """The pull Job of the spec's cache key, shared like the compile Job."""
-    key = cache_key(spec, commit)
+    """The pull Job of the spec's cache key (`key`, if known), shared like the compile
+    Job."""
+    key = key or cache_key(spec, commit)
     name = meta.pull_job_name(key)
     labels = meta.labels(meta.PULL, name) | {meta.CACHE_KEY_LABEL: short_key(key)}
     return {
@@ -82,7 +84,9 @@ def build_pull_job(
             "activeDeadlineSeconds": PULL_DEADLINE_SECONDS,
             "template": {
                 "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
-                "spec": with_sharing(pod_spec(spec, "pull", platform, commit, images), sharing),
+                "spec": with_sharing(
+                    pod_spec(spec, "pull", platform, commit, images, key), sharing
+                ),
             },
         },
     }
