@@ -11,7 +11,8 @@ import pytest
 
 from spyre_operator import settings
 from spyre_operator.cli import build_parser
-from spyre_operator.settings import Settings, SettingsError, from_env, from_flags
+from spyre_operator.cli.run import from_flags
+from spyre_operator.settings import Settings, SettingsError, from_env
 
 pytestmark = pytest.mark.unit
 

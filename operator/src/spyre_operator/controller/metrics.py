@@ -1,16 +1,14 @@
-"""The operator's Prometheus metrics: what the reconciler counts, and /metrics in the text
-exposition format (with # HELP and # TYPE, so `promtool check metrics` passes and
-Prometheus knows counters from gauges)."""
+"""The operator's Prometheus metrics: what the reconciler counts, in the text exposition
+format (with # HELP and # TYPE, so `promtool check metrics` passes and Prometheus knows
+counters from gauges); metrics_server.py serves it on /metrics."""
 
 from __future__ import annotations
 
 import bisect
-import itertools
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from spyre_operator import __version__
@@ -23,7 +21,6 @@ from spyre_operator.render.cachekey import short_key
 log = logging.getLogger(__name__)
 
 PREFIX = "spyre_operator"
-CHUNK = 1000  # lines of the exposition per write of a scrape (~100 KB)
 # A reconcile is a few API reads and maybe a write; a compile takes minutes to hours.
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 COMPILE_BUCKETS = (60.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 10800.0)
@@ -67,8 +64,9 @@ class CacheKeys:
     def queued(self) -> dict[str, int]:
         """Keys waiting for a compile slot, by namespace; 0 for a namespace with SpyreModels
         or SpyreCaches and none waiting."""
-        waiting = {(ns, key) for (_, ns, _), (key, reason) in self.wanted.items()
-                   if reason == "Queued"}  # fmt: skip
+        waiting = {
+            (ns, key) for (_, ns, _), (key, reason) in self.wanted.items() if reason == "Queued"
+        }
         counts = Counter(ns for ns, _ in waiting)
         return {ns: counts[ns] for ns in sorted({ns for _, ns, _ in self.wanted})}
 
@@ -247,7 +245,7 @@ def exposition(
     received: dict[str, int],
     last_pass: tuple[int, float] | None = None,
 ) -> Iterator[str]:
-    """The text exposition of everything the operator counts, line by line (`serve`
+    """The text exposition of everything the operator counts, line by line (metrics_server.serve
     writes it as it comes: at 10,000 SpyreModels their three families are 30,000 lines,
     which as one text, its list of lines and its bytes held ~12 MB at each scrape)."""
     p = PREFIX
@@ -387,36 +385,3 @@ def exposition(
         "The operator's version.",
         [f'{p}_build_info{{version="{__version__}"}} 1'],
     )
-
-
-def parse(text: str) -> dict[str, float]:
-    """Samples by name (with labels) of an exposition; comments skipped."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
-
-
-def serve(lines: Callable[[], Iterable[str]], port: int) -> ThreadingHTTPServer:
-    """GET any path -> lines() (the exposition), on 0.0.0.0:port, from a thread: written
-    CHUNK lines at a time as they come, the body ended by closing the connection (HTTP/1.0,
-    no Content-Length), so a scrape never holds the whole text."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            remaining = iter(lines())
-            while chunk := list(itertools.islice(remaining, CHUNK)):
-                self.wfile.write(("\n".join(chunk) + "\n").encode())
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Scrapes are not worth a log line."""
-
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    log.info("metrics on http://0.0.0.0:%d/metrics", port)
-    return server

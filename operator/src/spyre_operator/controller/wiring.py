@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
-from spyre_operator.controller import allocator, metrics, triggers
+from spyre_operator.controller import allocator, metrics, metrics_server, triggers
 from spyre_operator.controller.events import EventPoster
 from spyre_operator.controller.indexes import CACHES, MODELS, read_compile_queue, stored
 from spyre_operator.controller.triggers import Resync, watched_count
@@ -31,8 +31,9 @@ from spyre_operator.kube.indexed import IndexedKube
 from spyre_operator.kube.watches import Source, Store, Watches
 from spyre_operator.reconcile import compile_queue
 from spyre_operator.reconcile.dryrun import PARALLEL
-from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
+from spyre_operator.reconcile.engine import Reconciler, complain
 from spyre_operator.reconcile.progress import ProgressReader
+from spyre_operator.reconcile.shared import Starts, Unserved
 from spyre_operator.reconcile.starts import StartReader
 from spyre_operator.render import meta
 from spyre_operator.settings import Settings
@@ -116,7 +117,7 @@ def configure(
     )
     port = config.metrics_port
     if port:
-        metrics.serve(
+        metrics_server.serve(
             lambda: metrics_lines(
                 memo.reconcilers.values(), shared, memo.queue, memo.watches, memo.resync
             ),

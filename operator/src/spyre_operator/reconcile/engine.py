@@ -26,7 +26,7 @@ from spyre_operator.api.problem import InvalidSpec, Problem
 from spyre_operator.api.validation import parse
 from spyre_operator.kube.client import ApiError, Kube, one_line
 from spyre_operator.reconcile.apply import execute, write_status
-from spyre_operator.reconcile.compile_queue import JobRef, Queue, is_compile_start
+from spyre_operator.reconcile.compile_queue import Queue, is_compile_start
 from spyre_operator.reconcile.conditions import (
     Event,
     announce,
@@ -41,6 +41,7 @@ from spyre_operator.reconcile.model_status import with_apply_failure
 from spyre_operator.reconcile.observe import observe
 from spyre_operator.reconcile.plan import Action, Plan
 from spyre_operator.reconcile.progress import ProgressReader
+from spyre_operator.reconcile.shared import Starts, Unserved
 from spyre_operator.reconcile.starts import StartReader
 from spyre_operator.render.sharing import sharing_for
 from spyre_operator.settings import Settings
@@ -96,12 +97,6 @@ class EventSink(Protocol):
 
 
 MAX_ATTEMPTS = 4  # re-reads after a stale status write (409) before giving up this pass
-# A compile Job this operator created counts as running until the watch brings it (the
-# index has it then); this long at most, should its events be lost (created and deleted).
-STARTED_SECONDS = 60.0
-# A kind the API server does not serve (the SpyreCache CRD not installed) is tried again
-# after this long: its CRD may be installed meanwhile.
-UNSERVED_SECONDS = 300.0
 
 
 class WriteFailed(ApiError):
@@ -128,67 +123,8 @@ def complain(key: Key, err: Exception, delay: float, before: str | None) -> str:
     return said
 
 
-class Starts:
-    """Compile starts, shared by the reconcilers of SpyreModels and of SpyreCaches: one at a
-    time (`lock`), and the Jobs created a moment ago that the watch has not brought yet."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._started: dict[JobRef, float] = {}  # compile Jobs created -> time.monotonic()
-        self._guard = threading.Lock()
-
-    def add(self, ref: JobRef) -> None:
-        with self._guard:
-            self._started[ref] = time.monotonic()
-
-    def unseen(self, known: frozenset[JobRef]) -> frozenset[JobRef]:
-        """The Jobs started that `known` (what the watch brought) lacks, forgetting those it
-        has and those too old."""
-        with self._guard:
-            expired = time.monotonic() - STARTED_SECONDS
-            for ref, when in list(self._started.items()):
-                if ref in known or when < expired:
-                    del self._started[ref]
-            return frozenset(self._started)
-
-
 def _where(obj: dict[str, Any]) -> tuple[str, str]:
     return obj["metadata"]["namespace"], obj["metadata"]["name"]
-
-
-class Unserved:
-    """Kinds the API server answered a create of with 404 (their CRD is not installed),
-    shared by the reconcilers: what needs them (the inventory entries) is skipped,
-    said once, and tried again `UNSERVED_SECONDS` later. Thread-safe."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self._since: dict[str, float] = {}  # kind -> when found unserved
-        self._guard = threading.Lock()
-
-    def skip(self, kind: str) -> bool:
-        with self._guard:
-            since = self._since.get(kind)
-        return since is not None and self.clock() < since + UNSERVED_SECONDS
-
-    def found(self, kind: str, err: ApiError) -> None:
-        with self._guard:
-            first = kind not in self._since
-            self._since[kind] = self.clock()
-        if first:
-            log.warning(
-                "the API server does not serve %s (%s): no inventory of caches, no clean-up; "
-                "install its CRD (tried again every %gs)",
-                kind,
-                one_line(err),
-                UNSERVED_SECONDS,
-            )
-
-    def served(self, kind: str) -> None:
-        with self._guard:
-            was = self._since.pop(kind, None)
-        if was is not None:
-            log.info("the API server serves %s now: the inventory of caches resumes", kind)
 
 
 class Reconciler:

@@ -20,7 +20,8 @@ from spyre_operator.reconcile.plan import Action, Plan, apply_child, sooner
 from spyre_operator.reconcile.weights_step import revision_event
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
-from spyre_operator.render.children import Desired, endpoint_url
+from spyre_operator.render.children import Desired
+from spyre_operator.render.serving import endpoint_url
 
 
 @dataclass(frozen=True)

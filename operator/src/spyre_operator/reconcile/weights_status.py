@@ -104,9 +104,11 @@ def pinned_weights(spec: SpyreModelSpec) -> WeightsSummary:
     """status.weights of a key's inventory entry: its revision is the commit the SpyreModel
     that compiled the key downloaded (already on the volume), so it runs no weights Job."""
     return WeightsSummary(
-        model_id=spec.model.id, revision=spec.model.hub_revision, state="Ready",
+        model_id=spec.model.id,
+        revision=spec.model.hub_revision,
+        state="Ready",
         commit=spec.model.revision,
-    )  # fmt: skip
+    )
 
 
 def weights_commit(weights: WeightsSummary | dict[str, Any] | None) -> str | None:

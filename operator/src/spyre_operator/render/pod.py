@@ -124,7 +124,7 @@ def _probes(spec: SpyreModelSpec) -> dict[str, Any]:
         "startupProbe": {**health, "periodSeconds": 1, "failureThreshold": startup_seconds(spec)},
         "readinessProbe": {**health, "periodSeconds": 1, "failureThreshold": 16},
         "livenessProbe": {**health, "periodSeconds": 10, "failureThreshold": 6},
-    }  # fmt: skip
+    }
 
 
 DRAIN_SECONDS = "10"
