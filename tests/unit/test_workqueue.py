@@ -546,7 +546,7 @@ def test_the_triggers_only_queue_keys_and_an_echo_of_a_status_write_none() -> No
     triggers.child_changed(reconcilers, "MODIFIED", service)
     drain(q)
     assert rec.runs == [A, ("SpyreCache", "ns", "a"), B]
-    reconcilers[KIND]._written[("ns", "a")] = "8"  # what its status write returned
+    reconcilers[KIND].wrote("ns", "a", "8")  # what its status write returned
     echo = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "8"}}
     triggers.model_event(reconcilers[KIND], "MODIFIED", echo)
     drain(q)

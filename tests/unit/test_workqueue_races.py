@@ -69,7 +69,7 @@ class KeysOnly:
         self.queue.resync(key)
 
     def wrote(self, key: Key, version: str) -> None:
-        self.reconciler._written[(key[1], key[2])] = version  # what _carry_out keeps
+        self.reconciler.wrote(key[1], key[2], version)
 
     def take(self) -> tuple[Key, bool] | None:
         """The next run, and whether it is skipped (never, here)."""

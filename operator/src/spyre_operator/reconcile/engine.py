@@ -186,6 +186,14 @@ class Reconciler:
                 return
         self.queue.add((self.kind, namespace, name))
 
+    def wrote(self, namespace: str, name: str, version: str) -> None:
+        """Our status write of the object returned `version`: its watch event is an echo
+        (`enqueue` runs nothing for it), and a store that has not shown it yet is read
+        around (`read`)."""
+        with self._guard:
+            self._written[(namespace, name)] = version
+            self._ahead.add((namespace, name))
+
     def listed(self, namespace: str, name: str, version: str) -> None:
         """The resync listed the object at `version`: a store that holds another one may
         have missed an event (or a newer one came since), so its next pass reads afresh."""
@@ -368,10 +376,7 @@ class Reconciler:
         if patch is not None:
             written = write_status(self.kube, self.kind, body, patch)
             self.stats["status_writes"] += 1
-            with self._guard:
-                where = (meta["namespace"], meta["name"])
-                self._written[where] = written["metadata"]["resourceVersion"]
-                self._ahead.add(where)
+            self.wrote(meta["namespace"], meta["name"], written["metadata"]["resourceVersion"])
         self.metrics.status(
             self.kind, (meta["namespace"], meta["name"]), written_status, body.get("spec")
         )
