@@ -12,6 +12,8 @@ import pytest
 
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.controller import triggers, workqueue
+from spyre_operator.controller.metrics import Metrics, exposition
+from spyre_operator.controller.metrics_server import parse
 from spyre_operator.controller.triggers import Resync, watched_count
 from spyre_operator.controller.workqueue import Key, WorkQueue
 from spyre_operator.kube.backoff import retry_delay
@@ -693,3 +695,35 @@ def test_a_pod_added_queues_its_model_the_start_up_listing_does_not() -> None:
     triggers.pod_changed(reconcilers, "ADDED", pod)
     drain(q)
     assert rec.runs == [A]
+
+
+def test_the_loop_shows_its_depth_wait_runs_and_results_on_metrics() -> None:
+    """Keys waiting by lane, runs in flight, how long a key waited for a worker, and how
+    runs ended, as /metrics shows them."""
+    rec, clock = Recorder(), Clock()
+    q = queue(rec, clock)
+    rec.failing[B] = 1
+    q.add(A)
+    q.add(B)
+    q.resync(C)
+    stats = q.loop_stats()
+    assert (stats.waiting, stats.running) == ({"trigger": 2, "low": 1}, 0)
+    clock.now += 2.0
+    assert q.take(block=False) == A
+    assert q.loop_stats().running == 1
+    q.done(A, None, again=60.0)
+    drain(q)  # B fails, C runs (waited 2 s too)
+    text = "\n".join(
+        exposition(collections.Counter(), Metrics(), {}, {}, 0, {}, loop=q.loop_stats())
+    )
+    found = parse(text)
+    assert found['spyre_operator_workqueue_depth{lane="trigger"}'] == 0
+    assert found["spyre_operator_workqueue_in_flight"] == 0
+    assert found["spyre_operator_workqueue_wait_seconds_count"] == 3
+    assert found['spyre_operator_workqueue_wait_seconds_bucket{le="1"}'] == 0
+    assert found["spyre_operator_workqueue_wait_seconds_sum"] == 6.0
+    results = {
+        r: found[f'spyre_operator_reconcile_results_total{{result="{r}"}}']
+        for r in ("success", "requeue", "error")
+    }
+    assert results == {"success": 1, "requeue": 1, "error": 1}

@@ -202,4 +202,5 @@ def metrics_lines(
         kube.reads,
         watches.counts(),
         resync.last_pass,
+        queue.loop_stats(),
     )
