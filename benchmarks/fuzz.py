@@ -12,7 +12,7 @@ storage class, size, scheduler name) and in the rollout (spec.rollout,
 cache.compile.minServingReplicas).
 
 Offline, every mutant is written to a file and checked by what `spyre-operator validate`
-runs (render.commands.load), in a worker process with a time limit per file. Prints:
+runs (cli.render.load), in a worker process with a time limit per file. Prints:
 - crashes: an exception escaped (validate would print a traceback);
 - hangs: no answer within --timeout seconds;
 - the slowest validation, and the time to validate a 1 MB file (under 1 s is the goal).
@@ -238,7 +238,7 @@ def one_megabyte_files() -> dict[str, str]:
 
 
 def _serve(conn: Connection) -> None:
-    from spyre_operator.render.commands import load
+    from spyre_operator.cli.render import load
 
     while True:
         path = conn.recv()

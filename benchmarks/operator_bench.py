@@ -61,12 +61,12 @@ from spyre_devcluster import simulate
 from spyre_devcluster.controlplane import ControlPlane, free_port
 from spyre_devcluster.operator_process import OperatorProcess
 from spyre_operator.api.validation import parse
-from spyre_operator.controller import metrics
-from spyre_operator.controller.settings import Settings
+from spyre_operator.controller import metrics_server
 from spyre_operator.kube.client import KINDS, ApiError, Kube, load_api_client
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import build_compile_job
 from spyre_operator.render.meta import compile_job_name
+from spyre_operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "micro-granite-cpu.yaml"
@@ -179,7 +179,7 @@ class Bench:
 
     def metrics(self) -> dict[str, float]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            return metrics.parse(r.read().decode())
+            return metrics_server.parse(r.read().decode())
 
     def peak_rss_mb(self, field: str = "VmHWM") -> float:
         """The operator's peak RSS (VmRSS: its RSS now)."""
@@ -310,7 +310,7 @@ class Bench:
         )
         text = self.api.call_api("GET", url, header_params=headers).read().decode()
         out: dict[str, float] = {}
-        for sample, value in metrics.parse(text).items():
+        for sample, value in metrics_server.parse(text).items():
             if not sample.startswith("apiserver_request_total{"):
                 continue
             labels = dict(re.findall(r'(\w+)="([^"]*)"', sample))

@@ -14,13 +14,15 @@ import pytest
 import yaml
 from chartlib import CHART, RELEASE, Kubectl, find, helm, render, set_args, template
 
+from spyre_operator import settings
 from spyre_operator.api.runtimes import IMAGE_REPOSITORY
 from spyre_operator.api.validation import parse
 from spyre_operator.cli import build_parser
-from spyre_operator.controller import settings
-from spyre_operator.controller.settings import Settings
-from spyre_operator.render.children import build_deployment, build_service
+from spyre_operator.cli.run import from_flags
+from spyre_operator.render.children import build_deployment
+from spyre_operator.render.serving import build_service
 from spyre_operator.render.yamlio import load_documents
+from spyre_operator.settings import Settings
 
 pytestmark = pytest.mark.chart
 
@@ -142,7 +144,7 @@ def test_operator_deployment_is_one_restricted_replica() -> None:
     # setting is the operator's default.
     parsed = build_parser().parse_args(container["args"])
     assert parsed.liveness == "http://0.0.0.0:8080/healthz"
-    assert settings.from_flags(parsed, {}) == Settings(
+    assert from_flags(parsed, {}) == Settings(
         metrics_port=8081,
         webhook_port=9443,
         webhook_secret=f"ops/{WEBHOOK}-cert",
@@ -173,7 +175,7 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
         key.removeprefix("operator."): v for key, v in values.items() if key.startswith("operator.")
     }
     assert args.verbose is (operator.get("logLevel") == "debug")
-    config = settings.from_flags(args, {})  # a valid combination of every flag
+    config = from_flags(args, {})  # a valid combination of every flag
     assert config.namespaces == tuple(watched)
     assert config.metrics_port == ports.get("metrics", 0)
     for name, field in settings.chart_fields().items():  # the chart's values, as given

@@ -1,4 +1,4 @@
-"""The chart's `operator:` values are the operator's settings (controller/settings.py):
+"""The chart's `operator:` values are the operator's settings (settings.py):
 the same names, defaults and bounds; `spyre-operator crd --write` derives the schema."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import yaml
 from chartlib import CHART
 
-from spyre_operator.controller import settings
-from spyre_operator.controller.settings import Settings
-from spyre_operator.render.commands import chart_values_schema
+from spyre_operator import settings
+from spyre_operator.cli.render import chart_values_schema
+from spyre_operator.settings import Settings
 
 pytestmark = pytest.mark.chart
 

@@ -19,7 +19,7 @@ from spyre_devcluster import simulate
 from spyre_devcluster.controlplane import free_port
 from spyre_devcluster.operator_process import OperatorProcess
 from spyre_operator.api.validation import parse
-from spyre_operator.controller import metrics
+from spyre_operator.controller import metrics_server
 from spyre_operator.kube.client import ApiError, Kube, load_api_client
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
@@ -146,7 +146,7 @@ class Operator(OperatorProcess):
             return None
 
     def metrics(self) -> dict[str, float]:
-        return metrics.parse(self.metrics_text())
+        return metrics_server.parse(self.metrics_text())
 
     def metrics_text(self) -> str:
         url = f"http://127.0.0.1:{self.port}/metrics"

@@ -12,7 +12,7 @@ from apilib import BASE, COMMIT, EXAMPLES, ROOT, merge
 
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES
 from spyre_operator.cli import main
-from spyre_operator.render.commands import CHART_SCHEMA
+from spyre_operator.cli.render import CHART_SCHEMA
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from spyre_operator.api.base import QUANTITY
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.api.status import CompileSummary, SpyreModelStatus
-from spyre_operator.render.commands import crd_yaml
+from spyre_operator.cli.render import crd_yaml
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spyre_operator.api.validation import MAX_PROBLEMS, review
-from spyre_operator.render.commands import load
+from spyre_operator.cli.render import load
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import fuzz  # its mutation helpers

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from apilib import AFFINITY, BASE, EXAMPLES, merge, with_spec
 
-from spyre_operator.api import rules
+from spyre_operator.api import arg_rules, rules
 from spyre_operator.api.placement_rules import PREFERRED, REQUIRED
 from spyre_operator.api.problem import InvalidSpec, Problem
 from spyre_operator.api.spec import SpyreModelSpec
@@ -723,7 +723,7 @@ REFUSED_ARGS = {
 def test_extra_args_cannot_set_a_rendered_flag_under_any_spelling(arg: str, flag: str) -> None:
     problem = only(with_spec({"extraArgs": ["--seed=1", arg]}))
     assert problem.path == "spec.extraArgs[1]"
-    field = rules.RENDERED_FLAGS[flag].split(" ")[0]
+    field = arg_rules.RENDERED_FLAGS[flag].split(" ")[0]
     option, is_set, _ = arg.partition("=")  # the value is never repeated (it may be a key)
     shown = option + ("=..." if is_set else "")
     assert problem.message.startswith(f"{shown!r} sets {flag}, which the operator renders: set ")

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from spyre_operator.api.names import CACHE_KIND, KIND
-from spyre_operator.controller.metrics import CHUNK, Metrics, exposition, parse, serve
+from spyre_operator.controller.metrics import Metrics, exposition
+from spyre_operator.controller.metrics_server import CHUNK, parse, serve
 
 pytestmark = pytest.mark.unit
 

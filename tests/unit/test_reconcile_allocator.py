@@ -12,7 +12,7 @@ pytestmark = pytest.mark.unit
 
 THREADS = """
 import ctypes, os, sys, threading
-from spyre_operator.controller.settings import from_env
+from spyre_operator.settings import from_env
 from spyre_operator.controller.allocator import limit_arenas
 told = from_env(os.environ).malloc_arena_max  # as `run` reads it
 print(limit_arenas(told=told) if sys.argv[1] == "limit" else None, flush=True)

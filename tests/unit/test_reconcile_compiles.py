@@ -10,13 +10,13 @@ from apilib import example, merge
 
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import parse
-from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile.compile_queue import Limits, Queue, Want, line, ordinal, turn, wanted
 from spyre_operator.reconcile.conditions import find
 from spyre_operator.reconcile.decide import decide
 from spyre_operator.reconcile.observe import Observed
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
+from spyre_operator.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -141,6 +141,7 @@ def test_decide_holds_the_job_back_and_says_where_it_waits() -> None:
     assert me is not None
     q = queue(want("older", 0, namespace=me.namespace), me, running=(("x", "r"),), cluster=1)
     seen = {
+        "key": cache_key(model.spec, COMMIT),
         "body": obj,
         "pvc_exists": True,
         "weights": WeightsSummary(state="Ready", commit=COMMIT),

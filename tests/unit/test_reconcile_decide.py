@@ -11,8 +11,8 @@ import pytest
 from apilib import example, merge
 
 from spyre_operator.api.names import CACHE_KIND
-from spyre_operator.api.validation import parse, validate
-from spyre_operator.controller.settings import Settings
+from spyre_operator.api.runtimes import Platform
+from spyre_operator.api.validation import SpyreModel, parse, validate
 from spyre_operator.reconcile.cache_status import duration, pending_seconds
 from spyre_operator.reconcile.conditions import Event, announce, find, status_patch
 from spyre_operator.reconcile.decide import (
@@ -21,14 +21,15 @@ from spyre_operator.reconcile.decide import (
     decide_invalid,
 )
 from spyre_operator.reconcile.drift import differs, needs_apply
-from spyre_operator.reconcile.observe import Observed, deployment_view, job_view
+from spyre_operator.reconcile.observe import Observed, spec_key
 from spyre_operator.reconcile.pods import pod_issues, unschedulable
 from spyre_operator.reconcile.progress import Reading
+from spyre_operator.reconcile.views import deployment_view, job_view
 from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
-from spyre_operator.render.pod import Platform
 from spyre_operator.render.weights_job import weights_job_name
+from spyre_operator.settings import Settings
 from spyre_runtime.contract import Step
 
 pytestmark = pytest.mark.unit
@@ -126,6 +127,12 @@ def weights_done(obj: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]
     return {"weights_job": view, "weights": weights_summary(spec, view, {})}
 
 
+def observed_as(model: SpyreModel, obj: dict[str, Any], **observed: Any) -> Observed:
+    """What observe shows of `obj`: `observed` with the spec's key (observe computes it)."""
+    key = spec_key(model.spec, weights_commit(observed.get("weights")))
+    return Observed(body=obj, key=key, **observed)
+
+
 def step(
     obj: dict[str, Any], settings: Settings = DEFAULTS, now: str = T0, **observed: Any
 ) -> Plan:
@@ -133,7 +140,8 @@ def step(
     otherwise."""
     if parse(obj).spec.model.from_hub and "weights" not in observed:
         observed |= weights_done(obj, WEIGHTS_OK)
-    return decide(Observed(body=obj, **observed), parse(obj), now, settings)
+    model = parse(obj)
+    return decide(observed_as(model, obj, **observed), model, now, settings)
 
 
 def applied(plan: Plan, kind: str) -> dict[str, Any]:
@@ -324,11 +332,13 @@ def test_available_deployment_is_ready_with_endpoint_and_idle_pass_changes_nothi
 
 def test_condition_times_move_only_when_status_flips() -> None:
     kwargs, status = ready_state()
-    later = decide(Observed(body=body(**status), **kwargs), parse(body()), T1, Settings())
+    later = decide(
+        observed_as(parse(body()), body(**status), **kwargs), parse(body()), T1, Settings()
+    )
     assert later.status.to_k8s() == status
     scaled = body({"replicas": 3}, **status)
     scaled["metadata"]["generation"] = 2
-    plan = decide(Observed(body=scaled, **kwargs), parse(scaled), T1, Settings())
+    plan = decide(observed_as(parse(scaled), scaled, **kwargs), parse(scaled), T1, Settings())
     available = find(plan.status.to_k8s()["conditions"], "Available")
     progressing = find(plan.status.to_k8s()["conditions"], "Progressing")
     assert available["lastTransitionTime"] == T0  # still True
@@ -827,7 +837,9 @@ def test_the_inventory_entry_computes_the_key_of_the_model_that_made_it(
     parsed = parse(entry, kind=CACHE_KIND)
     weights = pinned_weights(parsed.spec)
     assert cache_key(parsed.spec, weights_commit(weights)) == key
-    again = decide(Observed(body=entry, inventory=True, weights=weights), parsed, T0, Settings())
+    again = decide(
+        observed_as(parsed, entry, inventory=True, weights=weights), parsed, T0, Settings()
+    )
     (create,) = again.actions  # the compile Job of the key, none for the weights
     assert create.obj["metadata"]["name"] == meta.compile_job_name(key)
     assert again.status.to_k8s()["targetCacheKey"] == key

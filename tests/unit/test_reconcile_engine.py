@@ -12,15 +12,15 @@ from apilib import example
 
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import validate
-from spyre_operator.controller.settings import Settings
 from spyre_operator.controller.workqueue import WorkQueue
 from spyre_operator.kube.client import ApiError, Kube
-from spyre_operator.reconcile import engine
+from spyre_operator.reconcile import engine, shared
 from spyre_operator.reconcile.apply import execute
 from spyre_operator.reconcile.compile_queue import Limits, Queue
 from spyre_operator.reconcile.conditions import Event, find
 from spyre_operator.reconcile.engine import Reconciler, complain
-from spyre_operator.render import meta
+from spyre_operator.render import cachekey, meta
+from spyre_operator.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -329,6 +329,28 @@ def test_deployment_writes_are_applies_but_the_replicas_follow_by_patch(kube: Fa
     rec.reconcile(NS, name)  # compiles the new key; the old Deployment follows replicas
     assert kube.writes["PATCH Deployment"] == 1 and kube.writes["APPLY Deployment"] == 3
     assert kube.get("Deployment", NS, name)["spec"]["replicas"] == 3  # type: ignore[index]
+
+
+def test_the_cache_key_is_computed_once_per_reconcile(
+    kube: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """observe computes it; decide and the manifests it compares carry it. (A pass that
+    starts a Job also dry-runs the spec's children, with a stand-in commit.)"""
+    rec, _ = reconciler(kube)
+    finish_compile(kube, rec)
+    computed: list[dict[str, Any]] = []
+    hashed = cachekey.canonical_json  # what cache_key hashes, once per key
+
+    def counted(config: dict[str, Any]) -> str:
+        computed.append(config)
+        return hashed(config)
+
+    monkeypatch.setattr(cachekey, "canonical_json", counted)
+    for _ in range(3):  # the Deployment created, then passes with nothing to write
+        computed.clear()
+        rec.reconcile(NS, "micro-granite-cpu")
+        assert len(computed) == 1
+    assert kube.writes["APPLY Deployment"] == 1
 
 
 def test_a_stale_copy_is_read_again_and_written_once(kube: FakeKube) -> None:
@@ -654,7 +676,7 @@ def test_a_compile_just_started_counts_until_the_watch_brings_it(
         doc["metadata"] = {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": 1}
         doc["metadata"]["creationTimestamp"] = f"2030-01-01T00:00:0{n}Z"
         kube._store(doc)
-    monkeypatch.setattr(engine, "STARTED_SECONDS", started_seconds)
+    monkeypatch.setattr(shared, "STARTED_SECONDS", started_seconds)
 
     def watched() -> Queue:
         created = {(NS, n) for (k, _, n), _ in kube.objects.items() if k == "Job"}
@@ -932,23 +954,23 @@ def test_a_missing_spyrecache_crd_is_said_once_skipped_and_tried_again_later(
     """No inventory without the SpyreCache kind: one WARNING, no Degraded, the model goes
     on; the entry is tried again `UNSERVED_SECONDS` later (the CRD may be installed)."""
     clock = Clock()
-    rec = Reconciler(kube, Sink(), clock=lambda: "T", unserved=engine.Unserved(clock))
+    rec = Reconciler(kube, Sink(), clock=lambda: "T", unserved=shared.Unserved(clock))
     kube.refuse, kube.refusal = {CACHE_KIND}, ApiError(404, "NotFound", {"details": {}})
     finish_compile(kube, rec)
-    with caplog.at_level("INFO", logger="spyre_operator.reconcile.engine"):
+    with caplog.at_level("INFO", logger="spyre_operator.reconcile"):
         for _ in range(3):
             rec.reconcile(NS, "micro-granite-cpu")
         assert kube.writes["POST SpyreCache"] == 1
         status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
         assert status["phase"] == "Starting"
         assert find(status["conditions"], "Degraded")["status"] == "False"
-        clock.now += engine.UNSERVED_SECONDS
+        clock.now += shared.UNSERVED_SECONDS
         rec.reconcile(NS, "micro-granite-cpu")  # tried again: still missing, said once
         assert kube.writes["POST SpyreCache"] == 2
         warned = [r for r in caplog.records if r.levelname == "WARNING"]
         assert len(warned) == 1 and "does not serve SpyreCache" in warned[0].message
         kube.refuse = set()  # the CRD installed
-        clock.now += engine.UNSERVED_SECONDS
+        clock.now += shared.UNSERVED_SECONDS
         rec.reconcile(NS, "micro-granite-cpu")
     assert kube.get(CACHE_KIND, NS, meta.inventory_name(status["targetCacheKey"])) is not None
     assert any("serves SpyreCache now" in r.message for r in caplog.records)

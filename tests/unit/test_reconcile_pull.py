@@ -10,16 +10,16 @@ import json
 from typing import Any
 
 import pytest
-from test_reconcile_decide import T0, body, complete, cond, failed, job, pod, step
+from test_reconcile_decide import T0, body, complete, cond, failed, job, observed_as, pod, step
 
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import parse
-from spyre_operator.controller.settings import Settings
 from spyre_operator.reconcile.decide import Plan, decide
-from spyre_operator.reconcile.observe import Observed, job_view
 from spyre_operator.reconcile.pull import RETRY_SECONDS
+from spyre_operator.reconcile.views import job_view
 from spyre_operator.reconcile.weights_status import pinned_weights
 from spyre_operator.render import meta
+from spyre_operator.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -232,7 +232,7 @@ def test_a_pulled_key_is_in_the_inventory_and_its_users_own_the_pull_job() -> No
     parsed = parse(entry, kind=CACHE_KIND)
     weights = pinned_weights(parsed.spec)  # an entry's commit is pinned: no download
     listed = decide(
-        Observed(body=entry, inventory=True, weights=weights, **seen), parsed, T0, SHARING
+        observed_as(parsed, entry, inventory=True, weights=weights, **seen), parsed, T0, SHARING
     )
     assert [a.reason for a in listed.actions] == ["SharedPullJob"]  # the entry joins it
     status = listed.status.to_k8s()
@@ -251,8 +251,9 @@ def test_a_pulled_key_is_in_the_inventory_and_its_users_own_the_pull_job() -> No
     pods = [pod("p-0", "Completed", 0, json.dumps(summary), "pull")]
     kept = entry | {"status": status | {"usedBy": [], "lastUsedAt": T0}}  # unused since T0
     later = decide(
-        Observed(
-            body=kept,
+        observed_as(
+            parsed,
+            kept,
             inventory=True,
             weights=weights,
             pvc_exists=True,

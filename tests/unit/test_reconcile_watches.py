@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 from apilib import example
 
-from spyre_operator.kube import indexed
+from spyre_operator.controller.indexes import model_entry, stored
+from spyre_operator.kube import entries
 from spyre_operator.kube.client import ApiError, Kube
-from spyre_operator.kube.indexed import IndexedKube, index_entry, model_entry, stored
+from spyre_operator.kube.entries import index_entry
+from spyre_operator.kube.indexed import IndexedKube
 from spyre_operator.kube.watches import SELECTOR, Source, Store, Watch, Watches
 from spyre_operator.reconcile.pods import pod_issues, pod_starts
 from spyre_operator.render import meta
@@ -314,7 +316,7 @@ def test_bodies_pack_small_with_the_first_written_status_of_their_kind_as_the_di
     """The index keeps every body: after the first one with a status the operator wrote,
     a fleet's similar bodies of that kind pack with it as zlib's dictionary, and each
     unpacks as it was (those packed before it too). SpyreCaches have their own."""
-    monkeypatch.setattr(indexed, "PRESETS", {})
+    monkeypatch.setattr(entries, "PRESETS", {})
 
     def body(name: str, status: bool, kind: str = "SpyreModel") -> dict[str, Any]:
         found = example("micro-granite-cpu") | {"kind": kind}
@@ -346,7 +348,7 @@ def test_a_childs_spec_is_kept_packed_and_every_read_brings_it_whole(
 ) -> None:
     """What drift compares of a Deployment (its spec) is packed in the store, the first
     one as the dictionary: the others pack small; a read unpacks a copy of its own."""
-    monkeypatch.setattr(indexed, "PRESETS", {})
+    monkeypatch.setattr(entries, "PRESETS", {})
 
     def deployment(name: str) -> dict[str, Any]:
         container = {
@@ -366,7 +368,7 @@ def test_a_childs_spec_is_kept_packed_and_every_read_brings_it_whole(
     for name in ("a", "b"):
         store.event("ADDED", deployment(name))
     kept = store._items[("ns", "b")]["spec"]
-    assert isinstance(kept, indexed.PackedSpec) and kept.with_preset
+    assert isinstance(kept, entries.PackedSpec) and kept.with_preset
     assert len(kept.packed) < len(json.dumps(deployment("b")["spec"])) / 4
     read = store.get(("ns", "b"))
     assert read == index_entry("deployments", deployment("b"))[("ns", "b")] | {

@@ -15,14 +15,12 @@ from spyre_operator.render.children import (
     build_cache_pvc,
     build_compile_job,
     build_deployment,
-    build_pod_disruption_budget,
-    build_service,
     build_weights_job,
     desired,
-    endpoint_url,
     manifest_hash,
 )
 from spyre_operator.render.pod import cards
+from spyre_operator.render.serving import build_pod_disruption_budget, build_service, endpoint_url
 from spyre_operator.render.weights_job import weights_job_name
 
 pytestmark = pytest.mark.unit

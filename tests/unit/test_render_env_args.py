@@ -8,7 +8,7 @@ import pytest
 from apilib import BASE, EXAMPLES, example, load_example, merge, with_spec
 
 from spyre_operator.api import runtimes
-from spyre_operator.api.rules import RENDERED_FLAGS
+from spyre_operator.api.arg_rules import RENDERED_FLAGS
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.validation import parse, validate
 from spyre_operator.render.args import container_args

@@ -12,12 +12,13 @@ import kubernetes_validate
 import pytest
 from apilib import example, merge, pinned
 
+from spyre_operator.api.runtimes import CacheSharing
 from spyre_operator.api.validation import parse, validate_spec
-from spyre_operator.controller.settings import Settings, SettingsError, from_env
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.children import desired
-from spyre_operator.render.sharing import CacheSharing, sharing_for
+from spyre_operator.render.sharing import sharing_for
+from spyre_operator.settings import Settings, SettingsError, from_env
 from spyre_runtime import contract
 
 pytestmark = pytest.mark.unit

@@ -13,10 +13,10 @@ from apilib import example, merge, pinned
 from spyre_operator.api import imageref
 from spyre_operator.api.runtimes import DEFAULT_IMAGES, RuntimeImages, default_image
 from spyre_operator.api.validation import SpyreModel, parse
-from spyre_operator.controller.settings import SettingsError, from_env
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, compile_config
 from spyre_operator.render.children import build_cleanup_job, desired
+from spyre_operator.settings import SettingsError, from_env
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The operator's settings (controller/settings.py): one definition each, reached by
+"""The operator's settings (settings.py): one definition each, reached by
 flag, environment variable and chart value; one validation, with what to give instead."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from spyre_operator import settings
 from spyre_operator.cli import build_parser
-from spyre_operator.controller import settings
-from spyre_operator.controller.settings import Settings, SettingsError, from_env, from_flags
+from spyre_operator.cli.run import from_flags
+from spyre_operator.settings import Settings, SettingsError, from_env
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from apilib import BASE, merge, with_spec
 from cryptography import x509
 
 from spyre_operator.api.validation import review, validate
-from spyre_operator.controller.settings import SettingsError, from_env
+from spyre_operator.settings import SettingsError, from_env
 from spyre_operator.webhook import certs
 from spyre_operator.webhook.review import Answer, answer
 

@@ -12,8 +12,11 @@ import pytest
 
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.controller import triggers, workqueue
+from spyre_operator.controller.metrics import Metrics, exposition
+from spyre_operator.controller.metrics_server import parse
 from spyre_operator.controller.triggers import Resync, watched_count
 from spyre_operator.controller.workqueue import Key, WorkQueue
+from spyre_operator.kube.backoff import retry_delay
 from spyre_operator.kube.client import METADATA_ONLY, ApiError, Kube
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.render import meta
@@ -517,7 +520,9 @@ def test_the_count_of_a_pass_is_the_size_of_the_indexes() -> None:
 
 
 def test_the_pause_doubles_up_to_five_minutes() -> None:
-    delay = workqueue.retry_delay
+    def delay(first: float, failures: int) -> float:
+        return retry_delay(first, failures, workqueue.MAX_RETRY_SECONDS)
+
     assert [delay(10, n) for n in (1, 2, 3, 5, 6, 10_000)] == [10, 20, 40, 160, 300, 300]
     assert (delay(0.01, 1), delay(600, 3)) == (0.01, 600)  # a first pause above the cap stays
 
@@ -543,7 +548,7 @@ def test_the_triggers_only_queue_keys_and_an_echo_of_a_status_write_none() -> No
     triggers.child_changed(reconcilers, "MODIFIED", service)
     drain(q)
     assert rec.runs == [A, ("SpyreCache", "ns", "a"), B]
-    reconcilers[KIND]._written[("ns", "a")] = "8"  # what its status write returned
+    reconcilers[KIND].wrote("ns", "a", "8")  # what its status write returned
     echo = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "8"}}
     triggers.model_event(reconcilers[KIND], "MODIFIED", echo)
     drain(q)
@@ -690,3 +695,35 @@ def test_a_pod_added_queues_its_model_the_start_up_listing_does_not() -> None:
     triggers.pod_changed(reconcilers, "ADDED", pod)
     drain(q)
     assert rec.runs == [A]
+
+
+def test_the_loop_shows_its_depth_wait_runs_and_results_on_metrics() -> None:
+    """Keys waiting by lane, runs in flight, how long a key waited for a worker, and how
+    runs ended, as /metrics shows them."""
+    rec, clock = Recorder(), Clock()
+    q = queue(rec, clock)
+    rec.failing[B] = 1
+    q.add(A)
+    q.add(B)
+    q.resync(C)
+    stats = q.loop_stats()
+    assert (stats.waiting, stats.running) == ({"trigger": 2, "low": 1}, 0)
+    clock.now += 2.0
+    assert q.take(block=False) == A
+    assert q.loop_stats().running == 1
+    q.done(A, None, again=60.0)
+    drain(q)  # B fails, C runs (waited 2 s too)
+    text = "\n".join(
+        exposition(collections.Counter(), Metrics(), {}, {}, 0, {}, loop=q.loop_stats())
+    )
+    found = parse(text)
+    assert found['spyre_operator_workqueue_depth{lane="trigger"}'] == 0
+    assert found["spyre_operator_workqueue_in_flight"] == 0
+    assert found["spyre_operator_workqueue_wait_seconds_count"] == 3
+    assert found['spyre_operator_workqueue_wait_seconds_bucket{le="1"}'] == 0
+    assert found["spyre_operator_workqueue_wait_seconds_sum"] == 6.0
+    results = {
+        r: found[f'spyre_operator_reconcile_results_total{{result="{r}"}}']
+        for r in ("success", "requeue", "error")
+    }
+    assert results == {"success": 1, "requeue": 1, "error": 1}

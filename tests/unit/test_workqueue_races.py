@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from spyre_operator.api.names import KIND
-from spyre_operator.controller.workqueue import Key, WorkQueue, retry_delay
+from spyre_operator.controller.workqueue import MAX_RETRY_SECONDS, Key, WorkQueue
+from spyre_operator.kube.backoff import retry_delay
 from spyre_operator.kube.client import Kube
 from spyre_operator.reconcile.engine import Reconciler
 
@@ -68,7 +69,7 @@ class KeysOnly:
         self.queue.resync(key)
 
     def wrote(self, key: Key, version: str) -> None:
-        self.reconciler._written[(key[1], key[2])] = version  # what _carry_out keeps
+        self.reconciler.wrote(key[1], key[2], version)
 
     def take(self) -> tuple[Key, bool] | None:
         """The next run, and whether it is skipped (never, here)."""
@@ -164,7 +165,9 @@ class CopyingQueue:
                 self._run_at(key, self.clock() + again)
         else:
             self.failures[key] = self.failures.get(key, 0) + 1
-            self._run_at(key, self.clock() + retry_delay(10.0, self.failures[key]))
+            self._run_at(
+                key, self.clock() + retry_delay(10.0, self.failures[key], MAX_RETRY_SECONDS)
+            )
         rerun = key in self.rerun
         self.rerun.discard(key)
         if key in self.dirty:

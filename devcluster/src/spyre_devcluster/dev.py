@@ -30,9 +30,9 @@ from spyre_devcluster.node_demo import say
 from spyre_devcluster.operator_process import OperatorExited, OperatorProcess
 from spyre_devcluster.tools import ToolMissing, tool
 from spyre_operator.api.names import CACHE_CRD_NAME, CRD_NAME
+from spyre_operator.cli.render import crd_yaml
 from spyre_operator.kube.client import Kube, load_api_client
 from spyre_operator.render import meta
-from spyre_operator.render.commands import crd_yaml
 from spyre_operator.render.weights_job import is_commit
 
 DEFAULT_EXAMPLE = "micro-granite-cpu.yaml"

@@ -17,9 +17,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from .config import termination_log
 from .contract import SPYRE_SERVING_CACHE_KEY, SPYRE_SERVING_CACHE_ROOT, Summary
-from .report import failure, log, write_summary
+from .report import failure, log, termination_log, write_summary
 from .space import tree_bytes
 
 KEY = re.compile(r"^[0-9a-f]{64}$")  # sha256 hex: the operator's cache keys

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .catalog import check_cache
-from .config import ContractError, RuntimeConfig, from_env, termination_log
+from .config import ContractError, RuntimeConfig, from_env
 from .contract import (
     MASTER_ADDR,
     MASTER_PORT,
@@ -25,7 +25,7 @@ from .contract import (
     VLLM_PLUGINS,
     WEIGHTS_DIR,
 )
-from .report import failure, log, setup_logging, write_summary
+from .report import failure, log, setup_logging, termination_log, write_summary
 
 USAGE = f"""usage: spyre-runtime <command> [vllm serve args...]
        spyre-runtime weights [--from <dir>]

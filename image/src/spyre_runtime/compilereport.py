@@ -54,6 +54,7 @@ from .contract import (
     CompileCounts,
 )
 from .enginefork import prepare_forks
+from .report import failure, termination_log, write_summary
 
 PLUGIN_NAME = "spyre_runtime"
 # Set by `serve` (the spec requires precompiled graphs): compiling at start-up is an error.
@@ -155,9 +156,6 @@ def _guard(codegen: Callable[..., Any]) -> Callable[..., Any]:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         if _state.warmed:
             return codegen(*args, **kwargs)
-        from .config import termination_log
-        from .report import failure, write_summary
-
         message = refusal(os.environ)
         _print(f"{MARKER} refused: {message}")
         summary = failure(CACHE_NOT_READY, message)

@@ -17,20 +17,19 @@ from .compilereport import with_plugin
 from .contract import (
     COMPILER_ENV,
     COMPILER_ENV_FIELD,
-    DEFAULT_TERMINATION_LOG,
     FLAVOURS,
     INDUCTOR_CACHE_SUBDIR,
     SPYRE_SERVING_CACHE_KEY,
     SPYRE_SERVING_CACHE_ROOT,
     SPYRE_SERVING_COMPILE_CONFIG,
     SPYRE_SERVING_FLAVOUR,
-    SPYRE_SERVING_TERMINATION_LOG,
     TORCH_SENDNN_CACHE_DIR,
     TORCH_SENDNN_CACHE_ENABLE,
     TORCHINDUCTOR_CACHE_DIR,
     VLLM_PLUGINS,
     Flavour,
 )
+from .report import termination_log
 
 _CACHE_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -199,11 +198,6 @@ def from_env(environ: Mapping[str, str], args: Sequence[str]) -> RuntimeConfig:
         require_precompiled=_flag(environ, flavour.require_precompiled_var),
         vllm_args=tuple(args),
     )
-
-
-def termination_log(environ: Mapping[str, str]) -> Path:
-    """Where the summary line goes (the kubelet's termination message file)."""
-    return Path(environ.get(SPYRE_SERVING_TERMINATION_LOG) or DEFAULT_TERMINATION_LOG)
 
 
 def config_differences(expected: Any, actual: Any, path: str = "") -> list[str]:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from .cacheartifact import Refused, architecture
 from .cacheshare import Moved, fetch, publish
-from .config import termination_log
 from .contract import (
     SPYRE_SERVING_CACHE_KEY,
     SPYRE_SERVING_CACHE_REGISTRY,
@@ -27,7 +26,7 @@ from .contract import (
     Transfer,
 )
 from .ociregistry import Client, RegistryError, Repository, read_credentials
-from .report import failure, log, write_summary
+from .report import failure, log, termination_log, write_summary
 
 
 def client_from_env(environ: Mapping[str, str]) -> Client | None:

@@ -7,9 +7,17 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from .contract import Reason, Step, Summary, step_line
+from .contract import (
+    DEFAULT_TERMINATION_LOG,
+    SPYRE_SERVING_TERMINATION_LOG,
+    Reason,
+    Step,
+    Summary,
+    step_line,
+)
 
 log = logging.getLogger("spyre_runtime")
 
@@ -20,6 +28,11 @@ LOG_FORMAT = "%(asctime)s spyre-runtime %(levelname)s %(message)s"
 
 def setup_logging() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
+
+
+def termination_log(environ: Mapping[str, str]) -> Path:
+    """Where the summary line goes (the kubelet's termination message file)."""
+    return Path(environ.get(SPYRE_SERVING_TERMINATION_LOG) or DEFAULT_TERMINATION_LOG)
 
 
 # The command's start (time.monotonic(), one clock for the whole machine) for a child

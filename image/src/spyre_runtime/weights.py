@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import ContractError, termination_log
+from .config import ContractError
 from .contract import (
     HF_ENDPOINT,
     HF_TOKEN,
@@ -35,7 +35,7 @@ from .contract import (
     Reason,
     Summary,
 )
-from .report import Progress, failure, log, write_summary
+from .report import Progress, failure, log, termination_log, write_summary
 from .weightstore import (
     MANIFEST_NAME,
     Expected,

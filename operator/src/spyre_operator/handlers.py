@@ -20,10 +20,9 @@ from typing import Any
 
 import kopf
 
+from spyre_operator import settings as operator_settings
 from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, KIND, PLURAL, VERSION
-from spyre_operator.controller import settings as operator_settings
-from spyre_operator.controller import triggers, wiring
-from spyre_operator.kube import indexed
+from spyre_operator.controller import indexes, triggers, wiring
 
 SETTINGS = operator_settings.current()  # `run`'s flags, or the environment
 WEBHOOK = bool(SETTINGS.webhook_port)  # off: kopf refuses admission handlers without a server
@@ -53,10 +52,10 @@ def cleanup(memo: kopf.Memo, **_: Any) -> None:
     wiring.shutdown(memo)
 
 
-@kopf.index(GROUP, VERSION, PLURAL, id=indexed.MODELS)
-@kopf.index(GROUP, VERSION, CACHE_PLURAL, id=indexed.CACHES)
+@kopf.index(GROUP, VERSION, PLURAL, id=indexes.MODELS)
+@kopf.index(GROUP, VERSION, CACHE_PLURAL, id=indexes.CACHES)
 def spyremodels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return indexed.model_entry(body)  # what the reconciles and the compile queue read
+    return indexes.model_entry(body)  # what the reconciles and the compile queue read
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from spyre_operator import __version__
 from spyre_operator.api import imageref
@@ -33,6 +34,21 @@ from spyre_runtime.contract import (
     VLLM_PLUGINS,
     Flavour,
 )
+
+# Where the pods run (the operator's --platform). OpenShift's restricted-v2 SCC assigns the
+# pod's fsGroup (and uid) from the namespace's range and rejects any other value, so the
+# pods leave them to it there; elsewhere the fixed group makes the shared cache writable.
+Platform = Literal["kubernetes", "openshift"]
+PLATFORMS: tuple[Platform, ...] = ("kubernetes", "openshift")
+
+
+@dataclass(frozen=True)
+class CacheSharing:
+    """The operator's --cache-registry and --cache-registry-secret."""
+
+    repository: str  # host[:port]/path
+    secret: str | None = None  # in the model's namespace: .dockerconfigjson, ca.crt
+
 
 # A plugin setting (after the flavour's prefix) that replaces the known-config registry,
 # whose device settings (TKV limit, KV blocks) shape the graphs; the file's content cannot

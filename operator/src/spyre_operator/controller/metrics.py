@@ -1,95 +1,32 @@
-"""The operator's Prometheus metrics: what the reconciler counts, and /metrics in the text
-exposition format (with # HELP and # TYPE, so `promtool check metrics` passes and
-Prometheus knows counters from gauges)."""
+"""The operator's Prometheus metrics: what the reconciler counts, in the text exposition
+format (with # HELP and # TYPE, so `promtool check metrics` passes and Prometheus knows
+counters from gauges); metrics_server.py serves it on /metrics."""
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from spyre_operator import __version__
-from spyre_operator.api.names import CACHE_KIND, KIND
-from spyre_operator.api.spec import CacheVolume
+from spyre_operator.api.names import KIND
 from spyre_operator.api.status import CACHE_READY, READY
+from spyre_operator.controller.cache_keys import CacheKeys
+from spyre_operator.controller.histogram import Histogram
+from spyre_operator.controller.workqueue import LoopStats
 from spyre_operator.reconcile.conditions import UNSCHEDULABLE
-from spyre_operator.render.cachekey import short_key
 
 log = logging.getLogger(__name__)
 
 PREFIX = "spyre_operator"
-CHUNK = 1000  # lines of the exposition per write of a scrape (~100 KB)
 # A reconcile is a few API reads and maybe a write; a compile takes minutes to hours.
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 COMPILE_BUCKETS = (60.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 10800.0)
 # A pull moves GBs from a registry: seconds to minutes.
 PULL_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 Key = tuple[str, str]
-Who = tuple[str, str, str]  # (kind, namespace, name)
-DEFAULT_CLAIM = CacheVolume.model_fields["claim_name"].default
-
-
-class CacheKeys:
-    """What the SpyreModels' and SpyreCaches' status say of the cache keys: the bytes of
-    each compiled key on its volume (a SpyreCache's compile report), and the keys waiting
-    in the compile queue (CacheReady reason Queued)."""
-
-    def __init__(self) -> None:
-        self.compiled: dict[Who, tuple[str, str, int]] = {}  # -> (claim, short key, bytes)
-        self.wanted: dict[Who, tuple[str, str]] = {}  # -> (target key, CacheReady reason)
-
-    def record(self, who: Who, status: dict[str, Any], spec: dict[str, Any] | None) -> None:
-        cache = status.get("cache") or {}
-        size, key = cache.get("bytes"), cache.get("cacheKey")
-        if who[0] == CACHE_KIND and cache.get("ok") is True and isinstance(size, int) and key:
-            volume = ((spec or {}).get("cache") or {}).get("volume") or {}
-            self.compiled[who] = (volume.get("claimName") or DEFAULT_CLAIM, short_key(key), size)
-        else:
-            self.compiled.pop(who, None)
-        by_type = {c.get("type"): c for c in status.get("conditions") or []}
-        reason = (by_type.get(CACHE_READY) or {}).get("reason") or ""
-        self.wanted[who] = (status.get("targetCacheKey") or "", reason)
-
-    def forget(self, who: Who) -> None:
-        self.compiled.pop(who, None)
-        self.wanted.pop(who, None)
-
-    def key_bytes(self) -> dict[tuple[str, str, str], int]:
-        """(namespace, claim, short key) -> bytes, each key once (an inventory entry and a
-        user's SpyreCache of one key report the same compile)."""
-        return {(ns, claim, key): size for (_, ns, _), (claim, key, size) in self.compiled.items()}
-
-    def queued(self) -> dict[str, int]:
-        """Keys waiting for a compile slot, by namespace; 0 for a namespace with SpyreModels
-        or SpyreCaches and none waiting."""
-        waiting = {(ns, key) for (_, ns, _), (key, reason) in self.wanted.items()
-                   if reason == "Queued"}  # fmt: skip
-        counts = Counter(ns for ns, _ in waiting)
-        return {ns: counts[ns] for ns in sorted({ns for _, ns, _ in self.wanted})}
-
-
-class Histogram:
-    def __init__(self, buckets: tuple[float, ...]) -> None:
-        self.buckets = buckets
-        self.counts = [0] * (len(buckets) + 1)  # the last one is +Inf
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.buckets, value)] += 1
-        self.sum += value
-
-    def lines(self, name: str) -> list[str]:
-        out, total = [], 0
-        for bound, count in zip((*self.buckets, float("inf")), self.counts, strict=True):
-            total += count
-            le = "+Inf" if bound == float("inf") else f"{bound:g}"
-            out.append(f'{name}_bucket{{le="{le}"}} {total}')
-        return [*out, f"{name}_sum {self.sum:.6f}", f"{name}_count {total}"]
 
 
 class Metrics:
@@ -246,8 +183,9 @@ def exposition(
     reads: int,
     received: dict[str, int],
     last_pass: tuple[int, float] | None = None,
+    loop: LoopStats | None = None,
 ) -> Iterator[str]:
-    """The text exposition of everything the operator counts, line by line (`serve`
+    """The text exposition of everything the operator counts, line by line (metrics_server.serve
     writes it as it comes: at 10,000 SpyreModels their three families are 30,000 lines,
     which as one text, its list of lines and its bytes held ~12 MB at each scrape)."""
     p = PREFIX
@@ -381,6 +319,8 @@ def exposition(
             "SpyreModels and SpyreCaches the last resync pass queued.",
             [f"{p}_resync_pass_objects {objects}"],
         )
+    if loop is not None:
+        yield from _loop(loop)
     yield from _family(
         f"{p}_build_info",
         "gauge",
@@ -389,34 +329,36 @@ def exposition(
     )
 
 
-def parse(text: str) -> dict[str, float]:
-    """Samples by name (with labels) of an exposition; comments skipped."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
-
-
-def serve(lines: Callable[[], Iterable[str]], port: int) -> ThreadingHTTPServer:
-    """GET any path -> lines() (the exposition), on 0.0.0.0:port, from a thread: written
-    CHUNK lines at a time as they come, the body ended by closing the connection (HTTP/1.0,
-    no Content-Length), so a scrape never holds the whole text."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            remaining = iter(lines())
-            while chunk := list(itertools.islice(remaining, CHUNK)):
-                self.wfile.write(("\n".join(chunk) + "\n").encode())
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Scrapes are not worth a log line."""
-
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    log.info("metrics on http://0.0.0.0:%d/metrics", port)
-    return server
+def _loop(loop: LoopStats) -> Iterator[str]:
+    """The work queue's: how many keys wait and run, how long they wait, how runs end."""
+    p = PREFIX
+    yield from _family(
+        f"{p}_workqueue_depth",
+        "gauge",
+        "Keys waiting for a worker, by lane (trigger: events and retries; low: the resync's "
+        "and the inventory's).",
+        [f'{p}_workqueue_depth{{lane="{lane}"}} {n}' for lane, n in sorted(loop.waiting.items())],
+    )
+    yield from _family(
+        f"{p}_workqueue_in_flight",
+        "gauge",
+        "Reconciles running now.",
+        [f"{p}_workqueue_in_flight {loop.running}"],
+    )
+    yield from _family(
+        f"{p}_workqueue_wait_seconds",
+        "histogram",
+        "Time a key waited in the queue before a worker took it.",
+        loop.wait.lines(f"{p}_workqueue_wait_seconds"),
+    )
+    results = [
+        f'{p}_reconcile_results_total{{result="{r}"}} {loop.results.get(r, 0)}'
+        for r in ("success", "requeue", "error")
+    ]
+    yield from _family(
+        f"{p}_reconcile_results_total",
+        "counter",
+        "Reconciles ended, by result: success, requeue (it asked to run again at a time), "
+        "error (tried again after a pause).",
+        results,
+    )

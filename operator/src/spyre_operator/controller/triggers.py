@@ -13,10 +13,10 @@ from typing import Any
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.controller.workqueue import Key, WorkQueue
 from spyre_operator.kube.client import KINDS, METADATA_ONLY, ApiError, Kube, one_line, path
-from spyre_operator.kube.indexed import plain
+from spyre_operator.kube.entries import plain
 from spyre_operator.reconcile import compile_queue, inventory
 from spyre_operator.reconcile.engine import Reconciler
-from spyre_operator.reconcile.observe import job_view
+from spyre_operator.reconcile.views import job_view
 from spyre_operator.render import meta
 
 log = logging.getLogger(__name__)

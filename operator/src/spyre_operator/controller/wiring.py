@@ -1,8 +1,8 @@
 """What connects kopf to the reconciler: settings, the work queue and its workers, the
 reconcilers, the children's watches, Events, the resync and metrics (the triggers are in
-triggers.py, the indexes in kube/indexed.py, the watches in kube/watches.py).
+triggers.py, the indexes in indexes.py, the watches in kube/watches.py).
 
-The settings come from controller/settings.py: `run`'s flags, or the environment with
+The settings come from settings.py: `run`'s flags, or the environment with
 `kopf run -m spyre_operator.handlers`.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
-from spyre_operator.controller import allocator, metrics, triggers
+from spyre_operator.controller import allocator, metrics, metrics_server, triggers
 from spyre_operator.controller.events import EventPoster
-from spyre_operator.controller.settings import Settings
+from spyre_operator.controller.indexes import CACHES, MODELS, read_compile_queue, stored
 from spyre_operator.controller.triggers import Resync, watched_count
 from spyre_operator.controller.workqueue import Key, WorkQueue
 from spyre_operator.kube.client import (
@@ -27,20 +27,16 @@ from spyre_operator.kube.client import (
     load_api_client,
     policy_version,
 )
-from spyre_operator.kube.indexed import (
-    CACHES,
-    MODELS,
-    IndexedKube,
-    read_compile_queue,
-    stored,
-)
+from spyre_operator.kube.indexed import IndexedKube
 from spyre_operator.kube.watches import Source, Store, Watches
 from spyre_operator.reconcile import compile_queue
 from spyre_operator.reconcile.dryrun import PARALLEL
-from spyre_operator.reconcile.engine import Reconciler, Starts, Unserved, complain
+from spyre_operator.reconcile.engine import Reconciler, complain
 from spyre_operator.reconcile.progress import ProgressReader
+from spyre_operator.reconcile.shared import Starts, Unserved
 from spyre_operator.reconcile.starts import StartReader
 from spyre_operator.render import meta
+from spyre_operator.settings import Settings
 
 CHILDREN = ("Job", "Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget")
 
@@ -121,8 +117,10 @@ def configure(
     )
     port = config.metrics_port
     if port:
-        metrics.serve(
-            lambda: metrics_lines(memo.reconcilers.values(), memo.queue, memo.watches, memo.resync),
+        metrics_server.serve(
+            lambda: metrics_lines(
+                memo.reconcilers.values(), shared, memo.queue, memo.watches, memo.resync
+            ),
             port,
         )
     memo.watches.wait_synced()
@@ -184,7 +182,11 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 def metrics_lines(
-    reconcilers: Iterable[Reconciler], queue: WorkQueue, watches: Watches, resync: Resync
+    reconcilers: Iterable[Reconciler],
+    shared: metrics.Metrics,
+    queue: WorkQueue,
+    watches: Watches,
+    resync: Resync,
 ) -> Iterator[str]:
     """Both reconcilers' counters added up (their client and Metrics are shared), the
     exposition's lines."""
@@ -194,10 +196,11 @@ def metrics_lines(
     kube = reconcilers[0].kube
     return metrics.exposition(
         stats,
-        reconcilers[0].metrics,
+        shared,
         kube.writes,
         kube.dry_runs,
         kube.reads,
         watches.counts(),
         resync.last_pass,
+        queue.loop_stats(),
     )

@@ -26,7 +26,10 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
+
+from spyre_operator.controller.histogram import Histogram
+from spyre_operator.kube.backoff import retry_delay
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +37,16 @@ Key = tuple[str, str, str]  # (kind, namespace, name)
 
 RETRY_SECONDS = 10.0  # pause before a failed run is retried, doubled per failure in a row
 MAX_RETRY_SECONDS = 300.0
+WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 
-def retry_delay(first: float, failures: int, longest: float = MAX_RETRY_SECONDS) -> float:
-    """`first` after one failure, doubling with each one after it, at most `longest` (so
-    a write, or a watch, that keeps failing does not load the API server)."""
-    return min(first * 2 ** min(failures - 1, 30), max(first, longest))
+class LoopStats(NamedTuple):
+    """The queue as /metrics shows it (controller/metrics.py)."""
+
+    waiting: dict[str, int]  # keys waiting for a worker, by lane: trigger, low
+    running: int  # reconciles running now
+    wait: Histogram  # how long a key waited before a worker took it
+    results: dict[str, int]  # runs ended, by result: success, requeue, error
 
 
 class Complain(Protocol):
@@ -81,6 +88,9 @@ class WorkQueue:
         self._timers: list[tuple[float, Key]] = []  # heap of (when, key); stale ones skipped
         self._closed = False
         self._workers: list[threading.Thread] = []
+        self._since: dict[Key, float] = {}  # when a waiting key was queued
+        self._wait = Histogram(WAIT_BUCKETS)
+        self._results: Counter[str] = Counter()
 
     # ----- adding ------------------------------------------------------------------
     def add(self, key: Key) -> None:
@@ -118,6 +128,7 @@ class WorkQueue:
 
     def _lane_low(self, key: Key) -> None:
         if key not in self._lowered:
+            self._since.setdefault(key, self.clock())
             self._lowered.add(key)
             self._low.append(key)
             self._cond.notify()
@@ -132,6 +143,7 @@ class WorkQueue:
         if key in self._running:
             self._dirty.add(key)
         elif key not in self._queued:
+            self._since.setdefault(key, self.clock())
             self._queued.add(key)
             self._ready.append(key)
             self._cond.notify()
@@ -144,6 +156,8 @@ class WorkQueue:
             self._due.pop(key, None)
             self._lowered.discard(key)
             self._rerun.discard(key)
+            if key not in self._queued:
+                self._since.pop(key, None)
 
     # ----- running -----------------------------------------------------------------
     def process(self, block: bool = True) -> bool:
@@ -169,19 +183,30 @@ class WorkQueue:
                 if self._ready:
                     key = self._ready.popleft()
                     self._queued.discard(key)
-                    self._running.add(key)
-                    return key
+                    return self._started(key)
                 while self._low:
                     key = self._low.popleft()
                     if key in self._lowered:  # else: a trigger queued it since, or it went
                         self._lowered.discard(key)
-                        self._running.add(key)
-                        return key
+                        return self._started(key)
                 if not block:
                     return None
                 wait = self._timers[0][0] - self.clock() if self._timers else None
                 self._cond.wait(wait)
             return None
+
+    def _started(self, key: Key) -> Key:
+        """`key` runs now (lock held): how long it waited is observed."""
+        self._running.add(key)
+        since = self._since.pop(key, None)
+        if since is not None:
+            self._wait.observe(max(0.0, self.clock() - since))
+        return key
+
+    def loop_stats(self) -> LoopStats:
+        with self._cond:
+            waiting = {"trigger": len(self._ready), "low": len(self._lowered)}
+            return LoopStats(waiting, len(self._running), self._wait.copy(), dict(self._results))
 
     def _start_due(self) -> None:
         """Queue the retries whose time has come."""
@@ -199,12 +224,13 @@ class WorkQueue:
             failures, said = self._failures.get(key, (0, None))
         if err is not None:  # said while the key still counts as running: no run races it
             failures += 1
-            delay = retry_delay(RETRY_SECONDS, failures)
+            delay = retry_delay(RETRY_SECONDS, failures, MAX_RETRY_SECONDS)
             said = self.complain(key, err, delay, said)
         elif failures:
             log.info("%s/%s: recovered after %d failed attempts", key[1], key[2], failures)
         with self._cond:
             self._running.discard(key)
+            self._results["error" if err else "success" if again is None else "requeue"] += 1
             if err is None:
                 if self._failures.pop(key, None) is not None:
                     self._due.pop(key, None)  # reconciled: the retry is moot
@@ -219,6 +245,7 @@ class WorkQueue:
             self._rerun.discard(key)
             if key in self._dirty:  # runs again anyway (and sooner)
                 self._dirty.discard(key)
+                self._since.setdefault(key, self.clock())
                 self._queued.add(key)
                 self._ready.append(key)  # behind the keys that waited meanwhile
                 self._cond.notify()

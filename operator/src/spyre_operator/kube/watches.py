@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spyre_operator.controller.workqueue import retry_delay
+from spyre_operator.kube.backoff import retry_delay
 from spyre_operator.kube.client import ApiError, Kube
-from spyre_operator.kube.indexed import index_entry, readable
+from spyre_operator.kube.entries import index_entry, readable
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +39,13 @@ Deliver = Callable[[str | None, dict[str, Any]], None]  # (event type, body)
 
 class Store:
     """The objects of one kind, (namespace, name) -> what the reconciler reads of each
-    (indexed.index_entry). `complete`: every object the reconciler may ask for is
+    (entries.index_entry). `complete`: every object the reconciler may ask for is
     labelled, so a missing key means a missing object; a user's existing cache claim
     (spec.cache.volume.claimName) is not labelled, so a PVC missing here is listed by
     name (indexed.IndexedKube). `by`: labels whose values are indexed, so a selection by
     one of them reads only the entries that carry it (of the pods: the model's, the
     Job's), not every entry. Safe from any thread; the entries are shared (a packed spec
-    is unpacked afresh: indexed.readable): read them, never change them."""
+    is unpacked afresh: entries.readable): read them, never change them."""
 
     def __init__(self, plural: str, complete: bool = True, by: tuple[str, ...] = ()) -> None:
         self.plural, self.complete, self.by = plural, complete, by

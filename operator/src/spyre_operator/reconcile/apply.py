@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from spyre_operator.kube.client import STRATEGIC, ApiError, Kube
-from spyre_operator.reconcile.decide import Action
+from spyre_operator.reconcile.plan import Action
 
 
 def add_owner(

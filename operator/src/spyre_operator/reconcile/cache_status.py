@@ -17,10 +17,11 @@ from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compile_queue import Turn
 from spyre_operator.reconcile.conditions import UNSCHEDULABLE, Cond, clip, tail
 from spyre_operator.reconcile.inventory import epoch_seconds
-from spyre_operator.reconcile.observe import JobView, Observed
+from spyre_operator.reconcile.observe import Observed
 from spyre_operator.reconcile.pods import PodIssue, Unschedulable
 from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.pull import not_used
+from spyre_operator.reconcile.views import JobView
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
 

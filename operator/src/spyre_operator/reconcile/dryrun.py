@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.controller.settings import Settings
 from spyre_operator.kube.client import ApiError, Kube, one_line
 from spyre_operator.render.children import desired, manifest_hash
+from spyre_operator.settings import Settings
 
 # A hub model's commit is known once its weights are downloaded; the manifests have the
 # same shape with any commit, so one stands in, before and after the download.

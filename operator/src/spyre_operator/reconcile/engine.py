@@ -24,12 +24,9 @@ from typing import Any, Protocol
 from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import InvalidSpec, Problem
 from spyre_operator.api.validation import parse
-from spyre_operator.controller import workqueue
-from spyre_operator.controller.metrics import Metrics
-from spyre_operator.controller.settings import Settings
 from spyre_operator.kube.client import ApiError, Kube, one_line
 from spyre_operator.reconcile.apply import execute, write_status
-from spyre_operator.reconcile.compile_queue import JobRef, Queue, is_compile_start
+from spyre_operator.reconcile.compile_queue import Queue, is_compile_start
 from spyre_operator.reconcile.conditions import (
     Event,
     announce,
@@ -38,20 +35,59 @@ from spyre_operator.reconcile.conditions import (
     status_patch,
     transition_events,
 )
-from spyre_operator.reconcile.decide import (
-    Action,
-    Plan,
-    decide,
-    decide_invalid,
-)
+from spyre_operator.reconcile.decide import decide, decide_invalid
 from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.model_status import with_apply_failure
 from spyre_operator.reconcile.observe import observe
+from spyre_operator.reconcile.plan import Action, Plan
 from spyre_operator.reconcile.progress import ProgressReader
+from spyre_operator.reconcile.shared import Starts, Unserved
 from spyre_operator.reconcile.starts import StartReader
 from spyre_operator.render.sharing import sharing_for
+from spyre_operator.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+Key = tuple[str, str, str]  # (kind, namespace, name): a key of the work queue
+
+
+class KeyQueue(Protocol):
+    """What the reconciler asks of the controller's work queue (controller/workqueue.py)."""
+
+    def add(self, key: Key) -> None: ...
+    def later(self, key: Key) -> None: ...
+    def forget(self, key: Key) -> None: ...
+    def idle(self) -> bool: ...
+
+
+class Measure(Protocol):
+    """What the reconciler tells the controller's metrics (controller/metrics.py)."""
+
+    def reconciled(self, seconds: float) -> None: ...
+    def failed(self, reason: str) -> None: ...
+    def status(
+        self, kind: str, key: tuple[str, str], status: dict[str, Any], spec: dict[str, Any] | None
+    ) -> None: ...
+    def forget(self, kind: str, key: tuple[str, str]) -> None: ...
+
+
+class Unmeasured:
+    """No metrics (a reconciler on its own: the tests, the dev tools)."""
+
+    def reconciled(self, seconds: float) -> None:
+        pass
+
+    def failed(self, reason: str) -> None:
+        pass
+
+    def status(
+        self, kind: str, key: tuple[str, str], status: dict[str, Any], spec: dict[str, Any] | None
+    ) -> None:
+        pass
+
+    def forget(self, kind: str, key: tuple[str, str]) -> None:
+        pass
 
 
 class EventSink(Protocol):
@@ -61,12 +97,6 @@ class EventSink(Protocol):
 
 
 MAX_ATTEMPTS = 4  # re-reads after a stale status write (409) before giving up this pass
-# A compile Job this operator created counts as running until the watch brings it (the
-# index has it then); this long at most, should its events be lost (created and deleted).
-STARTED_SECONDS = 60.0
-# A kind the API server does not serve (the SpyreCache CRD not installed) is tried again
-# after this long: its CRD may be installed meanwhile.
-UNSERVED_SECONDS = 300.0
 
 
 class WriteFailed(ApiError):
@@ -77,7 +107,7 @@ class WriteFailed(ApiError):
         self.args = (message,)
 
 
-def complain(key: workqueue.Key, err: Exception, delay: float, before: str | None) -> str:
+def complain(key: Key, err: Exception, delay: float, before: str | None) -> str:
     """What the log says of a failed reconcile (retried in `delay` seconds): one line per
     attempt, except a refusal, which the status explains: said once, and again only when
     it changes. A traceback only for the first failure of an unexpected kind (a bug)."""
@@ -93,67 +123,8 @@ def complain(key: workqueue.Key, err: Exception, delay: float, before: str | Non
     return said
 
 
-class Starts:
-    """Compile starts, shared by the reconcilers of SpyreModels and of SpyreCaches: one at a
-    time (`lock`), and the Jobs created a moment ago that the watch has not brought yet."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._started: dict[JobRef, float] = {}  # compile Jobs created -> time.monotonic()
-        self._guard = threading.Lock()
-
-    def add(self, ref: JobRef) -> None:
-        with self._guard:
-            self._started[ref] = time.monotonic()
-
-    def unseen(self, known: frozenset[JobRef]) -> frozenset[JobRef]:
-        """The Jobs started that `known` (what the watch brought) lacks, forgetting those it
-        has and those too old."""
-        with self._guard:
-            expired = time.monotonic() - STARTED_SECONDS
-            for ref, when in list(self._started.items()):
-                if ref in known or when < expired:
-                    del self._started[ref]
-            return frozenset(self._started)
-
-
 def _where(obj: dict[str, Any]) -> tuple[str, str]:
     return obj["metadata"]["namespace"], obj["metadata"]["name"]
-
-
-class Unserved:
-    """Kinds the API server answered a create of with 404 (their CRD is not installed),
-    shared by the reconcilers: what needs them (the inventory entries) is skipped,
-    said once, and tried again `UNSERVED_SECONDS` later. Thread-safe."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self._since: dict[str, float] = {}  # kind -> when found unserved
-        self._guard = threading.Lock()
-
-    def skip(self, kind: str) -> bool:
-        with self._guard:
-            since = self._since.get(kind)
-        return since is not None and self.clock() < since + UNSERVED_SECONDS
-
-    def found(self, kind: str, err: ApiError) -> None:
-        with self._guard:
-            first = kind not in self._since
-            self._since[kind] = self.clock()
-        if first:
-            log.warning(
-                "the API server does not serve %s (%s): no inventory of caches, no clean-up; "
-                "install its CRD (tried again every %gs)",
-                kind,
-                one_line(err),
-                UNSERVED_SECONDS,
-            )
-
-    def served(self, kind: str) -> None:
-        with self._guard:
-            was = self._since.pop(kind, None)
-        if was is not None:
-            log.info("the API server serves %s now: the inventory of caches resumes", kind)
 
 
 class Reconciler:
@@ -165,8 +136,8 @@ class Reconciler:
         compile_queue: Callable[[], Queue] | None = None,
         kind: str = KIND,
         starts: Starts | None = None,
-        queue: workqueue.WorkQueue | None = None,
-        metrics: Metrics | None = None,
+        queue: KeyQueue | None = None,
+        metrics: Measure | None = None,
         progress: ProgressReader | None = None,
         start_reports: StartReader | None = None,
         unserved: Unserved | None = None,
@@ -189,7 +160,7 @@ class Reconciler:
         self.progress = progress
         self.start_reports = start_reports
         self.stats: Counter[str] = Counter()
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics or Unmeasured()
         self.stored = stored or (lambda namespace, name: None)
         self._written: dict[tuple[str, str], str] = {}  # resourceVersion of our last status write
         # written, but the store has not shown that version yet (nor a GET one as new)
@@ -214,6 +185,14 @@ class Reconciler:
                 self.stats["echoes"] += 1
                 return
         self.queue.add((self.kind, namespace, name))
+
+    def wrote(self, namespace: str, name: str, version: str) -> None:
+        """Our status write of the object returned `version`: its watch event is an echo
+        (`enqueue` runs nothing for it), and a store that has not shown it yet is read
+        around (`read`)."""
+        with self._guard:
+            self._written[(namespace, name)] = version
+            self._ahead.add((namespace, name))
 
     def listed(self, namespace: str, name: str, version: str) -> None:
         """The resync listed the object at `version`: a store that holds another one may
@@ -397,10 +376,7 @@ class Reconciler:
         if patch is not None:
             written = write_status(self.kube, self.kind, body, patch)
             self.stats["status_writes"] += 1
-            with self._guard:
-                where = (meta["namespace"], meta["name"])
-                self._written[where] = written["metadata"]["resourceVersion"]
-                self._ahead.add(where)
+            self.wrote(meta["namespace"], meta["name"], written["metadata"]["resourceVersion"])
         self.metrics.status(
             self.kind, (meta["namespace"], meta["name"]), written_status, body.get("spec")
         )

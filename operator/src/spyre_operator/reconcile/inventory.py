@@ -26,7 +26,7 @@ from typing import Any
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.api.status import CompileSummary
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.reconcile.observe import JobView
+from spyre_operator.reconcile.views import JobView
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
 

@@ -4,8 +4,8 @@
 are not all ready, which the operator's client answers from its stores:
 indexed.IndexedKube; a LIST of a Job's pods once it finished without a recorded summary)
 and, while the compile runs,
-the end of its pod's log once per progress interval (progress.py); the `*_view` functions
-turn raw objects into the facts `decide` works from and are pure.
+the end of its pod's log once per progress interval (progress.py); views.py turns the raw
+objects into the facts `decide` works from.
 """
 
 from __future__ import annotations
@@ -15,24 +15,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spyre_operator.api.names import CACHE_KIND
+from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.kube.client import Kube
 from spyre_operator.reconcile.compile_queue import Queue
 from spyre_operator.reconcile.pods import (
-    DeadlineExceeded,
     PodIssue,
-    PodStart,
-    Terminated,
     Unschedulable,
-    deadline_exceeded,
-    newest_termination,
     pod_issues,
-    pod_starts,
     unschedulable,
 )
 from spyre_operator.reconcile.progress import ProgressReader, Reading
 from spyre_operator.reconcile.starts import Start, StartReader
+from spyre_operator.reconcile.views import DeploymentView, JobView, deployment_view, job_view
 from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
@@ -41,60 +37,11 @@ from spyre_operator.render.weights_job import weights_job_name
 
 
 @dataclass(frozen=True)
-class JobView:
-    name: str
-    cache_key: str | None
-    owner_uids: tuple[str, ...]
-    succeeded: bool
-    failed: bool
-    owners: tuple[tuple[str, str], ...] = ()  # (kind, name) of each owner
-    resource_version: str = ""
-    finished_at: str | None = None  # completionTime, or when it failed
-    cleanup: str | None = None  # a compile Job: when its key's clean-up started
-    failed_reason: str = ""  # the Job's Failed condition: BackoffLimitExceeded, DeadlineExceeded
-    failed_message: str = ""
-    active_deadline_seconds: int | None = None
-    failures: int = 0  # failed pods so far (the Job may still retry)
-    active: int = 0  # pods running or about to
-    terminated: Terminated | None = None  # the newest terminated container of its pods
-    unschedulable: Unschedulable | None = None  # a pod of the running Job no node takes
-    stuck: PodIssue | None = None  # a pod of the running Job whose container cannot start
-    starts: tuple[PodStart, ...] = ()  # its pods' waits for a node (when they were read)
-    deadline_exceeded: DeadlineExceeded | None = None
-
-
-@dataclass(frozen=True)
-class DeploymentView:
-    live: dict[str, Any]
-    cache_key: str | None
-    generation: int
-    observed_generation: int
-    spec_replicas: int
-    replicas: int
-    ready_replicas: int
-    available_replicas: int
-    updated_replicas: int
-    conditions: dict[str, tuple[str, str, str]]  # type -> (status, reason, message)
-
-    def condition(self, kind: str) -> tuple[str, str, str]:
-        return self.conditions.get(kind, ("Unknown", "", ""))
-
-    @property
-    def rolled_out(self) -> bool:
-        """The controller saw the newest spec and every replica runs it (and only it)."""
-        return (
-            self.observed_generation >= self.generation
-            and self.updated_replicas >= self.spec_replicas
-            and self.replicas <= self.updated_replicas
-            and self.available_replicas >= self.spec_replicas
-        )
-
-
-@dataclass(frozen=True)
 class Observed:
     """Everything decide() needs about one SpyreModel and its children."""
 
     body: dict[str, Any]
+    key: str | None = None  # the spec's cache key, once the weights' commit is known
     pvc_exists: bool | None = None  # None: not checked (the spec does not create one)
     weights_job: JobView | None = None  # a hub model's weights Job
     weights: WeightsSummary | None = None  # status.weights as it stands now (hub models)
@@ -142,70 +89,6 @@ class Observed:
     def status(self) -> dict[str, Any]:
         status: dict[str, Any] = self.body.get("status") or {}
         return status
-
-
-def _annotation(obj: dict[str, Any], key: str) -> str | None:
-    value = (obj.get("metadata", {}).get("annotations") or {}).get(key)
-    return value if isinstance(value, str) else None
-
-
-def _conditions(obj: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
-    found = obj.get("status", {}).get("conditions") or []
-    return {
-        c["type"]: (c.get("status", "Unknown"), c.get("reason", ""), c.get("message", ""))
-        for c in found
-    }
-
-
-def job_view(
-    job: dict[str, Any], pods: list[dict[str, Any]], container: str = CONTAINER_NAMES["precompile"]
-) -> JobView:
-    conditions = _conditions(job)
-    found = job.get("status", {}).get("conditions") or []
-    failed = conditions.get("Failed", ("False", "", ""))
-    complete = conditions.get("Complete", ("False", "", ""))
-    owners = job["metadata"].get("ownerReferences") or []
-    failed_at = next(
-        (c.get("lastTransitionTime") for c in found if c.get("type") == "Failed"), None
-    )
-    return JobView(
-        name=job["metadata"]["name"],
-        cache_key=_annotation(job, meta.CACHE_KEY_ANNOTATION),
-        owner_uids=tuple(o["uid"] for o in owners),
-        succeeded=complete[0] == "True",
-        failed=failed[0] == "True",
-        owners=tuple((o.get("kind", ""), o.get("name", "")) for o in owners),
-        resource_version=job["metadata"].get("resourceVersion", ""),
-        finished_at=job.get("status", {}).get("completionTime")
-        or (failed_at if failed[0] == "True" else None),
-        cleanup=_annotation(job, meta.CLEANUP_ANNOTATION),
-        failed_reason=failed[1] if failed[0] == "True" else "",
-        failed_message=failed[2] if failed[0] == "True" else "",
-        active_deadline_seconds=job.get("spec", {}).get("activeDeadlineSeconds"),
-        failures=int(job.get("status", {}).get("failed", 0)),
-        active=int(job.get("status", {}).get("active", 0)),
-        terminated=newest_termination(pods, container),
-        unschedulable=next(iter(unschedulable(pods)), None),
-        stuck=next(iter(pod_issues(pods)), None),
-        starts=pod_starts(pods),
-        deadline_exceeded=deadline_exceeded(pods),
-    )
-
-
-def deployment_view(deploy: dict[str, Any]) -> DeploymentView:
-    status = deploy.get("status", {})
-    return DeploymentView(
-        live=deploy,
-        cache_key=_annotation(deploy, meta.CACHE_KEY_ANNOTATION),
-        generation=int(deploy["metadata"].get("generation", 1)),
-        observed_generation=int(status.get("observedGeneration", 0)),
-        spec_replicas=int(deploy.get("spec", {}).get("replicas", 1)),
-        replicas=int(status.get("replicas", 0)),
-        ready_replicas=int(status.get("readyReplicas", 0)),
-        available_replicas=int(status.get("availableReplicas", 0)),
-        updated_replicas=int(status.get("updatedReplicas", 0)),
-        conditions=_conditions(deploy),
-    )
 
 
 def _needs_compile_pods(job: dict[str, Any], status: dict[str, Any]) -> bool:
@@ -276,6 +159,12 @@ def read_starts(
     return tuple(found)
 
 
+def spec_key(spec: SpyreModelSpec, commit: str | None) -> str | None:
+    """The spec's cache key (computed once per reconcile: decide reads Observed.key);
+    None while a hub model's revision is not resolved to a commit."""
+    return cache_key(spec, commit) if commit is not None or not spec.model.from_hub else None
+
+
 def observe(
     kube: Kube,
     body: dict[str, Any],
@@ -295,6 +184,7 @@ def observe(
     if spec.cache.volume.create:
         pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
     weights_job, weights, job, commit, queue, cleanup_job = None, None, None, None, None, None
+    key = None
     pull_job = None
     reading, progress_seconds = None, None
     inventory = model.kind == CACHE_KIND and meta.is_inventory(body)
@@ -311,8 +201,8 @@ def observe(
         )
         weights = weights_summary(spec, weights_job, status.get("weights") or {})
         commit = weights_commit(weights)
-    if not spec.model.from_hub or commit is not None:
-        key = cache_key(spec, commit)
+    key = spec_key(spec, commit)
+    if key is not None:
         job = _job(
             kube,
             ns,
@@ -354,6 +244,7 @@ def observe(
         budget = kube.get("PodDisruptionBudget", ns, model.name)
     return Observed(
         body=body,
+        key=key,
         pvc_exists=pvc_exists,
         weights_job=weights_job,
         weights=weights,

@@ -18,9 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from spyre_operator.api.runtimes import CacheSharing
 from spyre_operator.api.status import CompileSummary
+from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.inventory import epoch_seconds
-from spyre_operator.reconcile.observe import JobView
+from spyre_operator.reconcile.observe import Observed
+from spyre_operator.reconcile.plan import Action, shared_job
+from spyre_operator.reconcile.views import JobView
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
 from spyre_runtime.contract import Summary
@@ -35,6 +39,11 @@ class PullStep:
     missed: str | None = None  # why the key compiles after all
     retry: bool = False  # delete the failed pull Job: its answer is old (wait is set too)
     retry_in: float | None = None  # a miss: seconds until it is old
+
+    @property
+    def pulling(self) -> bool:
+        """The pull Job is on its way (status.cache names it)."""
+        return self.wait or self.retry
 
 
 OFF = PullStep()
@@ -76,6 +85,34 @@ def pull_step(
         return PullStep(missed=f"{said['reason']}: {said.get('message', '')}", retry_in=retry_in)
     why = pull_job.failed_message or pull_job.failed_reason or "it failed without a summary"
     return PullStep(missed=f"pull Job {pull_job.name}: {why}", retry_in=retry_in)
+
+
+def pull_actions(
+    model: SpyreModel,
+    obs: Observed,
+    manifest: dict[str, Any] | None,
+    key: str,
+    sharing: CacheSharing | None,
+    step: PullStep,
+) -> list[Action]:
+    """Delete a failed pull Job whose answer is old; create the key's pull Job, or join
+    it as one more user of the key (while it runs, or once it pulled the key)."""
+    if step.retry:
+        assert obs.pull_job is not None and sharing is not None
+        target, said = retry_action(obs.pull_job, key, model.namespace, sharing.repository)
+        return [Action("delete", target, "RetryingPull", said)]
+    if not step.wait and step.pulled is None:
+        return []
+    assert manifest is not None and sharing is not None  # a pull step: sharing is on
+    name = manifest["metadata"]["name"]
+    return shared_job(
+        model,
+        obs.uid,
+        obs.pull_job,
+        manifest,
+        ("CreatedPullJob", f"pulling cache {short_key(key)} from {sharing.repository}"),
+        ("SharedPullJob", f"uses Job {name} of another SpyreModel with the same key"),
+    )
 
 
 def key_holder(compile_job: JobView | None, pull_job: JobView | None) -> JobView | None:

@@ -4,16 +4,14 @@ Failed with the hub's reason."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.reconcile.conditions import clip, tail
+from spyre_operator.reconcile.views import JobView
 from spyre_operator.render.weights_job import is_commit, weights_job_name
 from spyre_runtime.contract import PERMANENT
-
-if TYPE_CHECKING:  # observe imports this module
-    from spyre_operator.reconcile.observe import JobView
 
 MESSAGE_LIMIT = 2000
 
@@ -106,9 +104,11 @@ def pinned_weights(spec: SpyreModelSpec) -> WeightsSummary:
     """status.weights of a key's inventory entry: its revision is the commit the SpyreModel
     that compiled the key downloaded (already on the volume), so it runs no weights Job."""
     return WeightsSummary(
-        model_id=spec.model.id, revision=spec.model.hub_revision, state="Ready",
+        model_id=spec.model.id,
+        revision=spec.model.hub_revision,
+        state="Ready",
         commit=spec.model.revision,
-    )  # fmt: skip
+    )
 
 
 def weights_commit(weights: WeightsSummary | dict[str, Any] | None) -> str | None:

@@ -18,12 +18,15 @@ def vllm_args(spec: SpyreModelSpec, role: Role) -> list[str]:
         args += ["--runner", "pooling"]
     args += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
     if cb is not None:
-        args += [
-            "--max-model-len", str(cb.max_model_len),
-            "--max-num-seqs", str(cb.max_num_seqs),
-            "--max-num-batched-tokens", str(cb.max_num_batched_tokens),
-            "--enable-prefix-caching" if cb.prefix_caching else "--no-enable-prefix-caching",
-        ]  # fmt: skip
+        shapes = {
+            "--max-model-len": cb.max_model_len,
+            "--max-num-seqs": cb.max_num_seqs,
+            "--max-num-batched-tokens": cb.max_num_batched_tokens,
+        }
+        args += [part for flag, value in shapes.items() for part in (flag, str(value))]
+        args.append(
+            "--enable-prefix-caching" if cb.prefix_caching else "--no-enable-prefix-caching"
+        )
         if cb.num_gpu_blocks_override is not None:
             args += ["--num-gpu-blocks-override", str(cb.num_gpu_blocks_override)]
     if role == "serve":

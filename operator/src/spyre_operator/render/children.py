@@ -10,13 +10,18 @@ from typing import Any
 
 from spyre_operator.api import runtimes
 from spyre_operator.api.k8s_types import TopologySpreadConstraint
+from spyre_operator.api.runtimes import CacheSharing, Platform
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
-from spyre_operator.render.pod import Platform, pod_spec, startup_seconds
+from spyre_operator.render.pod import pod_spec, startup_seconds
+from spyre_operator.render.serving import (
+    build_network_policy,
+    build_pod_disruption_budget,
+    build_service,
+)
 from spyre_operator.render.sharing import (
-    CacheSharing,
     build_pull_job,
     sharing_for,
     with_sharing,
@@ -27,15 +32,6 @@ from spyre_operator.render.weights_job import is_commit, weights_job_name
 ROLLOUT_MARGIN_SECONDS = 600
 # Retries of a download that failed (connection trouble); the partial download resumes.
 WEIGHTS_BACKOFF_LIMIT = 3
-
-
-def _metadata(
-    name: str, namespace: str, labels: dict[str, str], key: str | None = None
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
-    if key is not None:
-        out["annotations"] = {meta.CACHE_KEY_ANNOTATION: key}
-    return out
 
 
 def _pod_metadata(
@@ -68,7 +64,7 @@ def build_cache_pvc(spec: SpyreModelSpec, namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _metadata(
+        "metadata": meta.object_metadata(
             volume.claim_name, namespace, meta.labels(meta.GRAPH_CACHE, volume.claim_name)
         ),
         "spec": pvc_spec,
@@ -102,7 +98,7 @@ def build_weights_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(name, namespace, labels),
+        "metadata": meta.object_metadata(name, namespace, labels),
         "spec": {
             # Hub hiccups are retried; a refusal (not found, gated) fails at once, its
             # summary says why and the status shows it while the retries run.
@@ -122,24 +118,25 @@ def build_compile_job(
     platform: Platform = "kubernetes",
     commit: str | None = None,
     images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
+    key: str | None = None,
 ) -> dict[str, Any]:
     """The compile Job of the spec's cache key, shared by every SpyreModel with that key.
-    `commit`: what a hub model's revision resolved to."""
+    `commit`: what a hub model's revision resolved to; `key`: their cache key, if known."""
     commit = resolved_commit(spec, commit)
-    key = cache_key(spec, commit)
+    key = key or cache_key(spec, commit)
     name = meta.compile_job_name(key)
     labels = meta.labels(meta.COMPILE, name) | {meta.CACHE_KEY_LABEL: short_key(key)}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(name, namespace, labels, key),
+        "metadata": meta.object_metadata(name, namespace, labels, key),
         "spec": {
             "backoffLimit": spec.cache.compile.backoff_limit,
             "template": {
                 "metadata": _pod_metadata(spec, labels, {meta.CACHE_KEY_ANNOTATION: key}),
                 # The pod's deadline, not the Job's: it counts from the pod's start on a
                 # node, so a compile that waits for cards is not failed by the wait.
-                "spec": pod_spec(spec, "precompile", platform, commit, images)
+                "spec": pod_spec(spec, "precompile", platform, commit, images, key)
                 | {"activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds},
             },
         },
@@ -163,7 +160,7 @@ def build_cleanup_job(
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(name, model.namespace, labels, key),
+        "metadata": meta.object_metadata(name, model.namespace, labels, key),
         "spec": {
             "backoffLimit": 0,  # a refusal is final; a rerun finds the key gone or half gone
             "activeDeadlineSeconds": spec.cache.compile.active_deadline_seconds,
@@ -181,23 +178,25 @@ def build_deployment(
     platform: Platform = "kubernetes",
     commit: str | None = None,
     images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
+    key: str | None = None,
 ) -> dict[str, Any]:
+    """`key`: the cache key of the spec and commit, if known."""
     spec = model.spec
     commit = resolved_commit(spec, commit)
-    key = cache_key(spec, commit)
+    key = key or cache_key(spec, commit)
     labels = (
         meta.labels(meta.SERVER, model.name)
         | meta.server_selector(model.name)
         | {meta.CACHE_KEY_LABEL: short_key(key)}
     )
-    pod = pod_spec(spec, "serve", platform, commit, images)
+    pod = pod_spec(spec, "serve", platform, commit, images, key)
     if spec.topology_spread_constraints:
         spreads = spec.topology_spread_constraints
         pod["topologySpreadConstraints"] = [_spread(c, model.name) for c in spreads]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(model.name, model.namespace, labels, key),
+        "metadata": meta.object_metadata(model.name, model.namespace, labels, key),
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": meta.server_selector(model.name)},
@@ -210,77 +209,6 @@ def build_deployment(
             },
         },
     }
-
-
-def build_service(model: SpyreModel) -> dict[str, Any]:
-    service = model.spec.service
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _metadata(model.name, model.namespace, meta.server_labels(model.name)),
-        "spec": {
-            "type": service.type,
-            "selector": meta.server_selector(model.name),
-            "ports": [
-                {"name": "http", "port": service.port, "targetPort": "http", "protocol": "TCP"}
-            ],
-        },
-    }
-
-
-# A drain (or any eviction) takes one serving replica at a time.
-DISRUPTION_MAX_UNAVAILABLE = 1
-
-
-def build_pod_disruption_budget(model: SpyreModel) -> dict[str, Any] | None:
-    """The PodDisruptionBudget of a model with 2 or more replicas (None below: with one
-    replica a budget of 1 would let a drain take it anyway, and 0 would block the drain
-    for ever). In policy/v1; the client talks the version the cluster serves
-    (kube/client.py: served)."""
-    if model.spec.replicas < 2:
-        return None
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": _metadata(model.name, model.namespace, meta.server_labels(model.name)),
-        "spec": {
-            "selector": {"matchLabels": meta.server_selector(model.name)},
-            "maxUnavailable": DISRUPTION_MAX_UNAVAILABLE,
-        },
-    }
-
-
-# Unset service.allowFrom: the pods of the SpyreModel's own namespace (a podSelector
-# alone selects in the policy's namespace), or every source for a NodePort or
-# LoadBalancer Service: it was exposed outside the cluster on purpose.
-SAME_NAMESPACE: list[dict[str, Any]] = [{"podSelector": {}}]
-EXPOSED = ("NodePort", "LoadBalancer")
-
-
-def build_network_policy(model: SpyreModel) -> dict[str, Any]:
-    """Admits the serving port of the serving pods from service.allowFrom only. Probes are
-    not affected: NetworkPolicy does not apply to the kubelet."""
-    service = model.spec.service
-    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": runtimes.SERVING_PORT}]}
-    if service.allow_from is not None:
-        rule["from"] = [peer.to_k8s() for peer in service.allow_from]
-    elif service.type not in EXPOSED:
-        rule["from"] = SAME_NAMESPACE
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _metadata(model.name, model.namespace, meta.server_labels(model.name)),
-        "spec": {
-            "podSelector": {"matchLabels": meta.server_selector(model.name)},
-            "policyTypes": ["Ingress"],
-            "ingress": [rule],
-        },
-    }
-
-
-def endpoint_url(model: SpyreModel) -> str:
-    """The OpenAI-compatible base URL inside the cluster (status.endpoint)."""
-    return f"http://{model.name}.{model.namespace}.svc:{model.spec.service.port}/v1"
 
 
 def manifest_hash(obj: dict[str, Any]) -> str:
@@ -340,13 +268,15 @@ def desired(
     commit: str | None = None,
     images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
     sharing: CacheSharing | None = None,
+    key: str | None = None,
 ) -> Desired:
     """With the SpyreModel's uid, the owned objects get their ownerReferences (the shared
     Jobs as non-controllers), as the operator writes them. `commit`: the commit a hub
     model's revision resolved to (a revision that is a full commit needs none); `images`:
     the operator's runtime image settings (--runtime-image-repository, -pull-secret);
     `sharing`: its cache registry (--cache-registry, -secret): the compile Job publishes
-    there, and a pull Job fetches the key from there first."""
+    there, and a pull Job fetches the key from there first; `key`: the cache key of the
+    spec and commit, when the caller has it (the reconcile's, computed once)."""
     spec = model.spec
     sharing = sharing_for(spec, sharing)
     weights = job = deployment = pull = None
@@ -360,8 +290,9 @@ def desired(
         )
         commit = commit or (spec.model.revision if is_commit(spec.model.revision) else None)
     if commit is not None or not spec.model.from_hub:
+        key = key or cache_key(spec, resolved_commit(spec, commit))
         job = _finish(
-            build_compile_job(spec, model.namespace, platform, commit, images),
+            build_compile_job(spec, model.namespace, platform, commit, images, key),
             model,
             uid,
             controller=False,
@@ -370,11 +301,11 @@ def desired(
         if sharing is not None:
             template = job["spec"]["template"]
             template["spec"] = with_sharing(template["spec"], sharing)
-            pull_job = build_pull_job(spec, model.namespace, sharing, platform, commit, images)
+            pull_job = build_pull_job(spec, model.namespace, sharing, platform, commit, images, key)
             pull = _finish(pull_job, model, uid, controller=False, hashed=False)
         if model.serves:
             deployment = _finish(
-                build_deployment(model, platform, commit, images),
+                build_deployment(model, platform, commit, images, key),
                 model,
                 uid,
                 controller=True,

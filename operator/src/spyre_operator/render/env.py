@@ -105,13 +105,14 @@ def weights_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
 
 
 def container_env(
-    spec: SpyreModelSpec, role: Role, commit: str | None = None
+    spec: SpyreModelSpec, role: Role, commit: str | None = None, key: str | None = None
 ) -> list[dict[str, Any]]:
-    """The compile and serving pods' (`commit`: a hub model's resolved commit); the
-    clean-up and pull pods' name only the key to remove or fetch."""
+    """The compile and serving pods' (`commit`: a hub model's resolved commit; `key`: the
+    cache key of the spec and commit, when known); the clean-up and pull pods' name only
+    the key to remove or fetch."""
     if role == "weights":
         return weights_env(spec)
-    key = cache_key(spec, commit)
+    key = key or cache_key(spec, commit)
     if role in ("clean", "pull"):
         values = {
             contract.SPYRE_SERVING_CACHE_KEY: key,

@@ -106,3 +106,13 @@ def owner_reference(
         "controller": controller,
         "blockOwnerDeletion": True,
     }
+
+
+def object_metadata(
+    name: str, namespace: str, labels: dict[str, str], key: str | None = None
+) -> dict[str, Any]:
+    """A child's metadata; `key`: the cache key it is made for (an annotation)."""
+    out: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    if key is not None:
+        out["annotations"] = {CACHE_KEY_ANNOTATION: key}
+    return out

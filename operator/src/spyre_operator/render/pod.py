@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Any
 
 from spyre_operator.api import runtimes as rt
+from spyre_operator.api.runtimes import Platform
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.args import container_args
 from spyre_operator.render.env import CARD_FREE, Role, backend_for, container_env
@@ -22,11 +23,6 @@ SHM_GI_PER_RANK = 2
 # The image's user (uid 2000 in the Spyre base images) reads the cache through this group.
 FS_GROUP = 2000
 
-# Where the pods run (the operator's --platform). OpenShift's restricted-v2 SCC assigns the
-# pod's fsGroup (and uid) from the namespace's range and rejects any other value, so the
-# pods leave them to it there; elsewhere the fixed group makes the shared cache writable.
-Platform = Literal["kubernetes", "openshift"]
-PLATFORMS: tuple[Platform, ...] = ("kubernetes", "openshift")
 
 # The weights Job streams files to the volume: little CPU, memory for the hub client only.
 WEIGHTS_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "4Gi"}}
@@ -128,7 +124,7 @@ def _probes(spec: SpyreModelSpec) -> dict[str, Any]:
         "startupProbe": {**health, "periodSeconds": 1, "failureThreshold": startup_seconds(spec)},
         "readinessProbe": {**health, "periodSeconds": 1, "failureThreshold": 16},
         "livenessProbe": {**health, "periodSeconds": 10, "failureThreshold": 6},
-    }  # fmt: skip
+    }
 
 
 DRAIN_SECONDS = "10"
@@ -140,12 +136,13 @@ def _container(
     mounts: list[dict[str, Any]],
     commit: str | None,
     images: rt.RuntimeImages,
+    key: str | None,
 ) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER_NAMES[role],
         "image": spec.image_ref(images),
         "args": container_args(spec, role),
-        "env": container_env(spec, role, commit),
+        "env": container_env(spec, role, commit, key),
         "resources": _resources(spec, role),
         "volumeMounts": mounts,
         # The image's WORKDIR is on the read-only root filesystem: start in the writable HOME.
@@ -228,9 +225,11 @@ def pod_spec(
     platform: Platform = "kubernetes",
     commit: str | None = None,
     images: rt.RuntimeImages = rt.DEFAULT_IMAGES,
+    key: str | None = None,
 ) -> dict[str, Any]:
     """`commit`: the commit a hub model resolved to (compile and serving pods mount its
-    download); `images`: the operator's runtime image settings."""
+    download); `images`: the operator's runtime image settings; `key`: the cache key of
+    the spec and commit, when known (computed once per reconcile)."""
     volumes, mounts = _volumes(spec, role, commit)
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
@@ -238,7 +237,7 @@ def pod_spec(
         # reads as its own setting.
         "enableServiceLinks": False,
         "securityContext": pod_security(platform),
-        "containers": [_container(spec, role, mounts, commit, images)],
+        "containers": [_container(spec, role, mounts, commit, images, key)],
         "volumes": volumes,
         **_scheduling(spec, role),
         **_platform(spec, images),

@@ -6,14 +6,14 @@ no card, one attempt: a miss is final and the compile follows)."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any
 
 from spyre_operator.api import runtimes
+from spyre_operator.api.runtimes import CacheSharing, Platform
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key, short_key
-from spyre_operator.render.pod import Platform, pod_spec
+from spyre_operator.render.pod import pod_spec
 from spyre_runtime import contract
 
 MOUNT = "/etc/spyre-registry"
@@ -21,14 +21,6 @@ VOLUME = "cache-registry"
 AUTH_FILE = ".dockerconfigjson"  # the key of a kubernetes.io/dockerconfigjson Secret
 CA_FILE = "ca.crt"
 PULL_DEADLINE_SECONDS = 3600  # a few GB over a slow link; a stuck pull then compiles
-
-
-@dataclass(frozen=True)
-class CacheSharing:
-    """The operator's --cache-registry and --cache-registry-secret."""
-
-    repository: str  # host[:port]/path
-    secret: str | None = None  # in the model's namespace: .dockerconfigjson, ca.crt
 
 
 def sharing_for(spec: SpyreModelSpec, default: CacheSharing | None) -> CacheSharing | None:
@@ -71,9 +63,11 @@ def build_pull_job(
     platform: Platform = "kubernetes",
     commit: str | None = None,
     images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
+    key: str | None = None,
 ) -> dict[str, Any]:
-    """The pull Job of the spec's cache key, shared like the compile Job."""
-    key = cache_key(spec, commit)
+    """The pull Job of the spec's cache key (`key`, if known), shared like the compile
+    Job."""
+    key = key or cache_key(spec, commit)
     name = meta.pull_job_name(key)
     labels = meta.labels(meta.PULL, name) | {meta.CACHE_KEY_LABEL: short_key(key)}
     return {
@@ -90,7 +84,9 @@ def build_pull_job(
             "activeDeadlineSeconds": PULL_DEADLINE_SECONDS,
             "template": {
                 "metadata": {"labels": labels, "annotations": {meta.CACHE_KEY_ANNOTATION: key}},
-                "spec": with_sharing(pod_spec(spec, "pull", platform, commit, images), sharing),
+                "spec": with_sharing(
+                    pod_spec(spec, "pull", platform, commit, images, key), sharing
+                ),
             },
         },
     }

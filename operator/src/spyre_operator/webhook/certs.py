@@ -36,8 +36,17 @@ CA_CERT, CA_KEY, CERT, KEY, PREVIOUS_CA = (
 )
 
 
-_NO = dict.fromkeys(("content_commitment", "key_encipherment", "data_encipherment",
-                     "key_agreement", "encipher_only", "decipher_only"), False)  # fmt: skip
+_NO = dict.fromkeys(
+    (
+        "content_commitment",
+        "key_encipherment",
+        "data_encipherment",
+        "key_agreement",
+        "encipher_only",
+        "decipher_only",
+    ),
+    False,
+)
 CA_USAGE = x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, **_NO)
 
 
@@ -53,8 +62,13 @@ class Certs:
 
     def to_data(self) -> dict[str, str]:
         """As the `data` of a Secret (base64)."""
-        values = {CA_CERT: self.ca_cert, CA_KEY: self.ca_key, CERT: self.cert, KEY: self.key,
-                  PREVIOUS_CA: self.previous_ca}  # fmt: skip
+        values = {
+            CA_CERT: self.ca_cert,
+            CA_KEY: self.ca_key,
+            CERT: self.cert,
+            KEY: self.key,
+            PREVIOUS_CA: self.previous_ca,
+        }
         return {k: base64.b64encode(v).decode() for k, v in values.items()}
 
     @classmethod
@@ -62,8 +76,10 @@ class Certs:
         """From a Secret's `data`; None when anything is missing or not base64."""
         data = data or {}
         try:
-            raw = {k: base64.b64decode(data.get(k) or "", validate=True) for k in
-                   (CA_CERT, CA_KEY, CERT, KEY, PREVIOUS_CA)}  # fmt: skip
+            raw = {
+                k: base64.b64decode(data.get(k) or "", validate=True)
+                for k in (CA_CERT, CA_KEY, CERT, KEY, PREVIOUS_CA)
+            }
         except (binascii.Error, ValueError):
             return None
         if not all(raw[k] for k in (CA_CERT, CA_KEY, CERT, KEY)):
@@ -133,8 +149,9 @@ def issue(
         .sign(ca_key, hashes.SHA256())
     )
     pem = serialization.Encoding.PEM
-    return Certs(ca.public_bytes(pem), _pem_key(ca_key), cert.public_bytes(pem), _pem_key(key),
-                 previous_ca)  # fmt: skip
+    return Certs(
+        ca.public_bytes(pem), _pem_key(ca_key), cert.public_bytes(pem), _pem_key(key), previous_ca
+    )
 
 
 # cryptography 38 (Debian bookworm's, which the s390x operator image carries: PyPI has

@@ -66,16 +66,27 @@ class SecretKeeper:
             self.kube.request(
                 "POST",
                 f"/api/v1/namespaces/{self.namespace}/secrets",
-                {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                 "metadata": {"name": self.name, "namespace": self.namespace},
-                 "data": issued.to_data()},
-            )  # fmt: skip
-            log.info("webhook: issued a certificate for %s in Secret %s/%s",
-                     ", ".join(self.hosts), self.namespace, self.name)  # fmt: skip
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "type": "Opaque",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "data": issued.to_data(),
+                },
+            )
+            log.info(
+                "webhook: issued a certificate for %s in Secret %s/%s",
+                ", ".join(self.hosts),
+                self.namespace,
+                self.name,
+            )
         else:
             stored, version = kept
-            why = "the Secret holds none" if stored is None else (
-                certs.renewal_due(stored, self.hosts, now))  # fmt: skip
+            why = (
+                "the Secret holds none"
+                if stored is None
+                else certs.renewal_due(stored, self.hosts, now)
+            )
             if why is None:
                 assert stored is not None
                 issued = stored
@@ -88,8 +99,12 @@ class SecretKeeper:
                     {"metadata": {"resourceVersion": version}, "data": issued.to_data()},
                     content_type="application/merge-patch+json",
                 )
-                log.info("webhook: renewed the certificate in Secret %s/%s: %s",
-                         self.namespace, self.name, why)  # fmt: skip
+                log.info(
+                    "webhook: renewed the certificate in Secret %s/%s: %s",
+                    self.namespace,
+                    self.name,
+                    why,
+                )
         self._trust(certs.bundle(issued, now))
         return issued.cert, issued.key
 

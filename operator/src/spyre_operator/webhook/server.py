@@ -22,8 +22,8 @@ from typing import Literal
 import aiohttp.web
 import kopf
 
-from spyre_operator.controller.settings import Settings
 from spyre_operator.kube.client import Kube, load_api_client
+from spyre_operator.settings import Settings
 from spyre_operator.webhook.keeper import CertDirectory, CertSource, SecretKeeper
 from spyre_operator.webhook.review import answer
 

@@ -1,4 +1,4 @@
-"""Subcommand `run`: the operator."""
+"""Subcommand `run`: the operator, with a flag per setting (settings.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-from spyre_operator.controller import settings
+from spyre_operator import settings
+from spyre_operator.api.runtimes import PLATFORMS
 
 
 def register(sub: Any) -> None:
@@ -26,13 +28,13 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--verbose", "-v", action="store_true", help="debug logging, with kopf's line per event"
     )
-    settings.add_flags(run)
+    add_flags(run)
     run.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     try:  # a wrong value or combination fails here, with what to pass, not in kopf
-        config = settings.from_flags(args)
+        config = from_flags(args)
     except settings.SettingsError as err:
         print(f"spyre-operator run: {err}", file=sys.stderr)
         return 2
@@ -69,3 +71,42 @@ def _run(args: argparse.Namespace) -> int:
         identity=Identity(f"spyre-operator@{socket.gethostname()}"),
     )
     return 0
+
+
+def add_flags(parser: argparse.ArgumentParser | Any) -> None:
+    """One flag per setting; a flag not given falls back to the environment, then the
+    default (argparse.SUPPRESS: absent flags are absent from the parsed namespace)."""
+    for field, info in settings.Settings.model_fields.items():
+        extra = settings.extra_of(field)
+        if extra.get("flag") is False:
+            continue
+        names = [settings.flag_name(field)] + ([extra["short"]] if "short" in extra else [])
+        options: dict[str, Any] = {
+            "dest": field,
+            "default": argparse.SUPPRESS,
+            "metavar": extra.get("metavar"),
+            "help": _help(field, info.description or "", info.default),
+        }
+        if info.annotation == settings.Names:
+            options["action"] = "append"
+        elif field == "platform":
+            options["choices"] = PLATFORMS
+            options.pop("metavar")
+        parser.add_argument(*names, **options)
+
+
+def _help(field: str, text: str, default: Any) -> str:
+    after = f"${settings.env_name(field)}"
+    if default not in (None, ()):
+        after += (
+            f"; default: {default:g}" if isinstance(default, float) else f"; default: {default}"
+        )
+    return f"{text} ({after})".replace("%", "%%")
+
+
+def from_flags(
+    parsed: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> settings.Settings:
+    """`run`'s settings: its flags, then `environ` (None: this process's environment)."""
+    given = {f: getattr(parsed, f) for f in settings.Settings.model_fields if hasattr(parsed, f)}
+    return settings.from_env(environ, **given)

@@ -1,13 +1,12 @@
 """The operator's settings, defined once: each is a field of `Settings` with its type,
-default, bounds and help. The `run` flags, the environment variables (for `kopf run -m
-spyre_operator.handlers`, and the flags' fallback) and the chart's values and their
-schema are all derived from these fields (tests/chart checks the chart against them).
-This is the only module of the operator that reads the environment. No kopf import: the
-CLI builds its flags without loading the operator."""
+default, bounds and help. The `run` flags (cli/run.py), the environment variables (for
+`kopf run -m spyre_operator.handlers`, and the flags' fallback) and the chart's values and
+their schema are all derived from these fields (tests/chart checks the chart against
+them). A frozen value: the reconcile gets it as an argument. No kopf import: the CLI
+builds its flags without loading the operator."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 from collections.abc import Mapping
@@ -17,9 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from spyre_operator.api.base import DNS_SUBDOMAIN
-from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
-from spyre_operator.render.pod import PLATFORMS, Platform
-from spyre_operator.render.sharing import CacheSharing
+from spyre_operator.api.runtimes import (
+    IMAGE_REPOSITORY,
+    PLATFORMS,
+    CacheSharing,
+    Platform,
+    RuntimeImages,
+)
 from spyre_runtime.contract import HEARTBEAT_SECONDS
 from spyre_runtime.ociregistry import RegistryError, Repository
 
@@ -312,17 +315,17 @@ class SettingsError(ValueError):
 
 
 def env_name(field: str) -> str:
-    return _extra(field).get("env") or ENV_PREFIX + field.upper()
+    return extra_of(field).get("env") or ENV_PREFIX + field.upper()
 
 
 def flag_name(field: str) -> str:
-    flag = _extra(field).get("flag")
+    flag = extra_of(field).get("flag")
     return "--" + (flag if isinstance(flag, str) else field.replace("_", "-"))
 
 
 def chart_fields() -> dict[str, str]:
     """The chart's `operator:` values: camelCase name -> field."""
-    return {to_camel(f): f for f in Settings.model_fields if _extra(f).get("chart")}
+    return {to_camel(f): f for f in Settings.model_fields if extra_of(f).get("chart")}
 
 
 def chart_schema() -> dict[str, Any]:
@@ -343,13 +346,15 @@ def chart_schema() -> dict[str, Any]:
     return out
 
 
-def _extra(field: str) -> dict[str, Any]:
+def extra_of(field: str) -> dict[str, Any]:
     extra = Settings.model_fields[field].json_schema_extra
     return extra if isinstance(extra, dict) else {}
 
 
-def from_env(environ: Mapping[str, str], **given: Any) -> Settings:
-    """The settings from the environment, `given` (the flags) taking precedence."""
+def from_env(environ: Mapping[str, str] | None, **given: Any) -> Settings:
+    """The settings from the environment (None: this process's), `given` (the flags)
+    taking precedence."""
+    environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     for field in Settings.model_fields:
         if field in given:
@@ -385,40 +390,3 @@ def install(settings: Settings) -> None:
 def current() -> Settings:
     """The installed settings, else those of the environment (`kopf run -m ...`)."""
     return _current if _current is not None else from_env(os.environ)
-
-
-def add_flags(parser: argparse.ArgumentParser | Any) -> None:
-    """One flag per setting; a flag not given falls back to the environment, then the
-    default (argparse.SUPPRESS: absent flags are absent from the parsed namespace)."""
-    for field, info in Settings.model_fields.items():
-        extra = _extra(field)
-        if extra.get("flag") is False:
-            continue
-        names = [flag_name(field)] + ([extra["short"]] if "short" in extra else [])
-        options: dict[str, Any] = {
-            "dest": field,
-            "default": argparse.SUPPRESS,
-            "metavar": extra.get("metavar"),
-            "help": _help(field, info.description or "", info.default),
-        }
-        if info.annotation == Names:
-            options["action"] = "append"
-        elif field == "platform":
-            options["choices"] = PLATFORMS
-            options.pop("metavar")
-        parser.add_argument(*names, **options)
-
-
-def _help(field: str, text: str, default: Any) -> str:
-    after = f"${env_name(field)}"
-    if default not in (None, ()):
-        after += (
-            f"; default: {default:g}" if isinstance(default, float) else f"; default: {default}"
-        )
-    return f"{text} ({after})".replace("%", "%%")
-
-
-def from_flags(parsed: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
-    """`run`'s settings: its flags, then `environ` (None: this process's environment)."""
-    given = {f: getattr(parsed, f) for f in Settings.model_fields if hasattr(parsed, f)}
-    return from_env(os.environ if environ is None else environ, **given)

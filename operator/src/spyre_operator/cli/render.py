@@ -15,13 +15,12 @@ from typing import Any
 
 import yaml
 
+from spyre_operator import settings
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.api.imageref import repository_problem
-from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
+from spyre_operator.api.runtimes import IMAGE_REPOSITORY, PLATFORMS, RuntimeImages
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
-from spyre_operator.controller import settings
 from spyre_operator.render.children import desired
-from spyre_operator.render.pod import PLATFORMS
 from spyre_operator.render.weights_job import is_commit
 from spyre_operator.render.yamlio import MAX_CHARS, dump_documents, load_documents
 

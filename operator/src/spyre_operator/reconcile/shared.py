@@ -1,0 +1,81 @@
+"""What the reconcilers of SpyreModels and of SpyreCaches share between passes: the
+compile Jobs just created that the watch has not brought yet, and the kinds the API
+server does not serve. Thread-safe."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from spyre_operator.kube.client import ApiError, one_line
+from spyre_operator.reconcile.compile_queue import JobRef
+
+log = logging.getLogger(__name__)
+
+# A compile Job this operator created counts as running until the watch brings it (the
+# index has it then); this long at most, should its events be lost (created and deleted).
+STARTED_SECONDS = 60.0
+# A kind the API server does not serve (the SpyreCache CRD not installed) is tried again
+# after this long: its CRD may be installed meanwhile.
+UNSERVED_SECONDS = 300.0
+
+
+class Starts:
+    """Compile starts, shared by the reconcilers of SpyreModels and of SpyreCaches: one at a
+    time (`lock`), and the Jobs created a moment ago that the watch has not brought yet."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._started: dict[JobRef, float] = {}  # compile Jobs created -> time.monotonic()
+        self._guard = threading.Lock()
+
+    def add(self, ref: JobRef) -> None:
+        with self._guard:
+            self._started[ref] = time.monotonic()
+
+    def unseen(self, known: frozenset[JobRef]) -> frozenset[JobRef]:
+        """The Jobs started that `known` (what the watch brought) lacks, forgetting those it
+        has and those too old."""
+        with self._guard:
+            expired = time.monotonic() - STARTED_SECONDS
+            for ref, when in list(self._started.items()):
+                if ref in known or when < expired:
+                    del self._started[ref]
+            return frozenset(self._started)
+
+
+class Unserved:
+    """Kinds the API server answered a create of with 404 (their CRD is not installed),
+    shared by the reconcilers: what needs them (the inventory entries) is skipped,
+    said once, and tried again `UNSERVED_SECONDS` later. Thread-safe."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._since: dict[str, float] = {}  # kind -> when found unserved
+        self._guard = threading.Lock()
+
+    def skip(self, kind: str) -> bool:
+        with self._guard:
+            since = self._since.get(kind)
+        return since is not None and self.clock() < since + UNSERVED_SECONDS
+
+    def found(self, kind: str, err: ApiError) -> None:
+        with self._guard:
+            first = kind not in self._since
+            self._since[kind] = self.clock()
+        if first:
+            log.warning(
+                "the API server does not serve %s (%s): no inventory of caches, no clean-up; "
+                "install its CRD (tried again every %gs)",
+                kind,
+                one_line(err),
+                UNSERVED_SECONDS,
+            )
+
+    def served(self, kind: str) -> None:
+        with self._guard:
+            was = self._since.pop(kind, None)
+        if was is not None:
+            log.info("the API server serves %s now: the inventory of caches resumes", kind)
