@@ -70,6 +70,9 @@ COMBINATIONS: dict[str, Combination] = {
     },
     "webhook-fail-policy": lambda _: {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 10}},
     "webhook-cert-manager": lambda _: {"webhook.certificates.source": "cert-manager"},
+    "webhook-openshift-service-ca": lambda _: {
+        "webhook.certificates.source": "openshift-service-ca"
+    },
     "webhook-cert-manager-issuer-namespaced": lambda ns: {
         "rbac.mode": "namespaced",
         "watchNamespaces": ns,
