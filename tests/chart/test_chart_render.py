@@ -72,6 +72,9 @@ COMBINATIONS: dict[str, Combination] = {
     },
     "webhook-fail-policy": lambda _: {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 10}},
     "webhook-cert-manager": lambda _: {"webhook.certificates.source": "cert-manager"},
+    "webhook-openshift-service-ca": lambda _: {
+        "webhook.certificates.source": "openshift-service-ca"
+    },
     "webhook-cert-manager-issuer-namespaced": lambda ns: {
         "rbac.mode": "namespaced",
         "watchNamespaces": ns,
@@ -324,6 +327,29 @@ def test_cert_manager_issues_the_certificate_mounted_into_the_operator() -> None
     docs = render("ops", values)
     assert find(docs, "Issuer") == []
     assert find(docs, "Certificate", WEBHOOK)[0]["spec"]["issuerRef"] == issuer
+
+
+def test_openshift_service_ca_issues_the_certificate_mounted_into_the_operator() -> None:
+    docs = render("ops", {"webhook.certificates.source": "openshift-service-ca"})
+    (service,) = find(docs, "Service", WEBHOOK)
+    secret = service["metadata"]["annotations"][
+        "service.beta.openshift.io/serving-cert-secret-name"
+    ]
+    assert secret == f"{WEBHOOK}-tls"
+    (configuration,) = find(docs, "ValidatingWebhookConfiguration", WEBHOOK)
+    assert configuration["metadata"]["annotations"] == {
+        "service.beta.openshift.io/inject-cabundle": "true"
+    }
+    (deploy,) = find(docs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--webhook-cert-dir=/webhook-certs" in container["args"]
+    assert not any(a.startswith("--webhook-secret") for a in container["args"])
+    assert {"name": "webhook-certs", "secret": {"secretName": secret}} in pod["volumes"]
+    # nothing of cert-manager's, and the operator touches no Secret or configuration
+    assert find(docs, "Certificate") == [] and find(docs, "Issuer") == []
+    assert find(docs, "Secret") == [] and find(docs, "Role", WEBHOOK) == []
+    assert find(docs, "ClusterRole", WEBHOOK) == []
 
 
 def test_webhook_off_renders_none_of_it() -> None:

@@ -49,7 +49,7 @@ def test_install_upgrade_uninstall(
     kubectl("apply", "--server-side", "-f", str(CHART_CRDS))
     watched = make_namespace()
     values = {"rbac.mode": "namespaced", "watchNamespaces": [watched]}
-    helm("upgrade", release, str(CHART), *base, "--reuse-values", *set_args(values))
+    helm("upgrade", release, str(CHART), *base, "--reset-then-reuse-values", *set_args(values))
     kubectl("get", "role", fullname, "-n", watched)
     kubectl("get", "clusterrole", f"{fullname}-framework")
     gone = kubectl("get", "clusterrole", fullname, check=False)

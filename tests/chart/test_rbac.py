@@ -1,5 +1,6 @@
 """The chart's RBAC is exactly enough: every API call the operator makes is allowed for its
-ServiceAccount, and Secrets, pod writes, deletes and unwatched namespaces are refused.
+ServiceAccount, and Secrets, pod writes, the deletes it does not make and unwatched
+namespaces are refused.
 
 The chart's ServiceAccount and roles are applied to the real control plane
 (`helm template | kubectl apply`); each question is a SelfSubjectAccessReview asked *as*
@@ -58,6 +59,7 @@ OPERATOR_CALLS = (
     Call("patch", "jobs", "batch", why="reconcile/apply: add_owner (shared Job), mark"),
     Call("list", "jobs", "batch", why="kube/watches.py"),
     Call("watch", "jobs", "batch", why="kube/watches.py"),
+    Call("delete", "jobs", "batch", why="decide: RetryingPull (a failed pull Job goes)"),
     Call("create", "deployments", "apps", why="server-side apply of a new Deployment"),
     Call("patch", "deployments", "apps", why="server-side apply; the replicas patch"),
     Call("list", "deployments", "apps", why="kube/watches.py"),
@@ -103,7 +105,6 @@ REFUSED = (
     Call("get", "persistentvolumeclaims"),
     Call("create", "pods", subresource="exec"),
     Call("patch", "pods", subresource="status"),
-    Call("delete", "jobs", "batch"),
     Call("delete", "deployments", "apps"),
     Call("delete", "services"),
     Call("delete", "networkpolicies", "networking.k8s.io"),

@@ -70,6 +70,16 @@ schema already ties the list to the mode; this repeats the check so the message 
 {{- if and .Values.webhook.enabled (eq .Values.webhook.certificates.source "cert-manager") }}true{{ end }}
 {{- end }}
 
+{{- define "spyre-operator.webhookServiceCA" -}}
+{{- if and .Values.webhook.enabled (eq .Values.webhook.certificates.source "openshift-service-ca") }}true{{ end }}
+{{- end }}
+
+{{/* Someone else (cert-manager, OpenShift's service CA) issues the webhook's certificate
+into the Secret <webhook>-tls, mounted into the operator pod, and injects the caBundle. */}}
+{{- define "spyre-operator.webhookCertsMounted" -}}
+{{- if or (include "spyre-operator.webhookCertManager" .) (include "spyre-operator.webhookServiceCA" .) }}true{{ end }}
+{{- end }}
+
 {{/* The `helm test` objects: not the operator's selector labels, so never taken for it. */}}
 {{- define "spyre-operator.testLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}

@@ -31,9 +31,10 @@ spyre_operator.reconcile (tests/chart/test_rbac.py checks each one as this ident
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [list, watch, create]
+# delete: a pull Job that failed and is still queued is deleted to be tried again.
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [list, watch, create, patch]
+  verbs: [list, watch, create, patch, delete]
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [list, watch, create, patch]
