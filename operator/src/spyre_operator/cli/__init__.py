@@ -1,7 +1,8 @@
 """`spyre-operator`: one command line for the operator and its tools.
 
 Each subcommand registers itself from its module here (render.py: `crd`, `render`,
-`validate`; run.py: `run`; check_install.py: `check-install`; cache.py: `cache`), so this
+`validate`; run.py: `run`; check_install.py: `check-install`; cache.py: `cache`;
+support_bundle.py: `support-bundle`), so this
 file stays a table of contents. Other distributions add theirs through the entry point
 group `spyre_operator.commands` (the dev cluster's `cluster` and `dev`), so the operator
 never imports them.
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 from spyre_operator import __version__
-from spyre_operator.cli import cache, check_install, render, run
+from spyre_operator.cli import cache, check_install, render, run, support_bundle
 
 COMMANDS = "spyre_operator.commands"  # entry points: a `register(subparsers)` each
 
@@ -33,6 +34,7 @@ def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
     run.register(sub)
     check_install.register(sub)
     cache.register(sub)
+    support_bundle.register(sub)
     if plugins:
         for found in sorted(entry_points(group=COMMANDS), key=lambda e: e.name):
             found.load()(sub)
