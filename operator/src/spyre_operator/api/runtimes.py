@@ -25,6 +25,7 @@ from spyre_runtime.contract import (
     SPYRE_SERVING_CACHE_ROOT,
     SPYRE_SERVING_COMPILE_CONFIG,
     SPYRE_SERVING_FLAVOUR,
+    SPYRE_SERVING_IMAGE_HOME,
     SPYRE_SERVING_MODEL_ID,
     SPYRE_SERVING_MODEL_REVISION,
     TORCH_SENDNN_CACHE_DIR,
@@ -51,6 +52,7 @@ TOKENIZERS_PARALLELISM = "TOKENIZERS_PARALLELISM"
 HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
 HF_HUB_DISABLE_TELEMETRY = "HF_HUB_DISABLE_TELEMETRY"
 HOME = "HOME"
+PYTHONPATH = "PYTHONPATH"  # the injected runtime's (render/inject.py)
 VLLM_API_KEY = "VLLM_API_KEY"  # vLLM's --api-key (spec.service.apiKeySecret)
 
 # Names users may not set in spec.env: the operator renders them, and several of them
@@ -61,6 +63,8 @@ RESERVED_ENV = frozenset(
         SPYRE_SERVING_CACHE_KEY,
         SPYRE_SERVING_CACHE_ROOT,
         SPYRE_SERVING_COMPILE_CONFIG,
+        SPYRE_SERVING_IMAGE_HOME,
+        PYTHONPATH,
         TORCH_SENDNN_CACHE_ENABLE,
         TORCH_SENDNN_CACHE_DIR,
         TORCHINDUCTOR_CACHE_DIR,
@@ -132,6 +136,12 @@ MODELS_ROOT = "/models"
 MASTER_PORT_VALUE = "12355"
 SERVING_PORT = 8000
 
+# Images without spyre-runtime (an upstream runtime.imageProfile) get it from the
+# operator's image: an init container copies the package into this emptyDir, and the
+# image's own Python runs it from there (render/inject.py).
+RUNTIME_DIR = "/opt/spyre-serving/runtime"
+INJECTOR_IMAGE = f"quay.io/spyre-serving/operator:{__version__}"  # the chart's default
+
 IMAGE_REPOSITORY = "quay.io/spyre-serving/runtime"
 # The default repository's path: its images keep it in a mirror (the registry changes).
 _IMAGE_PATH = imageref.parse(IMAGE_REPOSITORY).path
@@ -145,11 +155,18 @@ class RuntimeImages:
 
     repository: str = IMAGE_REPOSITORY
     pull_secrets: tuple[str, ...] = ()
+    # the operator's own image, which carries spyre-runtime for images without it
+    injector: str = INJECTOR_IMAGE
 
     def __post_init__(self) -> None:
         problem = imageref.repository_problem(self.repository)
         if problem:
             raise ValueError(problem)
+        if not imageref.IMAGE_REF.fullmatch(self.injector):
+            raise ValueError(
+                f"{self.injector!r} is not an image reference: [registry[:port]/]name[:tag]"
+                "[@digest] (the operator's image, e.g. quay.io/spyre-serving/operator:0.1.0)"
+            )
         for name in self.pull_secrets:
             if len(name) > 253 or not re.match(DNS_SUBDOMAIN, name):
                 raise ValueError(
