@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apilib import ROOT, pinned, with_spec
+import yaml
+from apilib import COMMIT, ROOT, pinned, with_spec
 
 from spyre_operator.api import runtimes as rt
 from spyre_operator.api.validation import SpyreModel, parse
+from spyre_operator.cli import main
 from spyre_operator.render.children import build_cleanup_job, desired
 from spyre_runtime import contract, imagesetup
 
@@ -138,3 +140,18 @@ def test_image_setup_copies_the_senlib_config_and_sources_the_device_script(
     bare = {"HOME": str(home), contract.SPYRE_SERVING_IMAGE_HOME: str(tmp_path / "none")}
     imagesetup.prepare(bare, tmp_path / "missing.sh")
     assert bare.keys() == {"HOME", contract.SPYRE_SERVING_IMAGE_HOME}
+
+
+def test_render_takes_the_operators_image_for_the_injection(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = str(ROOT / "examples" / "granite-3.3-8b-ibm-image.yaml")
+    assert main(["render", example, "--runtime-injector-image", INJECTOR, "--commit", COMMIT]) == 0
+    pods = [
+        d["spec"]["template"]["spec"]
+        for d in yaml.safe_load_all(capsys.readouterr().out)
+        if d["kind"] in ("Job", "Deployment")
+    ]
+    assert [p["initContainers"][0]["image"] for p in pods] == [INJECTOR] * 3
+    assert main(["render", example, "--runtime-injector-image", "Not An Image"]) == 2
+    assert "'Not An Image' is not an image reference" in capsys.readouterr().err

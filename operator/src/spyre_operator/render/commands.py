@@ -17,7 +17,7 @@ import yaml
 
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.api.imageref import repository_problem
-from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
+from spyre_operator.api.runtimes import IMAGE_REPOSITORY, INJECTOR_IMAGE, RuntimeImages
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
 from spyre_operator.controller import settings
 from spyre_operator.render.children import desired
@@ -73,6 +73,13 @@ def register(sub: Any) -> None:
         default=[],
         metavar="NAME",
         help="as the operator's: a Secret every pod pulls with (repeatable)",
+    )
+    render.add_argument(
+        "--runtime-injector-image",
+        default=INJECTOR_IMAGE,
+        metavar="IMAGE",
+        help="the operator's image, whose init container brings spyre-runtime to an image of "
+        "an upstream runtime.imageProfile (default: %(default)s)",
     )
     render.add_argument(
         "--commit",
@@ -202,7 +209,11 @@ def _repository(text: str) -> str:
 
 def _render(args: argparse.Namespace) -> int:
     try:
-        images = RuntimeImages(args.runtime_image_repository, tuple(args.runtime_image_pull_secret))
+        images = RuntimeImages(
+            args.runtime_image_repository,
+            tuple(args.runtime_image_pull_secret),
+            args.runtime_injector_image,
+        )
     except ValueError as err:
         print(f"spyre-operator render: {err}", file=sys.stderr)
         return 2
