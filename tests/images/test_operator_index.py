@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from ctdlib import private_containerd
 from test_registry import running
 
@@ -28,6 +29,10 @@ from spyre_devcluster.images.push import push_index
 from spyre_devcluster.images.recipes import checkout
 from spyre_devcluster.images.store import Image
 from spyre_operator import __version__
+from spyre_operator.api import profiles, runtimes
+from spyre_operator.api.validation import parse
+from spyre_operator.render.pod import pod_spec
+from spyre_runtime.contract import PLUGIN_GROUP
 
 pytestmark = pytest.mark.images
 __all__ = ["running"]  # the registry fixture of test_registry.py, used here too
@@ -55,11 +60,14 @@ def mounted(image: Image, scratch: Path) -> Iterator[Path]:
             mounts.undo()
 
 
-def run(root: Path, image: Image, *argv: str) -> subprocess.CompletedProcess[str]:
-    """argv in the image, as its entrypoint would run it: its user, env and workdir."""
+def run(
+    root: Path, image: Image, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """argv in the image, as its entrypoint would run it: its user, env (and `env`) and
+    workdir."""
     return subprocess.run(
         list(argv),
-        env=image.config.env_dict(),
+        env=image.config.env_dict() | (env or {}),
         preexec_fn=rootfs.entering(root, image.config.user, image.config.workdir),
         capture_output=True,
         text=True,
@@ -98,6 +106,41 @@ def test_each_architectures_image_runs_the_cli_emulated(
     assert checked.returncode == 0, checked.stdout + checked.stderr
     for path in EXAMPLES:
         assert f"/{path}: " in checked.stdout, checked.stdout
+
+
+@pytest.mark.parametrize("arch", list(profiles.ARCHITECTURES))
+def test_the_injected_runtime_runs_on_each_architectures_python_emulated(
+    arch: str, images: list[Image], tmp_path: Path
+) -> None:
+    """What the pods of an upstream image do with spyre-runtime, on each Spyre CPU: the
+    init container's command in the operator's image, then the copy alone on that CPU's
+    Debian Python (-S: no site-packages). It imports, finds its vLLM plugin entry point,
+    reads the serving pod's env (the compile config) and prints the vLLM command and env
+    it would exec; vLLM and torch are not there, so nothing that imports them runs."""
+    image = next(i for i in images if i.architecture == arch)
+    emulation.ensure(PLATFORMS[arch].machine)
+    doc = yaml.safe_load((checkout() / "examples" / "granite-3.3-8b-ibm-image.yaml").read_text())
+    doc["spec"]["runtime"]["architecture"] = arch
+    doc["spec"]["model"]["revision"] = "0" * 40
+    (container,) = pod_spec(parse(doc).spec, "serve", commit="0" * 40)["containers"]
+    pod_env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    pod_env |= {runtimes.PYTHONPATH: "/tmp/spyre-runtime", "HOME": "/tmp"}
+    plugin = f"import importlib.metadata as m; print(*m.entry_points(group={PLUGIN_GROUP!r}))"
+    with mounted(image, tmp_path) as root:
+        copied = run(root, image, "python3", "-m", "spyre_runtime.inject", "/tmp/spyre-runtime")
+        found = run(root, image, "python3", "-S", "-c", plugin, env=pod_env)
+        described = run(root, image, "python3", "-S", "-m", "spyre_runtime", "describe",
+                        *container["args"][1:], env=pod_env)  # fmt: skip
+    assert copied.returncode == 0, copied.stderr
+    assert "spyre_runtime.compilereport:register" in found.stdout, found.stderr
+    assert described.returncode == 0, described.stderr
+    out = described.stdout
+    assert "flavour: sendnn-inference (VLLM_PLUGINS=sendnn_inference" in out, out
+    assert "require precompiled: True" in out
+    assert "SENDNN_INFERENCE_DYNAMO_BACKEND=sendnn" in out
+    assert "serve /models/ibm-granite/granite-3.3-8b-instruct --tensor-parallel-size 1" in out
+    device = "VF" if arch == "s390x" else "PF"
+    assert {"name": "FLEX_DEVICE", "value": device} in container["env"]
 
 
 def test_the_index_is_pushed_with_a_tag_per_architecture_that_containerd_runs_as_is(

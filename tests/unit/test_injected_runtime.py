@@ -3,6 +3,7 @@ spyre_runtime/imagesetup.py): rendered pods, and the copy run by another interpr
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -60,6 +61,14 @@ def test_every_pod_of_an_upstream_image_runs_the_injected_runtime() -> None:
         assert {"name": "spyre-runtime", "emptyDir": {}} in pod["volumes"]
     for pod in own.values():  # the operator's own image: as before, nothing injected
         assert "initContainers" not in pod and "command" not in pod["containers"][0]
+
+
+def test_the_init_container_follows_the_pull_policy() -> None:
+    spec = {"image": IBM, "runtime": {"imageProfile": "sendnn-inference"}}
+    model = parse(pinned(with_spec({**spec, "imagePullPolicy": "Always"})), "ns")
+    for pod in _pods(model).values():
+        assert pod["initContainers"][0]["imagePullPolicy"] == "Always"
+    assert "imagePullPolicy" not in _pods(_model("sendnn-inference"))["serve"]["initContainers"][0]
 
 
 def test_users_cannot_undo_the_injection() -> None:
@@ -155,3 +164,50 @@ def test_render_takes_the_operators_image_for_the_injection(
     assert [p["initContainers"][0]["image"] for p in pods] == [INJECTOR] * 3
     assert main(["render", example, "--runtime-injector-image", "Not An Image"]) == 2
     assert "'Not An Image' is not an image reference" in capsys.readouterr().err
+
+
+def _dist(site: Path, name: str, version: str) -> None:
+    """An installed distribution as importlib.metadata finds it (its dist-info only)."""
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+@pytest.mark.parametrize(
+    ("installed", "message"),
+    [
+        ([], "has no vLLM: name a vLLM-Spyre image in spec.image"),
+        ([("vllm", "0.28.0")], "has no vLLM-Spyre plugin (sendnn_inference): name a "
+         "sendnn-inference image"),
+        ([("vllm", "0.17.1"), ("vllm_spyre", "1.10.0")], "has the vllm-spyre plugin 1.10.0, "
+         "not sendnn-inference: set spec.runtime.flavour: vllm-spyre (and its "
+         "runtime.imageProfile)"),
+        ([("vllm", "0.25.0"), ("sendnn_inference", "2.5.2")], "has sendnn_inference 2.5.2, the "
+         "SpyreModel declares 2.6.3: set spec.runtime.version: 2.5.2 (it is part of the cache "
+         "key and the catalog)"),
+    ],
+)  # fmt: skip
+def test_an_image_that_cannot_run_the_command_is_refused_with_what_to_set(
+    installed: list[tuple[str, str]], message: str, tmp_path: Path
+) -> None:
+    """The injected copy's precompile in an interpreter whose packages are only the ones
+    given (python -S, their dist-info on PYTHONPATH): the summary the operator shows."""
+    dest, site = tmp_path / "runtime", tmp_path / "site"
+    site.mkdir()
+    assert _run(sys.executable, ["-m", "spyre_runtime.inject", str(dest)], dict(os.environ))
+    for name, version in installed:
+        _dist(site, name, version)
+    (container,) = _pods(_model("sendnn-inference"))["precompile"]["containers"]
+    summary = tmp_path / "termination-log"
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e} | {
+        rt.PYTHONPATH: f"{dest}:{site}",
+        contract.SPYRE_SERVING_TERMINATION_LOG: str(summary),
+        "HOME": str(tmp_path),
+        "PATH": os.environ["PATH"],
+    }
+    done = _run(sys.executable, ["-S", "-m", "spyre_runtime", *container["args"]], env)
+    assert done.returncode == 2, done.stderr
+    written = json.loads(summary.read_text())
+    assert written["reason"] == "InvalidConfig"
+    assert written["message"].startswith(f"the image's Python ({sys.executable}) ")
+    assert written["message"].endswith(message)

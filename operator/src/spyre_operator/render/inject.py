@@ -58,5 +58,8 @@ def with_injected_runtime(
     mount = {"name": VOLUME, "mountPath": rt.RUNTIME_DIR, "readOnly": True}
     container["volumeMounts"] = [*container["volumeMounts"], mount]
     out["volumes"] = [*out["volumes"], {"name": VOLUME, "emptyDir": {}}]
-    out["initContainers"] = [init_container(injector), *out.get("initContainers", [])]
+    init = init_container(injector)
+    if "imagePullPolicy" in container:  # spec.imagePullPolicy: every container's
+        init["imagePullPolicy"] = container["imagePullPolicy"]
+    out["initContainers"] = [init, *out.get("initContainers", [])]
     return out
