@@ -21,7 +21,7 @@ from ctdlib import private_containerd
 from test_registry import running
 
 from spyre_devcluster import registry
-from spyre_devcluster.images import emulation, operator_index, rootfs
+from spyre_devcluster.images import emulation, operator_index, recipes, rootfs
 from spyre_devcluster.images.containerd import Ctr
 from spyre_devcluster.images.oci import MEDIA_INDEX, index_bytes
 from spyre_devcluster.images.platforms import PLATFORMS
@@ -32,7 +32,8 @@ from spyre_operator import __version__
 from spyre_operator.api import profiles, runtimes
 from spyre_operator.api.validation import parse
 from spyre_operator.render.pod import pod_spec
-from spyre_runtime.contract import PLUGIN_GROUP
+from spyre_runtime.contract import PLUGIN_GROUP, SPYRE_SERVING_TERMINATION_LOG
+from spyre_runtime.inject import inject
 
 pytestmark = pytest.mark.images
 __all__ = ["running"]  # the registry fixture of test_registry.py, used here too
@@ -141,6 +142,52 @@ def test_the_injected_runtime_runs_on_each_architectures_python_emulated(
     assert "serve /models/ibm-granite/granite-3.3-8b-instruct --tensor-parallel-size 1" in out
     device = "VF" if arch == "s390x" else "PF"
     assert {"name": "FLEX_DEVICE", "value": device} in container["env"]
+
+
+# Every module of the package imported on its own (those of the vLLM commands import
+# vLLM and torch inside their functions), deprecations as errors.
+IMPORT_ALL = """
+import importlib, pkgutil, spyre_runtime
+for m in pkgutil.iter_modules(spyre_runtime.__path__):
+    if m.name != "__main__":
+        importlib.import_module("spyre_runtime." + m.name)
+print(spyre_runtime.__file__)
+"""
+
+
+def test_the_injected_runtime_runs_on_the_newest_debian_python(tmp_path: Path) -> None:
+    """Debian's newest python3 (3.13; upstream's images have 3.12, the project's 3.11):
+    the injected copy compiles and imports there, renders the serving pod's command, and
+    refuses to compile in an image without vLLM with the summary the operator shows."""
+    if os.geteuid() != 0:
+        pytest.skip("building images needs root (debootstrap, overlay mounts, chroot)")
+    newest = recipes.debian_newest_python()
+    doc = yaml.safe_load((checkout() / "examples" / "granite-3.3-8b-ibm-image.yaml").read_text())
+    doc["spec"]["model"]["revision"] = "0" * 40
+    spec = parse(doc).spec
+    pod_env = {runtimes.PYTHONPATH: "/tmp/spyre-runtime", "HOME": "/tmp"}
+    pod_env[SPYRE_SERVING_TERMINATION_LOG] = "/tmp/summary"
+    with mounted(newest, tmp_path) as root:
+        inject(root / "tmp" / "spyre-runtime")  # the init container's, in the operator image
+        version = run(root, newest, "python3", "--version")
+        compiled = run(root, newest, "python3", "-m", "compileall", "-q", "/tmp/spyre-runtime")
+        imported = run(root, newest, "python3", "-S", "-W", "error::DeprecationWarning",
+                       "-c", IMPORT_ALL, env=pod_env)  # fmt: skip
+        outs = {}
+        for role in ("serve", "precompile"):
+            (container,) = pod_spec(spec, role, commit="0" * 40)["containers"]
+            env = {e["name"]: e["value"] for e in container["env"] if "value" in e} | pod_env
+            args = ["describe", *container["args"][1:]] if role == "serve" else container["args"]
+            outs[role] = run(root, newest, "python3", "-S", "-m", "spyre_runtime", *args, env=env)
+        summary = json.loads((root / "tmp" / "summary").read_text())
+    assert version.stdout.startswith("Python 3.13"), version.stdout
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    assert imported.stdout.strip() == "/tmp/spyre-runtime/spyre_runtime/__init__.py", imported
+    assert outs["serve"].returncode == 0, outs["serve"].stderr
+    assert "command: vllm serve /models/ibm-granite/granite-3.3-8b-instruct" in outs["serve"].stdout
+    assert outs["precompile"].returncode == 2, outs["precompile"].stderr
+    assert summary["reason"] == "InvalidConfig"
+    assert summary["message"].endswith("has no vLLM: name a vLLM-Spyre image in spec.image")
 
 
 def test_the_index_is_pushed_with_a_tag_per_architecture_that_containerd_runs_as_is(
