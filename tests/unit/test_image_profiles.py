@@ -169,3 +169,24 @@ def test_an_example_doc_round_trips_the_new_fields() -> None:
     assert spec.to_k8s()["runtime"] == {
         "flavour": "sendnn-inference", "imageProfile": "sendnn-inference", "architecture": "s390x"
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("image", "tagged"),
+    [("quay.io/ibm-aiu/sendnn-inference:2.6.3.s390x", "s390x"),
+     ("reg:5000/a/b:1-ppc64le", "ppc64le"),
+     ("quay.io/ibm-aiu/sendnn-inference:2.6.3.amd64@sha256:" + "a" * 64, "amd64"),
+     ("reg:5000/amd64/x:1", None), ("x:latest", None), ("x", None)],
+)  # fmt: skip
+def test_the_architecture_an_image_tag_names(image: str, tagged: str | None) -> None:
+    assert profiles.tagged_architecture(image) == tagged
+
+
+def test_an_image_tagged_for_another_architecture_is_refused() -> None:
+    image = "quay.io/ibm-aiu/sendnn-inference:2.6.3.amd64"
+    spec = {"runtime": {**UPSTREAM, "architecture": "s390x"}, "image": image}
+    assert _problems(spec) == [
+        f"spec.runtime.architecture: is s390x but the image's tag names amd64 ('{image}'): use "
+        "the image's .s390x tag, or set architecture: amd64"
+    ]
+    assert not _problems({**spec, "runtime": {**UPSTREAM, "architecture": "amd64"}})

@@ -40,8 +40,16 @@ def image_profile(s: SpyreModelSpec) -> Iterator[Problem]:
 
 def architecture(s: SpyreModelSpec) -> Iterator[Problem]:
     """The image's architecture decides the nodes; a selector that says another is a
-    pod that never starts (or an image that cannot run)."""
+    pod that never starts, an image tagged for another (IBM's `<version>.<arch>`) one
+    that cannot run there."""
     arch = s.runtime.architecture
+    tagged = profiles.tagged_architecture(s.image) if s.image else None
+    if arch is not None and tagged is not None and tagged != arch:
+        yield Problem(
+            "spec.runtime.architecture",
+            f"is {arch} but the image's tag names {tagged} ({shown(s.image)}): use the "
+            f"image's .{arch} tag, or set architecture: {tagged}",
+        )
     selectors = {
         "spec.nodeSelector": s.node_selector,
         "spec.cache.compile.nodeSelector": s.cache.compile.node_selector or {},

@@ -82,6 +82,16 @@ def upstream_profile(path: str) -> str | None:
     return None
 
 
+def tagged_architecture(image: str) -> str | None:
+    """The architecture an image's tag ends in (`.amd64`, `-s390x`: how IBM tags its
+    per-architecture images), else None."""
+    tag = image.partition("@")[0].rpartition("/")[2].partition(":")[2]
+    for arch in ARCHITECTURES:
+        if tag.endswith((f".{arch}", f"-{arch}")):
+            return arch
+    return None
+
+
 def default_resource(architecture: Architecture | None) -> str:
     return VF_RESOURCE if architecture == "s390x" else PF_RESOURCE
 
