@@ -76,6 +76,21 @@ def test_users_cannot_undo_the_injection() -> None:
         assert rt.is_reserved_env(name)
 
 
+@pytest.mark.parametrize(
+    ("repository", "injector"),
+    [
+        ("quay.io/spyre-serving/runtime", "quay.io/spyre-serving/operator:0.1.0"),
+        ("reg:5000/rel/runtime-cpu", "reg:5000/rel/operator:0.1.0"),  # a release's
+        ("runtime", "operator:0.1.0"),
+    ],
+)
+def test_the_operators_image_is_found_beside_the_serving_images(
+    repository: str, injector: str
+) -> None:
+    assert rt.RuntimeImages(repository).injector_image == injector
+    assert rt.RuntimeImages(repository, injector=INJECTOR).injector_image == INJECTOR
+
+
 def test_the_injector_image_is_checked() -> None:
     with pytest.raises(ValueError, match="is not an image reference"):
         rt.RuntimeImages(injector="Not An Image")

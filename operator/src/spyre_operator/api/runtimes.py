@@ -140,7 +140,7 @@ SERVING_PORT = 8000
 # operator's image: an init container copies the package into this emptyDir, and the
 # image's own Python runs it from there (render/inject.py).
 RUNTIME_DIR = "/opt/spyre-serving/runtime"
-INJECTOR_IMAGE = f"quay.io/spyre-serving/operator:{__version__}"  # the chart's default
+OPERATOR_IMAGE_NAME = "operator"  # beside the serving images (a release, a mirror, the node)
 
 IMAGE_REPOSITORY = "quay.io/spyre-serving/runtime"
 # The default repository's path: its images keep it in a mirror (the registry changes).
@@ -155,14 +155,15 @@ class RuntimeImages:
 
     repository: str = IMAGE_REPOSITORY
     pull_secrets: tuple[str, ...] = ()
-    # the operator's own image, which carries spyre-runtime for images without it
-    injector: str = INJECTOR_IMAGE
+    # the operator's own image, which carries spyre-runtime for images without it; None:
+    # the one beside the serving images' repository (injector_image)
+    injector: str | None = None
 
     def __post_init__(self) -> None:
         problem = imageref.repository_problem(self.repository)
         if problem:
             raise ValueError(problem)
-        if not imageref.IMAGE_REF.fullmatch(self.injector):
+        if self.injector is not None and not imageref.IMAGE_REF.fullmatch(self.injector):
             raise ValueError(
                 f"{self.injector!r} is not an image reference: [registry[:port]/]name[:tag]"
                 "[@digest] (the operator's image, e.g. quay.io/spyre-serving/operator:0.1.0)"
@@ -176,6 +177,16 @@ class RuntimeImages:
 
     def image(self, flavour: str, version: str) -> str:
         return default_image(flavour, version, repository=self.repository)
+
+    @property
+    def injector_image(self) -> str:
+        """`injector`, else `<the repository's parent>/operator:<operator version>`: a
+        release (scripts/release), its mirror and the node's registry keep the operator's
+        image beside the serving images, under the same pull secrets."""
+        if self.injector is not None:
+            return self.injector
+        parent, slash, _ = self.repository.rpartition("/")
+        return f"{parent}{slash}{OPERATOR_IMAGE_NAME}:{__version__}"
 
 
 DEFAULT_IMAGES = RuntimeImages()

@@ -17,7 +17,7 @@ import yaml
 
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.api.imageref import repository_problem
-from spyre_operator.api.runtimes import IMAGE_REPOSITORY, INJECTOR_IMAGE, RuntimeImages
+from spyre_operator.api.runtimes import IMAGE_REPOSITORY, RuntimeImages
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
 from spyre_operator.controller import settings
 from spyre_operator.render.children import desired
@@ -76,10 +76,10 @@ def register(sub: Any) -> None:
     )
     render.add_argument(
         "--runtime-injector-image",
-        default=INJECTOR_IMAGE,
         metavar="IMAGE",
         help="the operator's image, whose init container brings spyre-runtime to an image of "
-        "an upstream runtime.imageProfile (default: %(default)s)",
+        "an upstream runtime.imageProfile (default: <the serving repository's parent>/"
+        "operator:<version>, where a release puts it)",
     )
     render.add_argument(
         "--commit",

@@ -252,5 +252,5 @@ def pod_spec(
     if role != "serve":
         pod["restartPolicy"] = "Never"
     if spec.image_profile.injected:
-        pod = with_injected_runtime(pod, spec.image_profile, images.injector)
+        pod = with_injected_runtime(pod, spec.image_profile, images.injector_image)
     return copy.deepcopy(pod)  # callers may edit it; never share the module's dicts
