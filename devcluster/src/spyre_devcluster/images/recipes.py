@@ -16,6 +16,7 @@ to the local equivalents. Tags are stable; content changes give a new image ID.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -360,6 +361,17 @@ def runtime(flavour: str = "sendnn-inference") -> Image:
     )
 
 
+def upstream_standin(flavour: str = "sendnn-inference") -> Image:
+    """The stand-in of an upstream vLLM-Spyre image, which has no spyre-runtime: the CPU
+    runtime base (vLLM and the plugin from PyPI in a venv, no file of spyre_runtime)
+    ending as upstream's Containerfile does, `USER 2000` and `vllm serve` as entrypoint
+    (the operator's injected runtime replaces it: docs/api.md, "Image profiles")."""
+    base = runtime_base(flavour)
+    config = dataclasses.replace(base.config, user="2000", entrypoint=("vllm", "serve"))
+    name = f"{REGISTRY}/upstream-standin:{runtime_tag(flavour)}"
+    return dataclasses.replace(base, name=name, config=config)
+
+
 def runtime_recipe(flavour: str) -> str:
     """The BUILDERS name of a flavour's CPU serving image."""
     return "runtime-cpu" if flavour == "sendnn-inference" else f"runtime-cpu-{flavour}"
@@ -370,6 +382,7 @@ BUILDERS: dict[str, Callable[[], Image]] = {
     "operator": operator,
     "runtime-cpu": runtime,
     "runtime-cpu-vllm-spyre": lambda: runtime("vllm-spyre"),
+    "upstream-standin": upstream_standin,
 }
 
 
