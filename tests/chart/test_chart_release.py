@@ -25,4 +25,6 @@ def test_the_packaged_chart_names_the_registry_it_is_published_to(tmp_path: Path
     assert f"registry.example.com:5000/mirror/spyre/operator:{__version__}" in images
     values = yaml.safe_load(helm("show", "values", str(package)).stdout)
     assert values["image"]["repository"] == "registry.example.com:5000/mirror/spyre/operator"
-    assert values["runtimeImage"]["repository"] == "registry.example.com:5000/mirror/spyre/runtime"
+    # the CPU serving image the release pushes (none for cards: card models name theirs)
+    runtime = values["runtimeImage"]["repository"]
+    assert runtime == f"registry.example.com:5000/mirror/spyre/{release.RUNTIME_CPU}"

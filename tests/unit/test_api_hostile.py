@@ -321,7 +321,7 @@ def test_duplicate_keys_are_an_error_naming_the_file_and_line(
         (
             {"runtime": {"tolerations": []}},
             "spec.runtime.tolerations",
-            "unknown field (fields here: flavour, version)",
+            "unknown field (fields here: architecture, flavour, imageProfile, version)",
         ),
         (
             {"env": [{"name": "A", "valueFrom": {"secretKeyRf": {"name": "s", "key": "k"}}}]},

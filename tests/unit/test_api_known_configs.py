@@ -55,6 +55,7 @@ def _static(*shapes: tuple[int, int, int]) -> dict[str, Any]:
     "stem",
     [
         "granite-3.3-8b-instruct",
+        "granite-3.3-8b-ibm-image",
         "granite-embedding-125m-english",
         "granite-8b-static-vllm-spyre",  # by path on a pvc: no id, no config
         "micro-granite-cpu",  # eager: the registry does not apply

@@ -76,7 +76,10 @@ def test_runtime_reads_what_the_operator_renders(path: Path) -> None:
         ("serve", build_deployment(model)),
     ):
         c = container(workload)
-        assert "command" not in c, "the image's ENTRYPOINT must stay in the start path"
+        if spec.image_profile.injected:  # the injected runtime, on the image's Python
+            assert c["command"] == [spec.image_profile.python, "-m", "spyre_runtime"]
+        else:
+            assert "command" not in c, "the image's ENTRYPOINT must stay in the start path"
         assert c["args"][0] == subcommand
         env = plain_env(c)
         config = from_env(env, c["args"][1:])

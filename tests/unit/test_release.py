@@ -104,3 +104,11 @@ def test_a_serving_architecture_a_flavour_lacks_is_refused_before_anything_is_bu
     assert "no vllm-spyre CPU serving image for arm64: it is built for amd64 (PyPI" in (
         capsys.readouterr().err
     )
+
+
+def test_the_packaged_charts_defaults_name_images_the_release_pushes() -> None:
+    values = (ROOT / "charts" / "spyre-operator" / "values.yaml").read_text()
+    packaged = yaml.safe_load(release.packaged_text(values, Target.parse("reg:5000/rel")))
+    assert packaged["image"]["repository"] == "reg:5000/rel/operator"
+    # the CPU serving image, under the tags the operator renders (build_serving's)
+    assert packaged["runtimeImage"]["repository"] == "reg:5000/rel/runtime-cpu"

@@ -18,9 +18,12 @@ repositories name REGISTRY, so `helm install oci://REGISTRY/charts/spyre-operato
 pulls from where it was published.
 
 The serving image pushed is the CPU build of image/Containerfile (the real vLLM-Spyre
-plugins on CPU, for trying without cards): the image builder has no upstream Spyre base
-yet, so no `runtime` (card) image is published; a model on cards names its image in
-`spec.image` or the chart's `runtimeImage.repository` a registry that has it.
+plugins on CPU, for trying without cards), and the packaged chart's
+`runtimeImage.repository` names it (REGISTRY/runtime-cpu), so a CPU model without an image
+pulls one that exists. The image builder has no upstream Spyre base, so no `runtime` (card)
+image is published: a model on cards names IBM's or Red Hat's image in `spec.image` with
+its `runtime.imageProfile` (the operator brings its runtime to it), or the chart's
+`runtimeImage.repository` a registry that has images of ours for cards.
 
 Credentials: REGISTRY_USERNAME / REGISTRY_PASSWORD in the environment (basic auth, as
 `docker login` sends it), `--ca-file` for a registry whose CA is not the system's.
@@ -121,6 +124,15 @@ def build_serving(flavours: list[str], cpus: list[str] | None) -> list[tuple[str
     ]
 
 
+def packaged_text(text: str, target: Target) -> str:
+    """A chart file as packaged: the default images name the target registry, and the
+    serving images the CPU repository the release pushes (never a repository nobody
+    builds: no release has a card image; card models name IBM's in spec.image)."""
+    serving = f"repository: {IMAGE_REPOSITORY}\n"
+    text = text.replace(serving, f"repository: {target.repository(RUNTIME_CPU)}\n")
+    return text.replace(f"{DEFAULT_REGISTRY}/", f"{target}/")
+
+
 def package_chart(target: Target, version: str, out: Path) -> Path:
     """`helm package` of a copy of the chart whose default image repositories name the
     target registry, with the version and appVersion `version`."""
@@ -129,7 +141,7 @@ def package_chart(target: Target, version: str, out: Path) -> Path:
     shutil.copytree(source, copy)
     for name in ("values.yaml", "Chart.yaml"):
         path = copy / name
-        path.write_text(path.read_text().replace(f"{DEFAULT_REGISTRY}/", f"{target}/"))
+        path.write_text(packaged_text(path.read_text(), target))
     _run([tool("helm"), "package", str(copy), "--version", version, "--app-version", version,
           "--destination", str(out)])  # fmt: skip
     return out / f"{CHART}-{version}.tgz"

@@ -45,8 +45,14 @@ TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS: Final = "TORCHINDUCTOR_CPP_CACHE_PRE
 # compiled with inductor's own defaults).
 COMPILER_ENV_FIELD: Final = "compilerEnv"
 COMPILER_ENV: Final = {TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS: "0"}  # -> the runtime's value
-# The flavour's plugin; the runtime adds its own (compilereport.py).
+# The flavour's plugin; the runtime adds its own (compilereport.py), which vLLM finds
+# through this entry point (pyproject.toml's, and the injected copy's: inject.py).
 VLLM_PLUGINS: Final = "VLLM_PLUGINS"
+PLUGIN_GROUP: Final = "vllm.general_plugins"
+PLUGIN_ENTRY: Final = "spyre_runtime = spyre_runtime.compilereport:register"
+# The image user's home, where the Spyre base images keep the senlib config: copied into
+# the pod's HOME at start (the image's entrypoint, or imagesetup.py when injected).
+SPYRE_SERVING_IMAGE_HOME: Final = "SPYRE_SERVING_IMAGE_HOME"
 # The plugin's gloo init.
 MASTER_ADDR: Final = "MASTER_ADDR"
 MASTER_PORT: Final = "MASTER_PORT"

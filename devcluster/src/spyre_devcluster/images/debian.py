@@ -121,7 +121,7 @@ def ensure_debootstrap() -> None:
         checked(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "debootstrap"])
 
 
-def debootstrap(target: Path, suite: str, packages: list[str]) -> None:
+def debootstrap(target: Path, suite: str, packages: list[str], mirror: str) -> None:
     """Make a minbase root filesystem in target, cleaned for use as a layer."""
     ensure_debootstrap()
     remove_tree(target)
@@ -132,7 +132,7 @@ def debootstrap(target: Path, suite: str, packages: list[str]) -> None:
             f"--include={','.join(packages)}",
             suite,
             str(target),
-            host_mirror(suite),
+            mirror,
         ]
     )
     # no package caches, no device nodes (the runtime mounts /dev), and an empty

@@ -16,6 +16,7 @@ to the local equivalents. Tags are stable; content changes give a new image ID.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -122,8 +123,22 @@ def _suffix(variant: str) -> str:
 
 
 def debian_base(prefix: Path, variant: str = "") -> Image:
-    suite = debian.host_suite()
     packages = sorted({*debian.library_packages(prefix), *VARIANTS[variant]})
+    # each variant its own slug: one slug keeps only its newest key
+    return _debootstrapped(f"debian{_suffix(variant)}", debian.host_suite(), packages, variant)
+
+
+# Debian's newest suite, whose python3 (3.13) the injected runtime is tested on beside the
+# images' 3.11 (upstream's images ship 3.12, which no registry reached here has).
+NEWEST_SUITE = "trixie"
+
+
+def debian_newest_python() -> Image:
+    """`debian:trixie` with its python3, from the host's Debian mirror."""
+    return _debootstrapped(f"debian-{NEWEST_SUITE}", NEWEST_SUITE, ["python3"])
+
+
+def _debootstrapped(slug: str, suite: str, packages: list[str], variant: str = "") -> Image:
     debian.ensure_debootstrap()
     key = inputs_key(
         {
@@ -132,14 +147,13 @@ def debian_base(prefix: Path, variant: str = "") -> Image:
             "debootstrap": _tool_version(["dpkg-query", "-W", "debootstrap"]),
         }
     )
-    # each variant its own slug: one slug keeps only its newest key
-    slug = f"debian{_suffix(variant)}"
     found = cached(slug, key)
     if found:
         return found
     _say(f"debootstrap {suite} minbase with {', '.join(packages)} (a minute or two)")
     with building(slug, key) as scratch:
-        debian.debootstrap(scratch / "rootfs", suite, packages)
+        mirror = debian.host_mirror(debian.host_suite())  # one mirror serves every suite
+        debian.debootstrap(scratch / "rootfs", suite, packages, mirror)
         layer = final_layer(scratch, scratch / "rootfs")
         config = ImageConfig(env=(("PATH", SYSTEM_PATH),), cmd=("bash",))
         image = Image(f"{REGISTRY}/debian:{suite}{_suffix(variant)}", key, (layer,), config)
@@ -347,6 +361,17 @@ def runtime(flavour: str = "sendnn-inference") -> Image:
     )
 
 
+def upstream_standin(flavour: str = "sendnn-inference") -> Image:
+    """The stand-in of an upstream vLLM-Spyre image, which has no spyre-runtime: the CPU
+    runtime base (vLLM and the plugin from PyPI in a venv, no file of spyre_runtime)
+    ending as upstream's Containerfile does, `USER 2000` and `vllm serve` as entrypoint
+    (the operator's injected runtime replaces it: docs/api.md, "Image profiles")."""
+    base = runtime_base(flavour)
+    config = dataclasses.replace(base.config, user="2000", entrypoint=("vllm", "serve"))
+    name = f"{REGISTRY}/upstream-standin:{runtime_tag(flavour)}"
+    return dataclasses.replace(base, name=name, config=config)
+
+
 def runtime_recipe(flavour: str) -> str:
     """The BUILDERS name of a flavour's CPU serving image."""
     return "runtime-cpu" if flavour == "sendnn-inference" else f"runtime-cpu-{flavour}"
@@ -357,6 +382,7 @@ BUILDERS: dict[str, Callable[[], Image]] = {
     "operator": operator,
     "runtime-cpu": runtime,
     "runtime-cpu-vllm-spyre": lambda: runtime("vllm-spyre"),
+    "upstream-standin": upstream_standin,
 }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from spyre_operator.api import runtimes
 from spyre_operator.api.arg_rules import CB, argument_values, extra_args
 from spyre_operator.api.base import is_zero
+from spyre_operator.api.image_rules import architecture, image_profile
 from spyre_operator.api.model import ModelSpec
 from spyre_operator.api.placement_rules import affinity, placement, topology_spread
 from spyre_operator.api.pod_rules import (
@@ -33,7 +34,7 @@ Rule = Callable[[SpyreModelSpec], Iterator[Problem]]
 
 STATIC = "spec.batching.static"
 # Mount points the operator uses itself.
-RESERVED_MOUNTS = (runtimes.CACHE_ROOT, "/dev/shm", "/tmp", runtimes.HOME_DIR)
+RESERVED_MOUNTS = (runtimes.CACHE_ROOT, "/dev/shm", "/tmp", runtimes.HOME_DIR, runtimes.RUNTIME_DIR)
 # A hub repository id (org/name or name) and a revision, as the weights Job gets them.
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 HUB_REVISION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]*$")
@@ -292,6 +293,8 @@ RULES: tuple[Rule, ...] = (
     model_identity,
     model_source,
     runtime_version,
+    image_profile,
+    architecture,
     batching_mode,
     static_shapes,
     continuous_batching,

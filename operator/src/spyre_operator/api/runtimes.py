@@ -26,6 +26,7 @@ from spyre_runtime.contract import (
     SPYRE_SERVING_CACHE_ROOT,
     SPYRE_SERVING_COMPILE_CONFIG,
     SPYRE_SERVING_FLAVOUR,
+    SPYRE_SERVING_IMAGE_HOME,
     SPYRE_SERVING_MODEL_ID,
     SPYRE_SERVING_MODEL_REVISION,
     TORCH_SENDNN_CACHE_DIR,
@@ -67,6 +68,7 @@ TOKENIZERS_PARALLELISM = "TOKENIZERS_PARALLELISM"
 HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
 HF_HUB_DISABLE_TELEMETRY = "HF_HUB_DISABLE_TELEMETRY"
 HOME = "HOME"
+PYTHONPATH = "PYTHONPATH"  # the injected runtime's (render/inject.py)
 VLLM_API_KEY = "VLLM_API_KEY"  # vLLM's --api-key (spec.service.apiKeySecret)
 
 # Names users may not set in spec.env: the operator renders them, and several of them
@@ -77,6 +79,8 @@ RESERVED_ENV = frozenset(
         SPYRE_SERVING_CACHE_KEY,
         SPYRE_SERVING_CACHE_ROOT,
         SPYRE_SERVING_COMPILE_CONFIG,
+        SPYRE_SERVING_IMAGE_HOME,
+        PYTHONPATH,
         TORCH_SENDNN_CACHE_ENABLE,
         TORCH_SENDNN_CACHE_DIR,
         TORCHINDUCTOR_CACHE_DIR,
@@ -148,6 +152,12 @@ MODELS_ROOT = "/models"
 MASTER_PORT_VALUE = "12355"
 SERVING_PORT = 8000
 
+# Images without spyre-runtime (an upstream runtime.imageProfile) get it from the
+# operator's image: an init container copies the package into this emptyDir, and the
+# image's own Python runs it from there (render/inject.py).
+RUNTIME_DIR = "/opt/spyre-serving/runtime"
+OPERATOR_IMAGE_NAME = "operator"  # beside the serving images (a release, a mirror, the node)
+
 IMAGE_REPOSITORY = "quay.io/spyre-serving/runtime"
 # The default repository's path: its images keep it in a mirror (the registry changes).
 _IMAGE_PATH = imageref.parse(IMAGE_REPOSITORY).path
@@ -161,11 +171,19 @@ class RuntimeImages:
 
     repository: str = IMAGE_REPOSITORY
     pull_secrets: tuple[str, ...] = ()
+    # the operator's own image, which carries spyre-runtime for images without it; None:
+    # the one beside the serving images' repository (injector_image)
+    injector: str | None = None
 
     def __post_init__(self) -> None:
         problem = imageref.repository_problem(self.repository)
         if problem:
             raise ValueError(problem)
+        if self.injector is not None and not imageref.IMAGE_REF.fullmatch(self.injector):
+            raise ValueError(
+                f"{self.injector!r} is not an image reference: [registry[:port]/]name[:tag]"
+                "[@digest] (the operator's image, e.g. quay.io/spyre-serving/operator:0.1.0)"
+            )
         for name in self.pull_secrets:
             if len(name) > 253 or not re.match(DNS_SUBDOMAIN, name):
                 raise ValueError(
@@ -175,6 +193,16 @@ class RuntimeImages:
 
     def image(self, flavour: str, version: str) -> str:
         return default_image(flavour, version, repository=self.repository)
+
+    @property
+    def injector_image(self) -> str:
+        """`injector`, else `<the repository's parent>/operator:<operator version>`: a
+        release (scripts/release), its mirror and the node's registry keep the operator's
+        image beside the serving images, under the same pull secrets."""
+        if self.injector is not None:
+            return self.injector
+        parent, slash, _ = self.repository.rpartition("/")
+        return f"{parent}{slash}{OPERATOR_IMAGE_NAME}:{__version__}"
 
 
 DEFAULT_IMAGES = RuntimeImages()

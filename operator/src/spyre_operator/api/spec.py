@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from spyre_operator.api import runtimes
+from spyre_operator.api import profiles, runtimes
 from spyre_operator.api.base import (
     ApiModel,
     IntOrPercent,
@@ -67,6 +67,16 @@ class RuntimeSpec(ApiModel):
         | None
     ) = None
     """Plugin version; defaults to 1.10.0 (vllm-spyre) or 2.6.3 (sendnn-inference)."""
+    image_profile: profiles.ProfileName = profiles.SPYRE_SERVING
+    """The serving image's family: spyre-serving (the operator's own image, spyre-runtime
+    inside), sendnn-inference (IBM's sendnn-inference 2.x images) or openshift-ai (Red Hat
+    AI Inference Server and OpenShift AI vLLM-Spyre images, flavour vllm-spyre). IBM's and
+    Red Hat's images run unmodified: an init container from the operator's image brings
+    spyre-runtime, which runs on the image's own Python."""
+    architecture: profiles.Architecture | None = None
+    """CPU architecture of the image and its nodes: amd64, ppc64le (IBM Power) or s390x
+    (IBM Z, LinuxONE). Set: every pod gets the kubernetes.io/arch node selector, and on
+    s390x the cards default to ibm.com/spyre_vf. Unset: any node, amd64's defaults."""
 
 
 class ContinuousBatching(ApiModel):
@@ -183,7 +193,8 @@ class Accelerator(ApiModel):
     resource_name: Annotated[
         str, Field(pattern=r"^ibm\.com/(spyre|aiu)_(pf|vf)(_tier[0-2])?$", max_length=64)
     ] = "ibm.com/spyre_pf"
-    """Extended resource of the Spyre device plugin (ibm.com/aiu_pf on older clusters)."""
+    """Extended resource of the Spyre device plugin (ibm.com/aiu_pf on older clusters);
+    ibm.com/spyre_vf when runtime.architecture is s390x."""
     count: Annotated[int, Field(ge=0, le=4)] | None = None
     """Cards per replica; with sendnn it must equal tensorParallelSize (the default). The
     CPU backends (eager, inductor) default to 0; a count makes their pods hold that many
@@ -276,7 +287,9 @@ class SpyreModelSpec(ApiModel):
     affinity: Affinity | None = None
     """core/v1 Affinity of the serving pods (and of compile pods that use cards)."""
     scheduler_name: Name | None = None
-    """Pod scheduler, e.g. spyre-scheduler."""
+    """Scheduler of the serving pods and of pods with cards; unset: the cluster's default,
+    or for pods with cards of an upstream runtime.imageProfile the Spyre Operator's
+    (spyre-scheduler; aiu-scheduler for aiu_* resources)."""
     env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
     """Extra environment of the serving and compile containers."""
     extra_args: Annotated[list[Text], Field(max_length=128)] = Field(default_factory=list)
@@ -303,6 +316,32 @@ class SpyreModelSpec(ApiModel):
         Field(default_factory=list)
     )
     """How the serving replicas spread across zones or nodes."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _architecture_resource(cls, data: object) -> object:
+        """The device resource's default depends on the architecture (VFs on Z)."""
+        if not isinstance(data, dict):
+            return data
+        runtime, accelerator = data.get("runtime"), data.get("accelerator", {})
+        arch = runtime.get("architecture") if isinstance(runtime, dict) else None
+        if arch not in profiles.ARCHITECTURES or not isinstance(accelerator, dict):
+            return data  # a wrong value: the field's own check says it
+        if {"resourceName", "resource_name"} & accelerator.keys():
+            return data
+        resource = profiles.default_resource(arch)
+        return {**data, "accelerator": {**accelerator, "resourceName": resource}}
+
+    @property
+    def image_profile(self) -> profiles.ImageProfile:
+        return profiles.PROFILES[self.runtime.image_profile]
+
+    @property
+    def pod_scheduler(self) -> str | None:
+        """The scheduler of pods with cards: spec.schedulerName, else the profile's."""
+        if self.scheduler_name or not self.image_profile.spyre_scheduler:
+            return self.scheduler_name
+        return profiles.default_scheduler(self.accelerator.resource_name)
 
     @property
     def flavour(self) -> Flavour:

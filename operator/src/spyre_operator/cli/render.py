@@ -74,6 +74,13 @@ def register(sub: Any) -> None:
         help="as the operator's: a Secret every pod pulls with (repeatable)",
     )
     render.add_argument(
+        "--runtime-injector-image",
+        metavar="IMAGE",
+        help="the operator's image, whose init container brings spyre-runtime to an image of "
+        "an upstream runtime.imageProfile (default: <the serving repository's parent>/"
+        "operator:<version>, where a release puts it)",
+    )
+    render.add_argument(
         "--commit",
         type=_commit,
         help="the commit a hub model's revision resolves to (the weights Job says it in "
@@ -201,7 +208,11 @@ def _repository(text: str) -> str:
 
 def _render(args: argparse.Namespace) -> int:
     try:
-        images = RuntimeImages(args.runtime_image_repository, tuple(args.runtime_image_pull_secret))
+        images = RuntimeImages(
+            args.runtime_image_repository,
+            tuple(args.runtime_image_pull_secret),
+            args.runtime_injector_image,
+        )
     except ValueError as err:
         print(f"spyre-operator render: {err}", file=sys.stderr)
         return 2

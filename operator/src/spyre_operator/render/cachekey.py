@@ -2,11 +2,13 @@
 
 The key changes exactly when the compiled graphs may change: the model (its argument, the
 commit a hub revision resolved to, or the volume it is read from), quantization, backend,
-tensor parallelism, batching shapes, the runtime flavour/version, the image when it is not
+tensor parallelism, batching shapes, the runtime flavour/version, the architecture (other
+than amd64), the image when it is not
 the operator's own for that flavour/version (its digest when one is given, else its path and
 tag: never the registry), and the env and extra args that are not known to be
 graph-neutral. The operator's version never enters it: an operator upgrade must not
-recompile the fleet. Unset values are omitted (not null), so
+recompile the fleet, nor does the image profile (spyre-runtime built in or injected runs the
+same vLLM and plugin). Unset values are omitted (not null), so
 adding an optional field later keeps old keys. docs/api.md lists what is in and out.
 """
 
@@ -16,7 +18,7 @@ import hashlib
 import json
 from typing import Any
 
-from spyre_operator.api import imageref, runtimes
+from spyre_operator.api import imageref, profiles, runtimes
 from spyre_operator.api.spec import SpyreModelSpec
 
 SHORT_KEY_LENGTH = 12
@@ -111,6 +113,7 @@ def compile_config(spec: SpyreModelSpec, commit: str | None = None) -> dict[str,
     takes the revision's place: a branch that moves on then changes the key only when the
     weights are resolved again, never behind the user's back."""
     cb, st = spec.batching.continuous, spec.batching.static
+    arch = spec.runtime.architecture
     if cb is not None:
         batching = {"mode": "continuous", **cb.to_k8s()}
         del batching["prefixCaching"]  # reuses KV blocks; the graphs are the same
@@ -127,6 +130,9 @@ def compile_config(spec: SpyreModelSpec, commit: str | None = None) -> dict[str,
         "tensorParallelSize": spec.tensor_parallel_size,
         "batching": batching,
         "runtime": {"flavour": spec.runtime.flavour, "version": spec.runtime_version},
+        # compiled code is the CPU's (inductor's kernels, the host side of sendnn's); amd64
+        # is left out, as unset is, so the keys from before the field stay
+        "architecture": None if arch == profiles.DEFAULT_ARCHITECTURE else arch,
         "image": _image(spec),
         "env": _graph_env(spec) or None,
         "extraArgs": _graph_args(spec) or None,

@@ -6,10 +6,12 @@ import copy
 from typing import Any
 
 from spyre_operator.api import runtimes as rt
+from spyre_operator.api.profiles import ARCH_LABEL
 from spyre_operator.api.runtimes import Platform
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.render.args import container_args
 from spyre_operator.render.env import CARD_FREE, Role, backend_for, container_env
+from spyre_operator.render.inject import with_injected_runtime
 from spyre_operator.render.weights_job import weights_subpath
 
 # Budgets of the serving startupProbe. Even with precompiled graphs a start loads the
@@ -175,6 +177,9 @@ def _scheduling(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
             node_selector = compile_spec.node_selector
         if compile_spec.tolerations is not None:
             tolerations = compile_spec.tolerations
+    if spec.runtime.architecture:
+        # the image is built for one architecture: every pod runs on a node of it
+        node_selector = {ARCH_LABEL: spec.runtime.architecture, **node_selector}
     count = cards(spec, role)
     out: dict[str, Any] = {}
     if node_selector:
@@ -189,8 +194,9 @@ def _scheduling(spec: SpyreModelSpec, role: Role) -> dict[str, Any]:
     if count or role == "serve":
         if spec.affinity:
             out["affinity"] = spec.affinity.to_k8s()
-        if spec.scheduler_name:
-            out["schedulerName"] = spec.scheduler_name
+        scheduler = spec.pod_scheduler if count else spec.scheduler_name
+        if scheduler:
+            out["schedulerName"] = scheduler
     return out
 
 
@@ -244,4 +250,6 @@ def pod_spec(
     }
     if role != "serve":
         pod["restartPolicy"] = "Never"
+    if spec.image_profile.injected:
+        pod = with_injected_runtime(pod, spec.image_profile, images.injector_image)
     return copy.deepcopy(pod)  # callers may edit it; never share the module's dicts
