@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,18 +59,18 @@ def command(name: str, text: str, folder: Path) -> Callable[[], object]:
 
 def rows(folder: Path) -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
     """(what, the hostile check, its yardstick)."""
-    plain = lambda: validate(BASE)  # noqa: E731
+    plain = partial(validate, BASE)
     bomb = with_spec({"nodeSelector": {"a": alias_bomb()}})
-    found = [("validate: an alias bomb in memory", lambda: validate(bomb), plain)]
+    found: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
+        ("validate: an alias bomb in memory", partial(validate, bomb), plain)
+    ]
     for name in ("validate", "render"):
         for what, (text, _) in HOSTILE_YAML.items():
             yardstick = command(name, PLAIN_FILE, folder)
             found.append((f"{name}: {what}", command(name, text, folder), yardstick))
     for image in IMAGE_REFERENCES:
-        spec = with_spec({"image": image})
-        found.append(
-            (f"validate: image {image[:6]}... ({len(image)})", lambda s=spec: validate(s), plain)
-        )
+        what = f"validate: image {image[:6]}... ({len(image)})"
+        found.append((what, partial(validate, with_spec({"image": image})), plain))
     return found
 
 
