@@ -2,9 +2,13 @@
 
 Brings the node up (with fake Spyre cards), builds and imports the images, installs the
 operator with the Helm chart, makes a tiny Granite model, applies a CPU SpyreModel for it
-(holding one card, as a card model would), shows the pods as they really compile and
-start, and prints a completion fetched through the Service's ClusterIP. Without --keep
-the node is taken down at the end.
+(holding one card, as a card model would), says what changes as its pods really compile
+and start (the model's phase and conditions, each pod's state), and prints a completion
+fetched through the Service's ClusterIP. Without --keep the node is taken down at the end.
+
+The model's cache registry is the node's own (docs/cache-sharing.md), whose storage is kept
+across runs: the first run compiles and publishes the key, a later one pulls it on its
+fresh node instead of compiling again.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from spyre_devcluster.node_config import SPYRE_PF
 
 POLL = 1.0
 DEMO_CARDS = 1
+CACHE_SECRET = "spyre-cache-registry"  # .dockerconfigjson and ca.crt of the node's registry
+CACHE_REPOSITORY = "demo-caches"
 
 
 def say(message: str) -> None:
@@ -46,7 +52,12 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
             "cards, as a card model would"
         )
         node_operator.add_pull_secret(node, "default")
+        secret = node.registry.cache_secret(CACHE_SECRET, "default")
+        kubectl("apply", "-f", "-", input=json.dumps(secret))
         model = node_operator.tiny_model(models, cards=DEMO_CARDS)
+        repository = node.registry.repository(CACHE_REPOSITORY)
+        model["spec"]["cache"]["registry"] = {"repository": repository, "secretName": CACHE_SECRET}
+        say(f"its cache registry: {repository} (kept across runs: a second run pulls the key)")
         kubectl("apply", "-f", "-", input=json.dumps(model))
         status = watch(kubectl, timeout)
         if status.get("phase") != "Ready":
@@ -71,17 +82,54 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
 
 
 def watch(kubectl: Kubectl, timeout: float) -> dict[str, Any]:
-    """Print the SpyreModel and its pods whenever they change, until Ready or Failed."""
+    """Say what changes (the model's phase, conditions and compile step, each pod's state)
+    until the model is Ready or Failed; its status."""
     deadline = time.monotonic() + timeout
-    last = ""
+    said: dict[str, str] = {}
     status: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        table = kubectl("get", "spyremodels,pods", "-o", "wide")
-        if table != last:
-            print(table, flush=True)
-            last = table
         status = kubectl.get("spyremodel", node_operator.MODEL_NAME).get("status") or {}
+        now = describe(status, kubectl.get("pods")["items"])
+        for what, state in now.items():
+            if said.get(what) != state:
+                say(f"{what}: {state}")
+        for what in said.keys() - now.keys():
+            say(f"{what}: gone")
+        said = now
         if status.get("phase") in ("Ready", "Failed"):
             return status
         time.sleep(POLL)
     return status
+
+
+def describe(status: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, str]:
+    """What the demo says, by subject: nothing that changes by itself (ages, seconds)."""
+    found = {f"{node_operator.MODEL_NAME} phase": status.get("phase") or "(none yet)"}
+    for cond in status.get("conditions") or []:
+        found[f"  {cond['type']}"] = f"{cond['status']} {cond.get('reason', '')}: " + (
+            cond.get("message") or ""
+        )
+    progress = (status.get("cache") or {}).get("progress") or {}
+    if progress.get("step"):
+        found["  compile step"] = f"{progress['step']} ({progress.get('detail', '')})"
+    for pod in pods:
+        found[f"pod {pod['metadata']['name']}"] = pod_state(pod)
+    return found
+
+
+def pod_state(pod: dict[str, Any]) -> str:
+    """Its phase and each container's state: `Running: serve ready`."""
+    st = pod.get("status") or {}
+    containers = (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or [])
+    parts = []
+    for c in containers:
+        state = c.get("state") or {}
+        if "waiting" in state:
+            parts.append(f"{c['name']} waiting ({state['waiting'].get('reason', '')})")
+        elif "running" in state:
+            parts.append(f"{c['name']} {'ready' if c.get('ready') else 'running'}")
+        elif "terminated" in state:
+            done = state["terminated"]
+            parts.append(f"{c['name']} {done.get('reason', 'ended')} ({done.get('exitCode')})")
+    phase = st.get("phase", "Unknown")
+    return f"{phase}: {', '.join(parts)}" if parts else phase
