@@ -13,13 +13,16 @@ fresh node instead of compiling again.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from spyre_devcluster import node_operator
 from spyre_devcluster.controlplane import ControlPlaneError
+from spyre_devcluster.images import recipes
 from spyre_devcluster.images.store import ImageBuildError
 from spyre_devcluster.kubectl import Kubectl, KubectlError
 from spyre_devcluster.node import Node
@@ -45,9 +48,9 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
         node_operator.push_images(node, say)
         say(f"installing the operator with the Helm chart into {node_operator.NAMESPACE}")
         node_operator.install_chart(node)
-        models = node_operator.make_tiny_model(directory / "models")
+        models = tiny_models(directory)
         say(
-            f"made a tiny Granite (random weights) in {models}; applying a CPU SpyreModel "
+            f"the tiny Granite (seeded random weights) in {models}; applying a CPU SpyreModel "
             f"that holds {DEMO_CARDS} of the node's {node_operator.NODE_CARDS} fake Spyre "
             "cards, as a card model would"
         )
@@ -79,6 +82,20 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
         else:
             say("taking the node down")
             node.down()
+
+
+def tiny_models(directory: Path) -> Path:
+    """The tiny Granite, made once per version of its recipe and kept beside the node's
+    folder: its weights are seeded, so it is the same model, its hostPath the same cache
+    key, and a later run neither makes it again nor compiles it."""
+    recipe = recipes.checkout() / "image" / "src" / "spyre_runtime" / "tinymodel.py"
+    models = directory / f"models-{hashlib.sha256(recipe.read_bytes()).hexdigest()[:12]}"
+    if not models.is_dir():
+        partial = directory / "models.partial"  # renamed when whole: never half a model
+        shutil.rmtree(partial, ignore_errors=True)
+        node_operator.make_tiny_model(partial)
+        partial.rename(models)
+    return models
 
 
 def watch(kubectl: Kubectl, timeout: float) -> dict[str, Any]:
