@@ -33,33 +33,31 @@ def test_a_pod_says_its_phase_and_each_containers_state() -> None:
     )
 
 
-def test_only_what_changes_by_itself_is_left_out() -> None:
-    """The compile's seconds and the conditions' times tick on their own: two looks a
-    minute apart at the same state say the same."""
+def test_a_state_that_only_counts_seconds_says_nothing_new() -> None:
+    """The compile's seconds, in its progress and in the conditions' messages, tick on
+    their own: two looks a minute apart at the same step are the same states."""
 
-    def status(seconds: int, time: str) -> dict[str, Any]:
-        return {
-            "phase": "Compiling",
-            "conditions": [
-                {
-                    "type": "CacheReady",
-                    "status": "False",
-                    "reason": "Compiling",
-                    "message": "compiling",
-                    "lastTransitionTime": time,
-                }
-            ],
-            "cache": {
-                "progress": {"step": "warmup", "detail": "still running", "elapsedSeconds": seconds}
-            },
-        }
+    def status(seconds: int) -> dict[str, Any]:
+        message = f"Job c is compiling: step warmup at {seconds}s"
+        conditions = [
+            {"type": kind, "status": "False", "reason": "Compiling", "message": message}
+            for kind in ("Ready", "CacheReady", "Reconciling")
+        ]
+        progress = {"step": "warmup", "detail": "still running", "elapsedSeconds": seconds}
+        return {"phase": "Compiling", "conditions": conditions, "cache": {"progress": progress}}
 
     pods = [pod("c-0", "Running", precompile={"state": {"running": {}}, "ready": True})]
-    first = describe(status(60, "t1"), pods)
-    assert first == describe(status(120, "t2"), pods)
+    first, later = describe(status(60), pods), describe(status(120), pods)
+    assert {k: state for k, (state, _) in first.items()} == {
+        k: state for k, (state, _) in later.items()
+    }
     assert first == {
-        "tiny-granite phase": "Compiling",
-        "  CacheReady": "False Compiling: compiling",
-        "  compile step": "warmup (still running)",
-        "pod c-0": "Running: precompile ready",
+        "tiny-granite phase": ("Compiling", "Compiling"),
+        "  Ready": ("False Compiling", "False Compiling: Job c is compiling: step warmup at 60s"),
+        "  CacheReady": (
+            "False Compiling",
+            "False Compiling: Job c is compiling: step warmup at 60s",
+        ),
+        "  compile step": ("warmup", "warmup (still running)"),
+        "pod c-0": ("Running: precompile ready", "Running: precompile ready"),
     }

@@ -102,14 +102,14 @@ def watch(kubectl: Kubectl, timeout: float) -> dict[str, Any]:
     """Say what changes (the model's phase, conditions and compile step, each pod's state)
     until the model is Ready or Failed; its status."""
     deadline = time.monotonic() + timeout
-    said: dict[str, str] = {}
+    said: dict[str, tuple[str, str]] = {}
     status: dict[str, Any] = {}
     while time.monotonic() < deadline:
         status = kubectl.get("spyremodel", node_operator.MODEL_NAME).get("status") or {}
         now = describe(status, kubectl.get("pods")["items"])
-        for what, state in now.items():
-            if said.get(what) != state:
-                say(f"{what}: {state}")
+        for what, (state, text) in now.items():
+            if what not in said or said[what][0] != state:
+                say(f"{what}: {text}")
         for what in said.keys() - now.keys():
             say(f"{what}: gone")
         said = now
@@ -119,18 +119,26 @@ def watch(kubectl: Kubectl, timeout: float) -> dict[str, Any]:
     return status
 
 
-def describe(status: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, str]:
-    """What the demo says, by subject: nothing that changes by itself (ages, seconds)."""
-    found = {f"{node_operator.MODEL_NAME} phase": status.get("phase") or "(none yet)"}
+# The model's own conditions; Progressing, Reconciling and Stalled repeat them (kstatus).
+SAID_CONDITIONS = ("CacheReady", "Available", "Degraded", "Ready")
+
+
+def describe(status: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Subject -> (its state, what to say when the state changes): a condition's state is
+    its status and reason, so a message that only counts seconds says nothing new."""
+    phase = status.get("phase") or "(none yet)"
+    found = {f"{node_operator.MODEL_NAME} phase": (phase, phase)}
     for cond in status.get("conditions") or []:
-        found[f"  {cond['type']}"] = f"{cond['status']} {cond.get('reason', '')}: " + (
-            cond.get("message") or ""
-        )
-    progress = (status.get("cache") or {}).get("progress") or {}
-    if progress.get("step"):
-        found["  compile step"] = f"{progress['step']} ({progress.get('detail', '')})"
+        if cond["type"] in SAID_CONDITIONS:
+            state = f"{cond['status']} {cond.get('reason', '')}"
+            found[f"  {cond['type']}"] = (state, f"{state}: {cond.get('message') or ''}")
+    step = ((status.get("cache") or {}).get("progress") or {}).get("step")
+    if step:
+        detail = status["cache"]["progress"].get("detail", "")
+        found["  compile step"] = (step, f"{step} ({detail})")
     for pod in pods:
-        found[f"pod {pod['metadata']['name']}"] = pod_state(pod)
+        state = pod_state(pod)
+        found[f"pod {pod['metadata']['name']}"] = (state, state)
     return found
 
 
