@@ -1,4 +1,4 @@
-"""For the cache-sharing tests (tests/runtime/test_runtime_cacheartifact_unit.py,
+"""For the cache-sharing tests (tests/unit/test_runtime_cacheartifact.py,
 test_runtime_cache_sharing.py, tests/integration/test_cache_registry.py): a compiled key's
 directory as the compile Job leaves it, and the testbed's registry without a node."""
 

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 import yaml
 
 from spyre_devcluster import simulate
@@ -210,15 +209,3 @@ def events_for(kube: Kube, namespace: str, name: str) -> list[tuple[str, str]]:
     # Timestamps have whole seconds: ties go by resourceVersion (the order of creation).
     mine.sort(key=lambda e: (e.get("firstTimestamp") or "", int(e["metadata"]["resourceVersion"])))
     return [(e["type"], e["reason"]) for e in mine]
-
-
-# Fixtures shared by the test_operator_* modules (imported there by name).
-@pytest.fixture
-def kube(kubeconfig: Path) -> Kube:
-    return kube_for(kubeconfig)
-
-
-@pytest.fixture
-def operator(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Operator]:
-    with running_operator(kubeconfig, namespace, tmp_path / "operator.log") as running:
-        yield running

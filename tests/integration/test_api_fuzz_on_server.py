@@ -30,10 +30,8 @@ from apilib import EXAMPLES, load_example
 pytestmark = pytest.mark.integration
 
 SETTINGS = settings(
-    derandomize=True,
     max_examples=100,
     deadline=None,
-    database=None,
     suppress_health_check=list(HealthCheck),
 )
 DOCS = [load_example(p) for p in EXAMPLES]

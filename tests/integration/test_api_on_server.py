@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +117,7 @@ def test_unknown_fields_are_pruned_however_deep_and_validate_names_them(
         affinity={"nodeAffinity": deep},
     )
     body["metadata"]["namespace"] = namespace
-    started = time.monotonic()
-    stored = kube.create(body)
-    assert time.monotonic() - started < 10
+    stored = kube.create(body)  # its cost by depth, pruned or kept: benchmarks/crd_cost.py
     assert "tensorParalelSize" not in stored["spec"]
     assert stored["spec"]["resources"] == {"limits": {"cpu": "1"}}
     assert stored["spec"]["affinity"] == {"nodeAffinity": {}}

@@ -3,22 +3,12 @@ child with the Deployment, follows service.allowFrom, restores a hand edit, and 
 garbage collector removes it with the SpyreModel; an API key reaches the serving pods
 only as a reference to its Secret."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
-    Operator,
-    gone,
-    kube,
-    model,
-    operator,
-    spec_patch,
-    to_ready,
-    wait_for,
-)
+from cluster_sim import Operator, gone, model, spec_patch, to_ready, wait_for
 
 from spyre_operator.kube.client import Kube, path
 from spyre_operator.render import meta

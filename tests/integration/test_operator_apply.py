@@ -2,7 +2,6 @@
 the documented way, reaches a Deployment and Service equal to render's output; and a field
 removed from a live SpyreModel leaves its Deployment (server-side apply)."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 import subprocess
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     ROOT,
     Operator,
     condition,
@@ -20,9 +19,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     download,
     get,
     job_owners,
-    kube,
     model,
-    operator,
     spec_patch,
     status,
     wait_for,

@@ -3,7 +3,6 @@ SpyreModel's spec downloads and compiles it, and nothing else, with no SpyreMode
 SpyreModel with that spec later joins the finished Job and serves without a compile of
 its own; a SpyreCache waits in the same compile queue as SpyreModels."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 import copy
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     condition,
     create,
@@ -22,9 +21,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     example,
     job_name,
     job_owners,
-    kube,
     model,
-    operator,
     running_operator,
     status,
     wait_for,

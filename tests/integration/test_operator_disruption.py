@@ -1,22 +1,13 @@
 """A model of 2 or more replicas has a PodDisruptionBudget (a drain takes one replica at a
 time), in the version of the policy API the cluster serves (policy/v1beta1 on this 1.20
 API server), kept as written, and removed below 2 replicas."""
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
-    Operator,
-    kube,
-    model,
-    operator,
-    spec_patch,
-    to_ready,
-    wait_for,
-)
+from cluster_sim import Operator, model, spec_patch, to_ready, wait_for
 
 from spyre_operator.kube.client import Kube
 

@@ -1,13 +1,12 @@
 """Failures are explained: invalid spec, compile OOM / error / deadline, serving pods
 that reject the cache; a spec fix or deleting the failed Job recovers."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 import json
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     condition,
     create,
@@ -16,9 +15,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     example,
     get,
     job_name,
-    kube,
     model,
-    operator,
     spec_patch,
     wait_for,
     wait_phase,

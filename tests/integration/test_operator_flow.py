@@ -1,13 +1,12 @@
 """The operator on a real control plane: create -> compile Job -> Deployment + Service ->
 Ready, and spec changes (same cache key: in place; new key: compile, then roll)."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     condition,
     create,
@@ -18,9 +17,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     get,
     job_name,
     job_owners,
-    kube,
     model,
-    operator,
     spec_patch,
     to_ready,
     wait_for,

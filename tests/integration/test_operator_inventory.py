@@ -3,7 +3,6 @@ gets a SpyreCache entry that says who uses it, `kubectl get scache` lists them, 
 no SpyreModel and no SpyreCache of a user uses is removed by a clean-up Job after the
 retention (a few seconds here), a used or asked-for one never."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 import json
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     create,
     download,
@@ -21,7 +20,6 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     example,
     job_name,
     job_owners,
-    kube,
     model,
     running_operator,
     to_ready,

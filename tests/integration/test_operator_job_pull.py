@@ -1,22 +1,19 @@
 """A weights or compile Job whose pod cannot pull its image: the model says so in the
 kubelet's own words (reason ImagePullBackOff and its message) while it waits, as it does
 for serving pods, and says it no more once the pod runs."""
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     condition,
     create,
     download,
     job_name,
-    kube,
     model,
-    operator,
     status,
     wait_for,
     wait_phase,

@@ -2,23 +2,20 @@
 rules of kubernetes-sigs/cli-utils pkg/kstatus/README.md), from its live status on the API
 server: InProgress while it downloads, compiles and starts, Current once Ready and never
 before, Failed when its spec is invalid or its compile failed."""
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     create,
     download,
     example,
     get,
     job_name,
-    kube,
     model,
-    operator,
     wait_for,
     wait_phase,
 )

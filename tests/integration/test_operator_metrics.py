@@ -1,24 +1,13 @@
 """The operator's /metrics as Prometheus reads it: promtool accepts the exposition, and the
 families an alert needs are there (phase per model, reconcile latency, compile time,
 errors by reason), and those of the dashboard (a compiled key's bytes on its volume)."""
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 
 from __future__ import annotations
 
 import subprocess
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
-    Operator,
-    create,
-    example,
-    kube,
-    model,
-    operator,
-    to_ready,
-    wait_for,
-    wait_phase,
-)
+from cluster_sim import Operator, create, example, model, to_ready, wait_for, wait_phase
 
 from spyre_devcluster.tools import install_promtool
 from spyre_operator.kube.client import Kube

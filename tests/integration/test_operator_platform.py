@@ -3,22 +3,19 @@ pull secrets, a PriorityClass, pod labels and annotations and a topology spread 
 Ready, and every child carries them; the pods made from the Jobs' templates pass the API
 server's admission (the ServiceAccount and the PriorityClass must exist: they do)."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     create,
     download,
     ignore_missing,
     job_name,
-    kube,
     model,
-    operator,
     spec_patch,
     wait_for,
     wait_phase,

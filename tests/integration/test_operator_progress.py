@@ -4,19 +4,17 @@ keeps reconciling each progress interval without writing, says so once in its lo
 goes on to its cache when the Job completes. (With a kubelet the progress is real:
 tests/node/test_node_stories.py.)"""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     condition,
     create,
     download,
     job_name,
-    kube,
     model,
     running_operator,
     wait_for,

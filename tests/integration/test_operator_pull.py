@@ -6,7 +6,6 @@ why, and its publish is recorded; a failed pull older than its retry period, wit
 key's compile Job gone, asks the registry again; the metrics count hits, misses and the
 pulls' seconds."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 import datetime
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     condition,
     create,
@@ -24,9 +23,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     entry_name,
     job_name,
     job_owners,
-    kube,
     model,
-    operator,
     running_operator,
     wait_for,
     wait_phase,

@@ -2,19 +2,16 @@
 compile: the operator dry-runs the children that come after them, the serving Deployment
 included, and says the API server's reason."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     condition,
     create,
     events_for,
     example,
-    kube,
     model,
-    operator,
     wait_for,
     wait_phase,
 )

@@ -1,22 +1,19 @@
 """Drift and restarts: owned objects are restored, a killed operator continues from the
 cluster's state, and replicas follow the scale subresource without a fight."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     create,
     download,
     events_for,
     get,
     job_name,
-    kube,
     model,
-    operator,
     to_ready,
     wait_for,
     wait_phase,

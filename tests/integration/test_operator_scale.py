@@ -1,6 +1,5 @@
 """Many SpyreModels at once reach Ready, and an idle resync writes nothing."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 from functools import partial
@@ -8,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     create,
     download,
     example,
     job_name,
     job_owners,
-    kube,
     model,
     running_operator,
     wait_for,

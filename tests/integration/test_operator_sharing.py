@@ -1,22 +1,19 @@
 """Two SpyreModels with the same compile config share one Job; deleting one leaves the
 other serving, and the Job with its remaining owner."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 from functools import partial
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     create,
     download,
     entry_name,
     job_name,
     job_owners,
-    kube,
     model,
-    operator,
     status,
     wait_for,
     wait_phase,

@@ -1,7 +1,6 @@
 """Pods no node takes (no node with the cards, CPU or memory they ask for): the model
 says so in the scheduler's own words, in status, an Event and a metric, while it waits;
 and says it no more once they run."""
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 
 from __future__ import annotations
 
@@ -9,16 +8,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     condition,
     create,
     download,
     events_for,
     job_name,
-    kube,
     model,
-    operator,
     status,
     wait_for,
     wait_phase,

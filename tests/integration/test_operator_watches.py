@@ -2,23 +2,13 @@
 label never reach it, in a watched namespace or another; each watched namespace has its
 watches; a user's existing (unlabelled) cache claim is found by a GET, not created."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
-    create,
-    example,
-    job_name,
-    kube,
-    model,
-    running_operator,
-    wait_for,
-    wait_phase,
-)
+from cluster_sim import create, example, job_name, model, running_operator, wait_for, wait_phase
 
 from spyre_devcluster import simulate
 from spyre_operator.kube.client import Kube

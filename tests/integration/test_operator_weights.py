@@ -3,7 +3,6 @@ revision, the revision resolved to a commit that the cache key uses, the hub's r
 status, and a moved branch as a deliberate, visible event. The weights pods are played
 (spyre_devcluster.simulate); tests/runtime/test_runtime_weights.py runs the real
 download against a local hub, tests/node the whole flow with real pods."""
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from cluster_sim import (  # noqa: F401 (fixtures)
+from cluster_sim import (
     Operator,
     condition,
     create,
@@ -20,9 +19,7 @@ from cluster_sim import (  # noqa: F401 (fixtures)
     events_for,
     get,
     job_owners,
-    kube,
     model,
-    operator,
     spec_patch,
     status,
     wait_for,

@@ -1,11 +1,10 @@
 """The resync's LIST on a real API server: pages of metadata only (no bodies held while a
 page is spread over the period), which still bring every key and its resourceVersion."""
 
-# ruff: noqa: F811 (test arguments named after the fixtures imported from cluster_sim)
 from __future__ import annotations
 
 import pytest
-from cluster_sim import create, kube, model  # noqa: F401 (fixtures)
+from cluster_sim import create, model
 
 from spyre_devcluster import simulate
 from spyre_operator.api.names import KIND

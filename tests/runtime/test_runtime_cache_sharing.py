@@ -15,9 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from rtlib import Runtime, cache_key, decoder, precompile
+from rtlib import Runtime, decoder, precompile
 
 from cachelib import Bed, files_of, running_registry
+from contractlib import cache_key
 from spyre_runtime.contract import READY_NAME, parse, startup
 
 pytestmark = [

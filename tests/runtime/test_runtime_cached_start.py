@@ -22,11 +22,11 @@ from rtlib import (
     Runtime,
     Workload,
     assert_published,
-    cache_key,
     decoder,
     precompile,
 )
 
+from contractlib import cache_key
 from spyre_runtime import modelinfo
 from spyre_runtime.catalog import write_ready
 from spyre_runtime.contract import (

@@ -21,7 +21,6 @@ from rtlib import (
     Precompiled,
     Runtime,
     assert_published,
-    cache_key,
     decoder,
     embedding,
     precompile,
@@ -29,6 +28,7 @@ from rtlib import (
     termination,
 )
 
+from contractlib import cache_key
 from spyre_devcluster.simulate import poll_until
 from spyre_runtime.contract import CATALOG_NAME, READY_NAME
 

@@ -1,4 +1,5 @@
-"""Helpers of the API unit tests: the examples and a small valid SpyreModel to vary."""
+"""Helpers of the API unit tests: the examples, a small valid SpyreModel to vary, and the
+hostile inputs (also timed by benchmarks/hostile_bench.py)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,40 @@ AFFINITY = {
         ]
     },
 }  # fmt: skip
+
+
+# Documents that break naive YAML handling, each with what `validate` and `render` say.
+HOSTILE_YAML = {
+    "nested 600 deep": (
+        "spec:\n  affinity: " + "[" * 600 + "]" * 600 + "\n",
+        'invalid YAML: nested more than 100 levels deep: a SpyreModel needs far fewer in "',
+    ),
+    "an integer of 5000 digits": (
+        "spec:\n  replicas: " + "9" * 5000 + "\n",
+        "invalid YAML: a number of 5000 characters: Kubernetes numbers have at most 19 digits",
+    ),
+    "an alias bomb": (
+        "spec:\n  nodeSelector:\n    a: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(
+            f"    {c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n"
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        )
+        + "    j: [*i, *i, *i, *i, *i, *i, *i, *i, *i]\n",
+        "invalid YAML: aliases expand this document by 4412961486 nodes (it has 34): write the "
+        "repeated parts out, or use fewer aliases",
+    ),
+    "an alias inside itself": ("spec: &a {x: *a}\n", "an alias refers to a node that contains it"),
+    "a date that is none": ("metadata: {namespace: 2001-13-45}\n", "month must be in 1..12 in"),
+    "a tag that lies": ("spec: {replicas: !!int many}\n", "invalid literal for int()"),
+}
+
+# Image references that backtrack a naive reference pattern for a very long time.
+IMAGE_REFERENCES = ["a" * 512, "a-" * 255 + "a", "a" + "_-" * 255, "a/" * 255 + "!"]
+
+
+def alias_bomb() -> Any:
+    """What YAML aliases build: 9**10 leaves if written out, 10 lists in memory."""
+    bomb: Any = ["x"] * 9
+    for _ in range(9):
+        bomb = [bomb] * 9
+    return bomb

@@ -1,6 +1,7 @@
 """Property (issue 18): any value anywhere in an example, and any damage to its YAML text,
 gives `validate` an answer (valid, or problems), never an exception, and a bounded one.
-Deterministic (derandomize) and bounded, so it runs with the unit tests."""
+Deterministic (the derandomized profile of tests/conftest.py) and bounded, so it runs with the
+unit tests."""
 
 from __future__ import annotations
 
@@ -24,10 +25,8 @@ import fuzz  # its mutation helpers
 pytestmark = pytest.mark.unit
 
 SETTINGS = settings(
-    derandomize=True,
     max_examples=150,
     deadline=None,
-    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 LINE_LIMIT = 1500

@@ -4,12 +4,20 @@ and what reaches vLLM is what was validated."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from apilib import AFFINITY, BASE, EXAMPLES, merge, with_spec
+from apilib import (
+    AFFINITY,
+    BASE,
+    EXAMPLES,
+    HOSTILE_YAML,
+    IMAGE_REFERENCES,
+    alias_bomb,
+    merge,
+    with_spec,
+)
 
 from spyre_operator.api import arg_rules, rules
 from spyre_operator.api.placement_rules import PREFERRED, REQUIRED
@@ -24,6 +32,10 @@ pytestmark = pytest.mark.unit
 EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "micro-granite-cpu.yaml").read_text()
 # Every message quotes at most ~200 characters of a value; a line has a path and advice too.
 LINE_LIMIT = 1000
+# A hang guard, not a timing: each of these inputs takes milliseconds (benchmarks/
+# hostile_bench.py prints how many beside a plain spec's), and the naive walk or pattern
+# each is there for would take hours.
+HANG = 120
 
 
 def problems_of(obj: Any) -> list[Problem]:
@@ -110,15 +122,11 @@ def test_a_numeric_string_on_a_multiple_of_64_field_is_a_problem(
     assert ": write it without quotes (" in problem.message
 
 
-def test_an_alias_bomb_built_in_memory_is_checked_quickly_with_a_short_message() -> None:
+@pytest.mark.timeout(HANG)
+def test_an_alias_bomb_built_in_memory_is_checked_with_a_short_message() -> None:
     """The webhook and the operator get JSON, which has no aliases, but a shared object
     (what YAML aliases build) must not be walked or printed in full either."""
-    bomb: Any = ["x"] * 9
-    for _ in range(9):
-        bomb = [bomb] * 9  # 9**10 leaves if written out
-    started = time.monotonic()
-    problem = only(with_spec({"nodeSelector": {"a": bomb}}))
-    assert time.monotonic() - started < 5
+    problem = only(with_spec({"nodeSelector": {"a": alias_bomb()}}))
     assert problem.path == "spec.nodeSelector.a"
     assert problem.message == "must be a string, got a list"
 
@@ -169,39 +177,13 @@ def test_a_rule_that_raises_names_itself_instead_of_a_traceback(
     )
 
 
-HOSTILE_YAML = {
-    "nested 600 deep": (
-        "spec:\n  affinity: " + "[" * 600 + "]" * 600 + "\n",
-        'invalid YAML: nested more than 100 levels deep: a SpyreModel needs far fewer in "',
-    ),
-    "an integer of 5000 digits": (
-        "spec:\n  replicas: " + "9" * 5000 + "\n",
-        "invalid YAML: a number of 5000 characters: Kubernetes numbers have at most 19 digits",
-    ),
-    "an alias bomb": (
-        "spec:\n  nodeSelector:\n    a: &a [x, x, x, x, x, x, x, x, x]\n"
-        + "".join(
-            f"    {c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n"
-            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
-        )
-        + "    j: [*i, *i, *i, *i, *i, *i, *i, *i, *i]\n",
-        "invalid YAML: aliases expand this document by 4412961486 nodes (it has 34): write the "
-        "repeated parts out, or use fewer aliases",
-    ),
-    "an alias inside itself": ("spec: &a {x: *a}\n", "an alias refers to a node that contains it"),
-    "a date that is none": ("metadata: {namespace: 2001-13-45}\n", "month must be in 1..12 in"),
-    "a tag that lies": ("spec: {replicas: !!int many}\n", "invalid literal for int()"),
-}
-
-
+@pytest.mark.timeout(HANG)
 @pytest.mark.parametrize(("text", "message"), HOSTILE_YAML.values(), ids=HOSTILE_YAML.keys())
 def test_hostile_yaml_is_one_line_naming_the_file_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
 ) -> None:
     for command in ("validate", "render"):
-        started = time.monotonic()
         err = run(tmp_path, capsys, text, command)
-        assert time.monotonic() - started < 10
         assert message in err and err.count("\n") == 1, err
         assert f'in "{tmp_path / "model.yaml"}", line ' in err
 
@@ -696,11 +678,10 @@ def test_pass_through_fields_kubernetes_takes_pass(patch: dict[str, Any]) -> Non
     assert validate(with_spec(patch)) == []
 
 
-@pytest.mark.parametrize("image", ["a" * 512, "a-" * 255 + "a", "a" + "_-" * 255, "a/" * 255 + "!"])
-def test_an_image_reference_is_checked_in_linear_time(image: str) -> None:
-    started = time.monotonic()
+@pytest.mark.timeout(HANG)
+@pytest.mark.parametrize("image", IMAGE_REFERENCES)
+def test_an_image_reference_that_backtracks_a_naive_pattern_is_answered(image: str) -> None:
     problems_of(with_spec({"image": image}))
-    assert time.monotonic() - started < 0.5
 
 
 # --- 4. what reaches vLLM is exactly what was validated ------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -219,6 +218,7 @@ def test_a_running_compile_is_reconciled_again_for_its_progress_an_idle_model_is
     assert kube.total_writes() == writes and progress.reads == 3
 
 
+@pytest.mark.timeout(60)  # a hang guard: the read times out after 0.5 s, or never
 def test_a_log_read_that_hangs_costs_one_timeout_not_four() -> None:
     """A kubelet that does not answer: the API server holds the GET open. The read is one
     attempt (the client's pool would retry a timed-out GET three times)."""
@@ -238,13 +238,11 @@ def test_a_log_read_that_hangs_costs_one_timeout_not_four() -> None:
     configuration = client.Configuration()
     configuration.host = f"http://127.0.0.1:{server.getsockname()[1]}"
     kube = Kube(client.ApiClient(configuration))
-    started = time.monotonic()
     try:
         with pytest.raises(urllib3.exceptions.HTTPError):
             kube.log_tail("ns", "c-0", "precompile", TAIL_LINES, LIMIT_BYTES, 0.5)
-        took = time.monotonic() - started
     finally:
         server.close()
         for conn in accepted:
             conn.close()
-    assert len(accepted) == 1 and took < 1.5
+    assert len(accepted) == 1

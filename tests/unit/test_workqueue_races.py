@@ -324,8 +324,6 @@ def search(examples: int, shrink: bool = True) -> settings:
         max_examples=examples,
         phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
         stateful_step_count=12,  # every race found so far takes at most 8 steps
-        derandomize=True,  # the same interleavings every run: the test cannot flake
-        database=None,
         deadline=None,
         suppress_health_check=list(HealthCheck),
     )

@@ -2,20 +2,27 @@
 
 Brings the node up (with fake Spyre cards), builds and imports the images, installs the
 operator with the Helm chart, makes a tiny Granite model, applies a CPU SpyreModel for it
-(holding one card, as a card model would), shows the pods as they really compile and
-start, and prints a completion fetched through the Service's ClusterIP. Without --keep
-the node is taken down at the end.
+(holding one card, as a card model would), says what changes as its pods really compile
+and start (the model's phase and conditions, each pod's state), and prints a completion
+fetched through the Service's ClusterIP. Without --keep the node is taken down at the end.
+
+The model's cache registry is the node's own (docs/cache-sharing.md), whose storage is kept
+across runs: the first run compiles and publishes the key, a later one pulls it on its
+fresh node instead of compiling again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from spyre_devcluster import node_operator
 from spyre_devcluster.controlplane import ControlPlaneError
+from spyre_devcluster.images import recipes
 from spyre_devcluster.images.store import ImageBuildError
 from spyre_devcluster.kubectl import Kubectl, KubectlError
 from spyre_devcluster.node import Node
@@ -23,6 +30,8 @@ from spyre_devcluster.node_config import SPYRE_PF
 
 POLL = 1.0
 DEMO_CARDS = 1
+CACHE_SECRET = "spyre-cache-registry"  # .dockerconfigjson and ca.crt of the node's registry
+CACHE_REPOSITORY = "demo-caches"
 
 
 def say(message: str) -> None:
@@ -39,14 +48,19 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
         node_operator.push_images(node, say)
         say(f"installing the operator with the Helm chart into {node_operator.NAMESPACE}")
         node_operator.install_chart(node)
-        models = node_operator.make_tiny_model(directory / "models")
+        models = tiny_models(directory)
         say(
-            f"made a tiny Granite (random weights) in {models}; applying a CPU SpyreModel "
+            f"the tiny Granite (seeded random weights) in {models}; applying a CPU SpyreModel "
             f"that holds {DEMO_CARDS} of the node's {node_operator.NODE_CARDS} fake Spyre "
             "cards, as a card model would"
         )
         node_operator.add_pull_secret(node, "default")
+        secret = node.registry.cache_secret(CACHE_SECRET, "default")
+        kubectl("apply", "-f", "-", input=json.dumps(secret))
         model = node_operator.tiny_model(models, cards=DEMO_CARDS)
+        repository = node.registry.repository(CACHE_REPOSITORY)
+        model["spec"]["cache"]["registry"] = {"repository": repository, "secretName": CACHE_SECRET}
+        say(f"its cache registry: {repository} (kept across runs: a second run pulls the key)")
         kubectl("apply", "-f", "-", input=json.dumps(model))
         status = watch(kubectl, timeout)
         if status.get("phase") != "Ready":
@@ -70,18 +84,77 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
             node.down()
 
 
+def tiny_models(directory: Path) -> Path:
+    """The tiny Granite, made once per version of its recipe and kept beside the node's
+    folder: its weights are seeded, so it is the same model, its hostPath the same cache
+    key, and a later run neither makes it again nor compiles it."""
+    recipe = recipes.checkout() / "image" / "src" / "spyre_runtime" / "tinymodel.py"
+    models = directory / f"models-{hashlib.sha256(recipe.read_bytes()).hexdigest()[:12]}"
+    if not models.is_dir():
+        partial = directory / "models.partial"  # renamed when whole: never half a model
+        shutil.rmtree(partial, ignore_errors=True)
+        node_operator.make_tiny_model(partial)
+        partial.rename(models)
+    return models
+
+
 def watch(kubectl: Kubectl, timeout: float) -> dict[str, Any]:
-    """Print the SpyreModel and its pods whenever they change, until Ready or Failed."""
+    """Say what changes (the model's phase, conditions and compile step, each pod's state)
+    until the model is Ready or Failed; its status."""
     deadline = time.monotonic() + timeout
-    last = ""
+    said: dict[str, tuple[str, str]] = {}
     status: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        table = kubectl("get", "spyremodels,pods", "-o", "wide")
-        if table != last:
-            print(table, flush=True)
-            last = table
         status = kubectl.get("spyremodel", node_operator.MODEL_NAME).get("status") or {}
+        now = describe(status, kubectl.get("pods")["items"])
+        for what, (state, text) in now.items():
+            if what not in said or said[what][0] != state:
+                say(f"{what}: {text}")
+        for what in said.keys() - now.keys():
+            say(f"{what}: gone")
+        said = now
         if status.get("phase") in ("Ready", "Failed"):
             return status
         time.sleep(POLL)
     return status
+
+
+# The model's own conditions; Progressing, Reconciling and Stalled repeat them (kstatus).
+SAID_CONDITIONS = ("CacheReady", "Available", "Degraded", "Ready")
+
+
+def describe(status: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Subject -> (its state, what to say when the state changes): a condition's state is
+    its status and reason, so a message that only counts seconds says nothing new."""
+    phase = status.get("phase") or "(none yet)"
+    found = {f"{node_operator.MODEL_NAME} phase": (phase, phase)}
+    for cond in status.get("conditions") or []:
+        if cond["type"] in SAID_CONDITIONS:
+            state = f"{cond['status']} {cond.get('reason', '')}"
+            found[f"  {cond['type']}"] = (state, f"{state}: {cond.get('message') or ''}")
+    step = ((status.get("cache") or {}).get("progress") or {}).get("step")
+    if step:
+        detail = status["cache"]["progress"].get("detail", "")
+        found["  compile step"] = (step, f"{step} ({detail})")
+    for pod in pods:
+        state = pod_state(pod)
+        found[f"pod {pod['metadata']['name']}"] = (state, state)
+    return found
+
+
+def pod_state(pod: dict[str, Any]) -> str:
+    """Its phase and each container's state: `Running: serve ready`."""
+    st = pod.get("status") or {}
+    containers = (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or [])
+    parts = []
+    for c in containers:
+        state = c.get("state") or {}
+        if "waiting" in state:
+            parts.append(f"{c['name']} waiting ({state['waiting'].get('reason', '')})")
+        elif "running" in state:
+            parts.append(f"{c['name']} {'ready' if c.get('ready') else 'running'}")
+        elif "terminated" in state:
+            done = state["terminated"]
+            parts.append(f"{c['name']} {done.get('reason', 'ended')} ({done.get('exitCode')})")
+    phase = st.get("phase", "Unknown")
+    return f"{phase}: {', '.join(parts)}" if parts else phase

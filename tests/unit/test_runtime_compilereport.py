@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rtlib import REPO
 
 from spyre_runtime import compilereport
 from spyre_runtime.compilereport import PLUGIN_NAME, with_plugin
 from spyre_runtime.contract import MARKER, CompileCounts, parse, startup
 
 pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parents[2]
 
 
 def counts(pid: int, compiles: int, hit: int, miss: int) -> CompileCounts:

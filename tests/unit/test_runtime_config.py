@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from rtlib import contract_env
 
+from contractlib import contract_env
 from spyre_runtime.config import ContractError, config_differences, from_env, model_argument
 from spyre_runtime.contract import FLAVOURS
 from spyre_runtime.warmup import classify

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rtlib import contract_env
 
+from contractlib import contract_env
 from spyre_runtime.catalog import (
     CATALOG_NAME,
     READY_NAME,

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from rtlib import contract_env
 
+from contractlib import contract_env
 from spyre_runtime import cli, precompile, serve, space
 from spyre_runtime.catalog import read_catalog, write_ready
 from spyre_runtime.compilereport import REQUIRE_CACHED_ENV
