@@ -21,7 +21,7 @@ from spyre_operator.reconcile.decide import (
     decide_invalid,
 )
 from spyre_operator.reconcile.drift import differs, needs_apply
-from spyre_operator.reconcile.observe import Observed, spec_key
+from spyre_operator.reconcile.observe import Later, Observed, spec_key
 from spyre_operator.reconcile.pods import pod_issues, unschedulable
 from spyre_operator.reconcile.progress import Reading
 from spyre_operator.reconcile.views import deployment_view, job_view
@@ -203,6 +203,27 @@ def test_create_makes_pvc_and_job_and_waits_for_the_cache() -> None:
     assert cond(plan, "Progressing") == ("True", "Compiling")
     assert cond(plan, "Available") == ("False", "WaitingForCache")
     assert [e.reason for e in plan.events] == ["Compiling"]
+
+
+def test_what_a_decision_asked_for_decides_it() -> None:
+    """The facts read once a first decision asks (a dry run's answer, the deferred
+    actions' context) feed the same decide: the engine carries out what it returns."""
+    obj = body()
+    refused = step(obj, pvc_exists=False, refusal="the API server refuses Deployment x")
+    assert refused.actions == [] and refused.status.phase == "Invalid"
+    assert cond(refused, "Ready") == ("False", "Refused")
+    seen = {"pvc_exists": True, "job": job_view(job(obj), [])}
+    (entry,) = (a.obj for a in step(obj, **seen).deferred)
+    assert step(obj, **seen, refusal="no Job started: not asked").deferred != []
+    entry_ref = (CACHE_KIND, entry["metadata"]["namespace"], entry["metadata"]["name"])
+    none: frozenset[Any] = frozenset()
+    busy = step(obj, **seen, later=Later(True, none, none))
+    assert (busy.deferred, busy.later) == ([], True)  # it waits, and runs again later
+    idle = step(obj, **seen, later=Later(False, none, none))
+    assert ([a.obj for a in idle.deferred], idle.later) == ([entry], False)
+    made = step(obj, **seen, later=Later(False, none, frozenset({entry_ref})))
+    unserved = step(obj, **seen, later=Later(True, frozenset({CACHE_KIND}), none))
+    assert (made.deferred, made.later, unserved.deferred, unserved.later) == ([], False, [], False)
 
 
 def test_a_running_compile_shows_its_progress_and_asks_to_be_read_again() -> None:

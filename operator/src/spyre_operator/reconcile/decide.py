@@ -10,6 +10,7 @@ the serving objects (serve_step.py), or, for a SpyreCache, its use and clean-up
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from spyre_operator.api.problem import Problem
@@ -24,8 +25,8 @@ from spyre_operator.api.status import (
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.compile_step import compile_step
 from spyre_operator.reconcile.conditions import Cond, render_conditions, transition_events
-from spyre_operator.reconcile.observe import Observed
-from spyre_operator.reconcile.plan import Plan
+from spyre_operator.reconcile.observe import Observed, object_ref
+from spyre_operator.reconcile.plan import Plan, starts_job
 from spyre_operator.reconcile.serve_step import model_plan, serve_step
 from spyre_operator.reconcile.spyrecache_step import spyrecache_plan
 from spyre_operator.reconcile.weights_status import weights_commit
@@ -47,9 +48,25 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
     cache = compile_step(obs, model, want, weights, sharing, now)
     actions = weights.actions + cache.actions
     if not model.serves:
-        return spyrecache_plan(obs, model, actions, cache, settings, now)
+        return answered(obs, spyrecache_plan(obs, model, actions, cache, settings, now), now)
     serve = serve_step(obs, model, want, cache)
-    return model_plan(obs, model, actions + serve.actions, cache, serve, now)
+    return answered(obs, model_plan(obs, model, actions + serve.actions, cache, serve, now), now)
+
+
+def answered(obs: Observed, plan: Plan, now: str) -> Plan:
+    """The plan as the facts read for it say (Observed.refusal and .later): a spec whose
+    children the API server refuses starts no Job (Invalid, Refused); the deferred actions
+    of a kind not served are left out, all of them wait while a reconcile a trigger asked
+    for does, and one made already (it has not joined the Job yet) is not made again."""
+    if obs.refusal is not None and starts_job(plan):
+        return decide_invalid(obs.body, [Problem("", obs.refusal)], now, reason="Refused")
+    later = obs.later
+    if later is None or not plan.deferred:
+        return plan
+    wanted = [a for a in plan.deferred if a.obj["kind"] not in later.unserved]
+    if wanted and later.busy:
+        return replace(plan, deferred=[], later=True)
+    return replace(plan, deferred=[a for a in wanted if object_ref(a.obj) not in later.exist])
 
 
 def decide_invalid(

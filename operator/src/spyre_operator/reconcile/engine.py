@@ -19,11 +19,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from spyre_operator.api.names import KIND
-from spyre_operator.api.problem import InvalidSpec, Problem
-from spyre_operator.api.validation import parse
+from spyre_operator.api.problem import InvalidSpec
+from spyre_operator.api.validation import SpyreModel, parse
 from spyre_operator.kube.client import ApiError, Kube, one_line
 from spyre_operator.reconcile.apply import execute, write_status
 from spyre_operator.reconcile.compile_queue import Queue, is_compile_start
@@ -38,8 +39,8 @@ from spyre_operator.reconcile.conditions import (
 from spyre_operator.reconcile.decide import decide, decide_invalid
 from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.model_status import with_apply_failure
-from spyre_operator.reconcile.observe import observe
-from spyre_operator.reconcile.plan import Action, Plan
+from spyre_operator.reconcile.observe import Later, Observed, object_ref, observe
+from spyre_operator.reconcile.plan import Plan, starts_job
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.shared import Starts, Unserved
 from spyre_operator.reconcile.starts import StartReader
@@ -275,6 +276,8 @@ class Reconciler:
         return queue.with_started(self.starts.unseen(queue.known))
 
     def plan(self, body: dict[str, Any], now: str) -> Plan:
+        """observe -> decide; when the decision asks for more (it starts a Job, it has
+        deferred actions), what it asks is read and the same decide runs again with it."""
         try:
             model = parse(body, kind=self.kind)
         except InvalidSpec as invalid:
@@ -289,15 +292,29 @@ class Reconciler:
             pulls=sharing_for(model.spec, self.settings.cache_sharing) is not None,
         )
         plan = decide(observed, model, now, self.settings)
-        starts = [a for a in plan.actions if a.verb == "create" and a.obj["kind"] == "Job"]
-        if starts:  # a download or a compile: first, would the rest of the spec be taken?
+        asked = self._asked(observed, model, plan)
+        return plan if asked is observed else decide(asked, model, now, self.settings)
+
+    def _asked(self, observed: Observed, model: SpyreModel, plan: Plan) -> Observed:
+        """The facts `plan` depends on that observe does not read: starting a Job, would
+        the API server take the rest of the spec (a dry run)? With deferred actions: does
+        a reconcile a trigger asked for wait, which kinds are unserved, which of them exist
+        already (one made that has not joined the Job yet: a GET, not a POST answered 409
+        at every pass until its own reconcile joins it)?"""
+        if starts_job(plan):
             written = {(a.obj["kind"], a.obj["metadata"]["name"]) for a in plan.actions}
-            refusal = self.dry_runs.refusal(
-                model, observed.uid, written | observed.children(model.spec.cache.volume.claim_name)
-            )
+            claim = model.spec.cache.volume.claim_name
+            refusal = self.dry_runs.refusal(model, observed.uid, written | observed.children(claim))
             if refusal is not None:
-                return decide_invalid(body, [Problem("", refusal)], now, reason="Refused")
-        return plan
+                return replace(observed, refusal=refusal)
+        if not plan.deferred:
+            return observed
+        unserved = self.unserved.skipped()
+        wanted = [a.obj for a in plan.deferred if a.obj["kind"] not in unserved]
+        busy = bool(wanted) and self.queue is not None and not self.queue.idle()
+        made = [] if busy else [object_ref(o) for o in wanted]
+        exist = frozenset(ref for ref in made if self.kube.get(*ref) is not None)
+        return replace(observed, later=Later(busy, unserved, exist))
 
     def _once(self, body: dict[str, Any]) -> float | None:
         now = self.clock()
@@ -319,25 +336,14 @@ class Reconciler:
         log.info("%s/%s: %s: %s", meta["namespace"], meta["name"], event.reason, event.message)
         self.emit(body, event, name)
 
-    def _deferred(self, body: dict[str, Any], plan: Plan) -> list[Action]:
-        """What of `plan.deferred` (the key's inventory entry) this pass writes: nothing
-        while a reconcile a trigger asked for waits (this one runs again behind them, so a
-        burst's compile Jobs go first), nothing of a kind found unserved lately."""
-        wanted = [a for a in plan.deferred if not self.unserved.skip(a.obj["kind"])]
-        if wanted and self.queue is not None and not self.queue.idle():
-            meta = body["metadata"]
-            self.enqueue_later(meta["namespace"], meta["name"])
-            return []
-        # One made already that has not joined the Job yet (its own reconcile does): a
-        # GET, not a POST answered 409 at every pass until then.
-        return [a for a in wanted if self.kube.get(a.obj["kind"], *_where(a.obj)) is None]
-
     def _carry_out(self, body: dict[str, Any], plan: Plan, now: str) -> None:
         old = body.get("status") or {}
         status, events = plan.status, plan.events
         done: list[Event] = []
         failed: WriteFailed | None = None
-        deferred = self._deferred(body, plan)
+        deferred = plan.deferred
+        if plan.later:  # it waits behind the reconciles a trigger asked for: run it again
+            self.enqueue_later(*_where(body))
         for action in plan.actions + deferred:
             try:
                 execute(self.kube, action)

@@ -36,6 +36,22 @@ from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_operator.render.weights_job import weights_job_name
 
 
+def object_ref(obj: dict[str, Any]) -> tuple[str, str, str]:
+    """(kind, namespace, name) of a manifest."""
+    meta = obj["metadata"]
+    return obj["kind"], meta["namespace"], meta["name"]
+
+
+@dataclass(frozen=True)
+class Later:
+    """What decides the deferred actions (the key's inventory entry) of a pass: read once
+    a first decision has some (engine.Reconciler.plan)."""
+
+    busy: bool  # a reconcile a trigger asked for waits: the deferred ones wait behind it
+    unserved: frozenset[str]  # kinds the API server was found not to serve lately
+    exist: frozenset[tuple[str, str, str]]  # (kind, namespace, name) of those made already
+
+
 @dataclass(frozen=True)
 class Observed:
     """Everything decide() needs about one SpyreModel and its children."""
@@ -59,6 +75,11 @@ class Observed:
     pod_issues: tuple[PodIssue, ...] = field(default_factory=tuple)
     unschedulable: tuple[Unschedulable, ...] = ()  # serving pods no node takes
     starts: tuple[Start, ...] = ()  # the ready serving pods' start-ups (compile reports)
+    # Read when a first decision asks (it starts a Job, it has deferred actions), for the
+    # same decide again: the API server's answer to a dry run of the other children
+    # (dryrun.py; None: all taken, or not asked), and what decides the deferred actions.
+    refusal: str | None = None
+    later: Later | None = None
 
     @property
     def uid(self) -> str:

@@ -35,13 +35,20 @@ class Plan:
     """Children to write (each with its Event once it succeeded), the status, the
     Events of status transitions (none when nothing changed), when to reconcile again
     without an event (a running compile's progress), and what may wait until no other
-    reconcile does (`deferred`: the key's inventory entry, written after `actions`)."""
+    reconcile does (`deferred`: the key's inventory entry, written after `actions`;
+    `later`: it waits, so the pass runs again once none does)."""
 
     actions: list[Action]
     status: CompileStatus  # a SpyreModel's (SpyreModelStatus) or a SpyreCache's
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None  # reconcile again in this many seconds
     deferred: list[Action] = field(default_factory=list)
+    later: bool = False
+
+
+def starts_job(plan: Plan) -> bool:
+    """The plan starts a Job (a download, a compile): its other children are dry-run first."""
+    return any(a.verb == "create" and a.obj["kind"] == "Job" for a in plan.actions)
 
 
 def shared_job(

@@ -56,10 +56,11 @@ class Unserved:
         self._since: dict[str, float] = {}  # kind -> when found unserved
         self._guard = threading.Lock()
 
-    def skip(self, kind: str) -> bool:
+    def skipped(self) -> frozenset[str]:
+        """The kinds found unserved lately (what needs them is skipped)."""
+        since = self.clock() - UNSERVED_SECONDS
         with self._guard:
-            since = self._since.get(kind)
-        return since is not None and self.clock() < since + UNSERVED_SECONDS
+            return frozenset(kind for kind, found in self._since.items() if found > since)
 
     def found(self, kind: str, err: ApiError) -> None:
         with self._guard:
