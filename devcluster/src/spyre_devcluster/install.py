@@ -158,6 +158,21 @@ def _missing(folder: Path, names: Sequence[str]) -> bool:
     return any(not os.access(folder / name, os.X_OK) for name in names)
 
 
+def _build_plane(log: Log) -> bool:
+    """Build etcd and the selected release's plane where missing; True if anything was."""
+    release, store = kubernetes(), etcd()
+    if not _missing(release.bin_dir(), [ETCD, *PLANE_BINARIES]):
+        return False
+    if _missing(store.bin_dir(), [ETCD]):
+        _go_build(store, {ETCD: store.module}, log)
+    if _missing(release.bin_dir(), PLANE_BINARIES):
+        _go_build(release, {name: f"{release.module}/cmd/{name}" for name in PLANE_BINARIES}, log)
+    link = release.bin_dir() / ETCD
+    link.unlink(missing_ok=True)
+    link.symlink_to(store.bin_dir() / ETCD)
+    return True
+
+
 def _node_targets(node: bool) -> list[str]:
     """The node's 1.20 binaries to build from Debian's source: the missing ones."""
     return [name for name in missing_node_binaries() if name != ETCD] if node else []
@@ -169,17 +184,8 @@ def _install_locked(log: Log, node: bool) -> Binaries:
         registry.install(log)  # unpacked into the cache, not installed (no service)
     if packages:
         apt_install(packages, log)
-    release, store = kubernetes(), etcd()
-    built = False
-    if _missing(store.bin_dir(), [ETCD]):
-        _go_build(store, {ETCD: store.module}, log)
-        built = True
-    if _missing(release.bin_dir(), [ETCD, *PLANE_BINARIES]):
-        _go_build(release, {name: f"{release.module}/cmd/{name}" for name in PLANE_BINARIES}, log)
-        link = release.bin_dir() / ETCD
-        link.unlink(missing_ok=True)
-        link.symlink_to(store.bin_dir() / ETCD)
-        built = True
+    # with KUBEBUILDER_ASSETS the plane comes from there (binaries.find_binaries)
+    built = not os.environ.get("KUBEBUILDER_ASSETS") and _build_plane(log)
     node_targets = _node_targets(node)
     if node_targets:
         install_debian.build_into_cache(node_targets, log)
