@@ -114,7 +114,8 @@ def _go_build(build: GoBuild, targets: dict[str, str], log: Log) -> None:
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=out.parent))
     major, minor = build.version.removeprefix("v").split(".")[:2]
     stamp = {"gitVersion": build.version, "gitMajor": major, "gitMinor": minor}
-    ldflags = " ".join(f"-X {VERSION_PACKAGE}.{k}={v}" for k, v in stamp.items())
+    # -s -w: no symbol table and DWARF, as upstream's release builds (a third smaller)
+    ldflags = " ".join(["-s", "-w", *(f"-X {VERSION_PACKAGE}.{k}={v}" for k, v in stamp.items())])
     env = {
         **os.environ,
         "CGO_ENABLED": "0",  # static, as upstream's release binaries
