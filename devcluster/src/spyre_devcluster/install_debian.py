@@ -24,7 +24,6 @@ APT_PACKAGES = ["etcd-server", "golang-go", "rsync", "golang-github-modern-go-re
 DEB_SRC_LIST = Path("/etc/apt/sources.list.d/spyre-serving-src.sources")
 DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 REFLECT2_SRC = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
-GO = "/usr/lib/go/bin/go"  # Debian's Go 1.19, the one 1.20's sources build with
 
 
 def enable_deb_src(log: Log) -> None:
@@ -82,10 +81,7 @@ def _build(tree: Path, names: Sequence[str], log: Log) -> dict[str, Path]:
         link.symlink_to("../../..")
     env = {
         **os.environ,
-        "PATH": f"{Path(GO).parent}:{os.environ.get('PATH', '')}",
         "GOPATH": str(gopath),
-        "GO111MODULE": "off",
-        "GOFLAGS": "",
         "CGO_ENABLED": "0",
         "HOME": tempfile.mkdtemp(prefix="k8s-build-home-"),
     }
