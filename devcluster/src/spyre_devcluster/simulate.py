@@ -148,7 +148,8 @@ def finish_job(
         counts = {"failed": attempt + 1}
     stamp = {"status": "True", "lastProbeTime": now, "lastTransitionTime": now}
     conditions = [{"type": kind, **stamp, **detail} for kind in kinds]
-    job_status = {"conditions": conditions, "startTime": started, **counts}
+    # a finished Job has no active pod (refused from 1.3x; the merge patch keeps a started one)
+    job_status = {"conditions": conditions, "startTime": started, "active": 0, **counts}
     kube.patch("Job", namespace, job_name, {"status": job_status}, sub="status")
 
 
