@@ -1,6 +1,6 @@
 """A model of 2 or more replicas has a PodDisruptionBudget (a drain takes one replica at a
-time), in the version of the policy API the cluster serves (policy/v1beta1 on this 1.20
-API server), kept as written, and removed below 2 replicas."""
+time), in the version of the policy API the cluster serves (policy/v1; v1beta1 on 1.20),
+kept as written, and removed below 2 replicas."""
 
 from __future__ import annotations
 
@@ -9,16 +9,18 @@ from typing import Any
 import pytest
 from cluster_sim import Operator, model, spec_patch, to_ready, wait_for
 
-from spyre_operator.kube.client import Kube
+from spyre_operator.kube.client import Kube, policy_version
 
 pytestmark = pytest.mark.integration
 
-BUDGETS = "/apis/policy/v1beta1/namespaces/{}/poddisruptionbudgets/m"
+
+def budgets(kube: Kube, namespace: str) -> str:
+    return f"/apis/{policy_version(kube)}/namespaces/{namespace}/poddisruptionbudgets/m"
 
 
 def budget(kube: Kube, namespace: str) -> dict[str, Any] | None:
     try:
-        found: dict[str, Any] = kube.request("GET", BUDGETS.format(namespace))
+        found: dict[str, Any] = kube.request("GET", budgets(kube, namespace))
     except Exception as err:  # 404: none
         if getattr(err, "not_found", False):
             return None
@@ -39,7 +41,7 @@ def test_two_replicas_have_a_budget_kept_as_written_and_gone_at_one(
     # someone lets a drain take every replica: taken back
     kube.request(
         "PATCH",
-        BUDGETS.format(namespace),
+        budgets(kube, namespace),
         {"spec": {"maxUnavailable": 2}},
         content_type="application/merge-patch+json",
     )

@@ -191,9 +191,11 @@ def test_a_stale_failed_pull_does_not_block_asking_again(
     # the failed pull's answer, dated past its retry period
     old = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=RETRY_SECONDS + 60)
     when = old.strftime("%Y-%m-%dT%H:%M:%SZ")
-    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
-    failed |= {"lastProbeTime": when, "lastTransitionTime": when}
-    kube.patch("Job", namespace, pull, {"status": {"conditions": [failed]}}, sub="status")
+    # both of the pair the Job ends with (1.3x refuses to drop FailureTarget)
+    dated = {"status": "True", "reason": "BackoffLimitExceeded"}
+    dated |= {"lastProbeTime": when, "lastTransitionTime": when}
+    failed = [{"type": kind, **dated} for kind in ("FailureTarget", "Failed")]
+    kube.patch("Job", namespace, pull, {"status": {"conditions": failed}}, sub="status")
     kube.delete("Job", namespace, compile_job)
 
     def asked_again() -> str | None:

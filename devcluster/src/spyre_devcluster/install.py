@@ -1,11 +1,14 @@
-"""Install the Kubernetes binaries from Debian's packages (`cluster install [--node]`).
+"""Install the Kubernetes binaries (`cluster install [--node]`).
 
-Debian packages etcd (`etcd-server`) but ships Kubernetes only as a source package, so
-kube-apiserver and kube-controller-manager are built from it, and in the same run (shared
-code generators and packages, a few minutes more) the node's kubelet, kube-scheduler and
-kube-proxy. Go 1.19 crashes the 1.20 API server through the vendored reflect2 1.0.1, so
-that folder is replaced with Debian's reflect2 1.0.2 first. Results go to the cache
-folder, so this runs once per machine.
+Kubernetes and etcd are built with the go command from their Go modules, each from a
+go.mod of the testbed's own (`gomod/`, with go.sum): k8s.io/kubernetes replaces its
+staging modules with local folders, so that go.mod requires the release and replaces each
+staging module (k8s.io/api, ...) with its published version of the same release. The
+components get their version stamped in (`-ldflags -X k8s.io/component-base/version...`).
+One `go build` makes all of a release's commands (their shared packages compile once);
+results go to a cache folder keyed by the version and a digest of go.mod + go.sum, so a
+version change rebuilds and everything else runs once per machine. The Go module and
+build caches (~/go/pkg/mod, ~/.cache/go-build) are the go command's own.
 
 `--node` also installs the node's Debian packages (containerd, runc, the CNI plugins,
 iptables, apache2-utils), unpacks docker-registry into the cache (spyre_devcluster/registry.py) and
@@ -17,38 +20,38 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
-import subprocess
-import sys
-import tarfile
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from spyre_devcluster import registry
+from spyre_devcluster import install_debian, registry
 from spyre_devcluster.binaries import (
-    APISERVER,
-    CONTROLLER_MANAGER,
     ETCD,
-    NODE_BINARIES,
+    PLANE_BINARIES,
     Binaries,
-    BinariesMissing,
-    cache_bin_dir,
-    cache_root,
+    GoBuild,
+    etcd,
     find_binaries,
+    kubernetes,
     missing_node_binaries,
 )
+from spyre_devcluster.install_steps import (
+    InstallError,
+    Log,
+    apt_install,
+    missing_packages,
+    run,
+    say,
+)
 
-APT_PACKAGES = [
-    "etcd-server",
-    "golang-go",
-    "rsync",
-    "golang-github-modern-go-reflect2-dev",
-    "openssl",
-]
+__all__ = ["InstallError", "install"]
+
+APT_PACKAGES = ["openssl"]  # the control plane's service-account key pair
 # gcc and libc6-dev make the static pause binary of the node's pod sandboxes
 NODE_APT_PACKAGES = [
+    *install_debian.APT_PACKAGES,
     "containerd",
     "runc",
     "containernetworking-plugins",
@@ -57,224 +60,136 @@ NODE_APT_PACKAGES = [
     "libc6-dev",
     "apache2-utils",  # htpasswd (bcrypt) for the node's registry
 ]
-BUILT = (APISERVER, CONTROLLER_MANAGER, *NODE_BINARIES)
-DEB_SRC_LIST = Path("/etc/apt/sources.list.d/spyre-serving-src.sources")
-DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
-REFLECT2_SRC = Path("/usr/share/gocode/src/github.com/modern-go/reflect2")
+VERSION_PACKAGE = "k8s.io/component-base/version"
+GO_HINT = (
+    "the go command needs the Go module proxy (GOPROXY) and the Go version named in the "
+    "go.mod; fix what the message names, then run `spyre-operator cluster install` again"
+)
 
 
-class InstallError(RuntimeError):
-    def __init__(self, step: str, detail: str, hint: str) -> None:
-        super().__init__(f"step '{step}' failed: {detail}\n  what to do: {hint}")
-        self.step = step
-
-
-Log = Callable[[str], None]
-
-
-def _say(message: str) -> None:
-    print(f">> {message}", file=sys.stderr, flush=True)
-
-
-def _run(
-    step: str,
-    cmd: Sequence[str],
-    hint: str,
-    log: Log,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-) -> None:
-    """Run a command, streaming its output as progress; raise InstallError on failure."""
-    log(f"[{step}] $ {' '.join(cmd)}")
-    started = time.monotonic()
-    tail: list[str] = []
-    try:
-        proc = subprocess.Popen(
-            cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-    except OSError as exc:
-        raise InstallError(step, f"cannot run {cmd[0]}: {exc}", hint) from exc
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        tail = [*tail[-19:], line.rstrip()]
-        print(
-            f"   [{step} {time.monotonic() - started:5.0f}s] {line.rstrip()}",
-            file=sys.stderr,
-            flush=True,
-        )
-    if proc.wait() != 0:
-        raise InstallError(
-            step,
-            f"`{' '.join(cmd)}` exited with {proc.returncode}; "
-            "last output:\n    " + "\n    ".join(tail),
-            hint,
-        )
-
-
-def _require_root(step: str) -> None:
-    if os.geteuid() != 0:
-        raise InstallError(
-            step,
-            "installing Debian packages needs root",
-            "run `sudo spyre-operator cluster install`, or set "
-            "KUBEBUILDER_ASSETS to a folder with etcd and kube-apiserver",
-        )
-
-
-def _enable_deb_src(log: Log) -> None:
-    """Add a deb-src stanza next to the image's Debian source (same mirror and key)."""
-    if DEB_SRC_LIST.exists():
-        return
-    if not DEBIAN_SOURCES.exists():
-        raise InstallError(
-            "enable-deb-src",
-            f"{DEBIAN_SOURCES} not found",
-            "add a `deb-src` line for bookworm main to your apt sources",
-        )
-    stanza = DEBIAN_SOURCES.read_text().split("\n\n")[0]
-    lines = [
-        ("Types: deb-src" if ln.startswith("Types:") else ln)
-        for ln in stanza.splitlines()
-        if not ln.startswith("#")
-    ]
-    DEB_SRC_LIST.write_text("\n".join(lines) + "\n")
-    log(f"[enable-deb-src] wrote {DEB_SRC_LIST}")
-
-
-def _unpack_source(work: Path, log: Log) -> Path:
-    hint = "check that apt can reach the Debian mirror and that deb-src is enabled"
-    _run(
-        "download-source",
-        ["apt-get", "source", "--download-only", "kubernetes"],
-        hint,
-        log,
-        cwd=work,
+def _owner(build: GoBuild, package: str) -> str:
+    """The module of go.mod that provides `package` (the longest matching path)."""
+    modules = re.findall(
+        r"^\s*(?:require )?(\S+) (v\S+)", (build.folder / "go.mod").read_text(), re.M
     )
-    archives = sorted(work.glob("kubernetes_*.orig.tar.gz"))
-    if not archives:
-        raise InstallError("download-source", "no kubernetes_*.orig.tar.gz was downloaded", hint)
-    src = work / "src"
-    log(f"[unpack] {archives[-1].name}")
-    with tarfile.open(archives[-1]) as tar:
-        tar.extractall(src, filter="tar")
-    top = [p for p in src.iterdir() if p.is_dir()]
-    if len(top) != 1:
-        raise InstallError("unpack", f"unexpected archive layout: {top}", hint)
-    return top[0]
+    owners = [f"{m}@{v}" for m, v in modules if package == m or package.startswith(m + "/")]
+    return max(owners, key=len, default=f"{build.module}@{build.version}")
 
 
-def _build(tree: Path, names: Sequence[str], log: Log) -> dict[str, Path]:
-    vendor = tree / "vendor" / "github.com" / "modern-go" / "reflect2"
-    shutil.rmtree(vendor, ignore_errors=True)
-    shutil.copytree(REFLECT2_SRC, vendor)
-    log("[patch] vendor/github.com/modern-go/reflect2 <- Debian's reflect2 1.0.2")
-    # GOPATH mode, laid out the way Debian's own debian/rules does it
-    gopath = tree / ".go"
-    link = gopath / "src" / "k8s.io" / "kubernetes"
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.is_symlink():
-        link.symlink_to("../../..")
+def explain_go_failure(build: GoBuild, output: list[str]) -> str:
+    """Which module failed and why, from the go command's output."""
+    where = f"building {build.module} {build.version} ({build.folder.name}/go.mod)"
+    text = "\n".join(output)
+    toolchain = re.search(r"go\.mod requires go >= (\S+) \(running go (\S+)", text)
+    if toolchain:
+        return (
+            f"{where}: its go.mod needs Go {toolchain.group(1)}, the go command here is "
+            f"{toolchain.group(2)}"
+        )
+    fetch = re.search(r"(\S+@v[^\s:]+): (.+)", text)
+    if fetch:
+        return f"{where}: module {fetch.group(1)} could not be had: {fetch.group(2)}"
+    missing = re.search(r"missing go\.sum entry for module providing package (\S+)", text)
+    if missing:
+        return f"{where}: go.sum lacks {_owner(build, missing.group(1))}: run `go mod tidy` there"
+    compiled = re.search(r"^# (\S+)\n(.+)", text, re.M)
+    if compiled:
+        package = compiled.group(1)
+        return (
+            f"{where}: package {package} of module {_owner(build, package)} does not "
+            f"compile: {compiled.group(2)}"
+        )
+    return f"{where}: the go command failed"
+
+
+def _go_build(build: GoBuild, targets: dict[str, str], log: Log) -> None:
+    """Build `targets` (binary name: package) of one go.mod into its cache folder."""
+    go = shutil.which("go")
+    if go is None:
+        raise InstallError(
+            "go", "the go command is not on PATH", "install Go (the version in gomod/*/go.mod)"
+        )
+    out = build.bin_dir()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=out.parent))
+    major, minor = build.version.removeprefix("v").split(".")[:2]
+    stamp = {"gitVersion": build.version, "gitMajor": major, "gitMinor": minor}
+    # -s -w: no symbol table and DWARF, as upstream's release builds (a third smaller)
+    ldflags = " ".join(["-s", "-w", *(f"-X {VERSION_PACKAGE}.{k}={v}" for k, v in stamp.items())])
     env = {
         **os.environ,
-        "GOPATH": str(gopath),
-        "CGO_ENABLED": "0",
-        "HOME": tempfile.mkdtemp(prefix="k8s-build-home-"),
+        "CGO_ENABLED": "0",  # static, as upstream's release binaries
+        "GOFLAGS": "-mod=readonly -buildvcs=false",  # go.sum as committed; no VCS stamp
     }
-    built: dict[str, Path] = {}
-    for name in names:
-        _run(
-            f"build-{name}",
-            ["make", f"WHAT=cmd/{name}"],
-            "see the output above; the build needs about 4 GB of RAM and 3 GB of disk",
+    try:
+        # one target: `-o FILE`; several: `-o DIR/`, each named after its package
+        dest = str(work / next(iter(targets))) if len(targets) == 1 else f"{work}/"
+        run(
+            f"go-build {build.folder.name}",
+            [go, "build", "-ldflags", ldflags, "-o", dest, *targets.values()],
+            GO_HINT,
             log,
-            cwd=tree,
+            cwd=build.folder,
             env=env,
+            explain=lambda output: explain_go_failure(build, output),
         )
-        built[name] = tree / "_output" / "local" / "bin" / "linux" / "amd64" / name
-    return built
+        out.mkdir(parents=True, exist_ok=True)
+        for name in targets:
+            (work / name).replace(out / name)  # same file system: a binary appears whole
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log(f"built {', '.join(targets)} {build.version} into {out}")
 
 
-def install(log: Log = _say, *, node: bool = False) -> Binaries:
-    """Make etcd, kube-apiserver and kube-controller-manager available in the cache (and,
-    with node=True, the node's binaries and Debian packages).
+def install(log: Log = say, *, node: bool = False) -> Binaries:
+    """Make etcd, kube-apiserver and kube-controller-manager of the selected release
+    (SPYRE_KUBERNETES) available in the cache; with node=True also the node's Debian
+    packages and its Kubernetes 1.20 (install_debian.py).
 
     Serialised by a lock file: a second `install` waits for the first, then finds its result.
     """
-    lock_path = cache_root() / "k8s" / "install.lock"
+    lock_path = kubernetes().bin_dir().parent / "install.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return _install_locked(log, node)
 
 
-def _to_build(node: bool) -> list[str]:
-    """The binaries this install must build: all of them when the control plane is
-    missing (one run of the source tree), else the node's missing ones when asked."""
-    try:
-        plane_ready = find_binaries().controller_manager is not None
-    except BinariesMissing:
-        plane_ready = False
-    if not plane_ready:
-        return list(BUILT)
-    if node:
-        return [name for name in missing_node_binaries() if name in BUILT]
-    return []
+def _missing(folder: Path, names: Sequence[str]) -> bool:
+    return any(not os.access(folder / name, os.X_OK) for name in names)
 
 
-def _missing_packages(names: Sequence[str]) -> list[str]:
-    return [
-        name
-        for name in names
-        if subprocess.run(["dpkg", "-s", name], capture_output=True, check=False).returncode
-    ]
+def _build_plane(log: Log) -> bool:
+    """Build etcd and the selected release's plane where missing; True if anything was."""
+    release, store = kubernetes(), etcd()
+    if not _missing(release.bin_dir(), [ETCD, *PLANE_BINARIES]):
+        return False
+    if _missing(store.bin_dir(), [ETCD]):
+        _go_build(store, {ETCD: store.module}, log)
+    if _missing(release.bin_dir(), PLANE_BINARIES):
+        _go_build(release, {name: f"{release.module}/cmd/{name}" for name in PLANE_BINARIES}, log)
+    link = release.bin_dir() / ETCD
+    link.unlink(missing_ok=True)
+    link.symlink_to(store.bin_dir() / ETCD)
+    return True
+
+
+def _node_targets(node: bool) -> list[str]:
+    """The node's 1.20 binaries to build from Debian's source: the missing ones."""
+    return [name for name in missing_node_binaries() if name != ETCD] if node else []
 
 
 def _install_locked(log: Log, node: bool) -> Binaries:
-    targets = _to_build(node)
-    packages = (APT_PACKAGES if targets else []) + (NODE_APT_PACKAGES if node else [])
-    packages = _missing_packages(packages)
+    packages = missing_packages(APT_PACKAGES + (NODE_APT_PACKAGES if node else []))
     if node:
         registry.install(log)  # unpacked into the cache, not installed (no service)
-    if not targets and not packages:
+    if packages:
+        apt_install(packages, log)
+    # with KUBEBUILDER_ASSETS the plane comes from there (binaries.find_binaries)
+    built = not os.environ.get("KUBEBUILDER_ASSETS") and _build_plane(log)
+    node_targets = _node_targets(node)
+    if node_targets:
+        install_debian.build_into_cache(node_targets, log)
+    if not (built or packages or node_targets):
         log(f"binaries already available ({find_binaries().source})")
-        return find_binaries()
-    _require_root("apt-get install")
-    if targets:
-        _enable_deb_src(log)
-    hint = "run `apt-get update` by hand to see the error"
-    _run("apt-get update", ["apt-get", "update"], hint, log)
-    _run(
-        "apt-get install",
-        ["apt-get", "install", "-y", "--no-install-recommends", *packages],
-        "check the package names with `apt-cache policy`",
-        log,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-    )
-    if targets:
-        _build_into_cache(targets, log)
     return find_binaries()
-
-
-def _build_into_cache(targets: Sequence[str], log: Log) -> None:
-    bin_dir = cache_bin_dir()
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    etcd = shutil.which(ETCD)
-    if etcd is None:
-        raise InstallError(
-            "apt-get install",
-            "etcd-server installed but `etcd` is not on PATH",
-            "install etcd by hand and put it in " + str(bin_dir),
-        )
-    work = cache_root() / "k8s" / "build"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    built = _build(_unpack_source(work, log), targets, log)
-    for name, path in built.items():
-        # copy to a temp name, then rename: a half-copied binary never looks installed
-        tmp = bin_dir / f".{name}.tmp"
-        shutil.copy2(path, tmp)
-        tmp.replace(bin_dir / name)
-    (bin_dir / ETCD).unlink(missing_ok=True)
-    (bin_dir / ETCD).symlink_to(etcd)
-    shutil.rmtree(work, ignore_errors=True)
-    log(f"installed {', '.join(built)} into {bin_dir}")

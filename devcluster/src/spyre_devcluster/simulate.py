@@ -112,6 +112,9 @@ def finish_job(
     labels = {"job-name": job_name, "controller-uid": job["metadata"]["uid"]}
     pod = _pod_from_template(kube, job, f"{job_name}-{attempt}", labels)
     now = now_rfc3339()
+    # immutable once set, from 1.3x: a Job finished a second time keeps its first times
+    known = job.get("status") or {}
+    started = known.get("startTime") or now
     container = job["spec"]["template"]["spec"]["containers"][0]
     terminated = {
         "exitCode": exit_code,
@@ -128,22 +131,25 @@ def finish_job(
     } | ({"reason": pod_reason} if pod_reason else {})
     kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": pod_status}, sub="status")
     if retrying:
-        job_status = {"startTime": now, "active": 1, "failed": attempt + 1}
+        job_status = {"startTime": started, "active": 1, "failed": attempt + 1}
         kube.patch("Job", namespace, job_name, {"status": job_status}, sub="status")
         return
+    # the Job controller's pairs: from 1.31 the API server refuses Complete without
+    # SuccessCriteriaMet and Failed without FailureTarget (1.20 takes them as they come)
     if exit_code == 0:
-        condition = {"type": "Complete", "status": "True"}
-        counts = {"succeeded": 1, "completionTime": now}
-    else:
-        condition = {
-            "type": "Failed",
-            "status": "True",
-            "reason": job_reason,
-            "message": f"Job failed: {job_reason}",
+        kinds, detail = ("SuccessCriteriaMet", "Complete"), {}
+        counts: dict[str, Any] = {
+            "succeeded": 1,
+            "completionTime": known.get("completionTime") or now,
         }
+    else:
+        kinds = ("FailureTarget", "Failed")
+        detail = {"reason": job_reason, "message": f"Job failed: {job_reason}"}
         counts = {"failed": attempt + 1}
-    condition |= {"lastProbeTime": now, "lastTransitionTime": now}
-    job_status = {"conditions": [condition], "startTime": now, **counts}
+    stamp = {"status": "True", "lastProbeTime": now, "lastTransitionTime": now}
+    conditions = [{"type": kind, **stamp, **detail} for kind in kinds]
+    # a finished Job has no active pod (refused from 1.3x; the merge patch keeps a started one)
+    job_status = {"conditions": conditions, "startTime": started, "active": 0, **counts}
     kube.patch("Job", namespace, job_name, {"status": job_status}, sub="status")
 
 
@@ -164,7 +170,11 @@ def start_job_pod(kube: Kube, namespace: str, job_name: str) -> None:
     }
     kube.patch("Pod", namespace, pod["metadata"]["name"], {"status": pod_status}, sub="status")
     kube.patch(
-        "Job", namespace, job_name, {"status": {"startTime": now, "active": 1}}, sub="status"
+        "Job",
+        namespace,
+        job_name,
+        {"status": {"startTime": (job.get("status") or {}).get("startTime") or now, "active": 1}},
+        sub="status",
     )
 
 
