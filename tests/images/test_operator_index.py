@@ -122,6 +122,8 @@ def test_the_injected_runtime_runs_on_each_architectures_python_emulated(
     emulation.ensure(PLATFORMS[arch].machine)
     doc = yaml.safe_load((checkout() / "examples" / "granite-3.3-8b-ibm-image.yaml").read_text())
     doc["spec"]["runtime"]["architecture"] = arch
+    # IBM's tag per architecture (<version>.<arch>): another one is refused by the rules
+    doc["spec"]["image"] = doc["spec"]["image"].rsplit(".", 1)[0] + f".{arch}"
     doc["spec"]["model"]["revision"] = "0" * 40
     (container,) = pod_spec(parse(doc).spec, "serve", commit="0" * 40)["containers"]
     pod_env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
