@@ -25,7 +25,7 @@ def test_the_node_is_ready_and_status_shows_it(node: Node, kubectl: Kubectl) -> 
     ready = {c["type"]: c["status"] for c in nodes[0]["status"]["conditions"]}["Ready"]
     assert ready == "True"
     status = subprocess.run(
-        [sys.executable, "-m", "spyre_operator.cli", "cluster", "status", "--dir", str(node.dir)],
+        [sys.executable, "-m", "spyre_operator", "cluster", "status", "--dir", str(node.dir)],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert f"node: {NODE_NAME}, Ready" in status
