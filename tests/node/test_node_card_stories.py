@@ -50,14 +50,22 @@ class Cards:
     replicas: list[int] = field(default_factory=list)
 
     def sample(self) -> None:
-        served = self.kubectl.get("pods", "-l", f"serving.spyre.dev/model={NAME}")["items"]
-        compiles = self.kubectl.get("pods", "-l", "app.kubernetes.io/component=compile")["items"]
+        # One list, one moment: two lists a second apart once saw a replica that had
+        # since ended beside the compile pod bound in its place (12 cards of 8 "held").
+        pods = self.kubectl.get("pods")["items"]
+        served = [p for p in pods if _label(p, "serving.spyre.dev/model") == NAME]
+        compiles = [p for p in pods if _label(p, "app.kubernetes.io/component") == "compile"]
         live = [p for p in served + compiles if p["status"].get("phase") not in ENDED]
         self.held.append(sum(cards(p) for p in live if p["spec"].get("nodeName")))
         replicas = [p for p in live if p in served and not p["metadata"].get("deletionTimestamp")]
         self.serving.append(sum(cards(p) for p in replicas))
         self.asked.append(sum(cards(p) for p in live))
         self.replicas.append(self.kubectl.get(f"deployment/{NAME}")["spec"]["replicas"])
+
+
+def _label(pod: dict[str, Any], key: str) -> str | None:
+    labels: dict[str, str] = pod["metadata"].get("labels") or {}
+    return labels.get(key)
 
 
 def cards(pod: dict[str, Any]) -> int:
