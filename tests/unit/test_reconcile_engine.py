@@ -20,7 +20,7 @@ from spyre_operator.controller.workqueue import WorkQueue
 from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile import engine, shared
 from spyre_operator.reconcile.apply import execute
-from spyre_operator.reconcile.compile_queue import Limits, Queue
+from spyre_operator.reconcile.compile_queue import Limits, Queue, Want, wanted
 from spyre_operator.reconcile.conditions import Event, find
 from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.shared import Shared
@@ -278,9 +278,25 @@ def finish_compile(kube: FakeKube, rec: Reconciler | Controller) -> None:
     finish(kube, "compile", {"ok": True, "seconds": 9})
 
 
+def index_agrees(kube: FakeKube) -> list[Want]:
+    """What kopf's index reads of each SpyreModel's and SpyreCache's status (the key a
+    reconcile decided from its spec) is what it computes from a spec no status was
+    decided from; the compile Jobs they want."""
+    found = []
+    for (kind, _, _), body in kube.objects.items():
+        if kind in ("SpyreModel", CACHE_KIND):
+            undecided = copy.deepcopy(body)
+            (undecided.get("status") or {}).pop("observedGeneration", None)
+            want = wanted(body)
+            assert want == wanted(undecided)
+            found += [want] if want else []
+    return found
+
+
 def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> None:
     rec, events = reconciler(kube)
     rec.reconcile(NS, "micro-granite-cpu")
+    assert index_agrees(kube) == []  # the weights first
     assert dict(kube.writes) == {
         "POST PersistentVolumeClaim": 1,
         "POST Job": 1,
@@ -303,12 +319,15 @@ def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> No
     assert kube.writes["POST SpyreCache"] == 0  # its inventory entry: once the Job is seen
     rec.reconcile(NS, "micro-granite-cpu")
     assert kube.writes["POST SpyreCache"] == 1 and events[-1].reason == "CreatedCacheEntry"
+    (want,) = index_agrees(kube)  # the entry has no status yet
+    assert want.job.startswith("spyre-compile-")
     writes, count = kube.total_writes(), len(events)
     rec.reconcile(NS, "micro-granite-cpu")  # the entry has not joined the Job: not made again
     assert (kube.total_writes(), len(events)) == (writes, count)
 
     finish(kube, "compile", {"ok": True, "seconds": 9})
     rec.reconcile(NS, "micro-granite-cpu")
+    assert index_agrees(kube) == []  # compiled
     assert kube.writes["APPLY Deployment"] == kube.writes["APPLY Service"] == 1
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     assert (status["phase"], status["cache"]["seconds"]) == ("Starting", 9)
@@ -774,6 +793,7 @@ def test_a_key_is_listed_kept_while_used_and_cleaned_after_the_retention(
     )
     clock.now = "2030-01-01T00:01:00Z"
     caches.reconcile(NS, entry)
+    assert index_agrees(kube) == []
     compile_job = kube.objects[("Job", NS, name)]
     owners = [(r["kind"], r["name"]) for r in compile_job["metadata"]["ownerReferences"]]
     assert owners == [("SpyreModel", "micro-granite-cpu"), (CACHE_KIND, entry)]
