@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from apilib import example, merge
+from test_reconcile_engine import keys_computed
 
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import parse
@@ -14,7 +15,7 @@ from spyre_operator.reconcile.compile_queue import Limits, Queue, Want, line, or
 from spyre_operator.reconcile.conditions import find
 from spyre_operator.reconcile.decide import decide
 from spyre_operator.reconcile.observe import Observed
-from spyre_operator.render import cachekey, meta
+from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.settings import Settings
 
@@ -139,14 +140,7 @@ def test_the_index_computes_a_key_only_for_a_spec_no_status_was_decided_from(
 ) -> None:
     """kopf's index asks at every event (each status write's echo too): a status decided
     from the spec (observedGeneration) has the key, its targetCacheKey."""
-    computed: list[dict[str, Any]] = []
-    hashed = cachekey.canonical_json  # what cache_key hashes, once per key
-
-    def counted(config: dict[str, Any]) -> str:
-        computed.append(config)
-        return hashed(config)
-
-    monkeypatch.setattr(cachekey, "canonical_json", counted)
+    computed = keys_computed(monkeypatch)
     new = _body()
     me = wanted(new)  # no status decided from its spec yet: computed
     assert me is not None and len(computed) == 1

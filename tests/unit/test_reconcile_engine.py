@@ -366,6 +366,19 @@ def test_deployment_writes_are_applies_but_the_replicas_follow_by_patch(kube: Fa
     assert kube.get("Deployment", NS, name)["spec"]["replicas"] == 3  # type: ignore[index]
 
 
+def keys_computed(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The configurations cache_key hashes from now on (each computation of a key)."""
+    computed: list[dict[str, Any]] = []
+    hashed = cachekey.canonical_json
+
+    def counted(config: dict[str, Any]) -> str:
+        computed.append(config)
+        return hashed(config)
+
+    monkeypatch.setattr(cachekey, "canonical_json", counted)
+    return computed
+
+
 def test_the_cache_key_is_computed_once_per_reconcile(
     kube: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -373,14 +386,7 @@ def test_the_cache_key_is_computed_once_per_reconcile(
     starts a Job also dry-runs the spec's children, with a stand-in commit.)"""
     rec, _ = reconciler(kube)
     finish_compile(kube, rec)
-    computed: list[dict[str, Any]] = []
-    hashed = cachekey.canonical_json  # what cache_key hashes, once per key
-
-    def counted(config: dict[str, Any]) -> str:
-        computed.append(config)
-        return hashed(config)
-
-    monkeypatch.setattr(cachekey, "canonical_json", counted)
+    computed = keys_computed(monkeypatch)
     for _ in range(3):  # the Deployment created, then passes with nothing to write
         computed.clear()
         rec.reconcile(NS, "micro-granite-cpu")
