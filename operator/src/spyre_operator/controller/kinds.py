@@ -20,7 +20,7 @@ class Forgets(Protocol):
     def forget(self, kind: str, key: tuple[str, str]) -> None: ...
 
 
-class Remembers:
+class NoMetrics:
     """No metrics (the tests, the dev tools)."""
 
     def forget(self, kind: str, key: tuple[str, str]) -> None:
@@ -39,7 +39,7 @@ class Controller:
         metrics: Forgets | None = None,
     ) -> None:
         self.reconciler, self.queue, self.echoes = reconciler, queue, echoes
-        self.metrics = metrics or Remembers()
+        self.metrics = metrics or NoMetrics()
         self.kind = reconciler.kind
 
     def enqueue(self, namespace: str, name: str, version: str | None = None) -> None:
