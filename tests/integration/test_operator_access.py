@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import Operator, gone, model, spec_patch, to_ready, wait_for
 
 from spyre_operator.kube.client import Kube, path
 from spyre_operator.render import meta
@@ -29,11 +29,11 @@ def _peers(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]] | None
 
 
 def test_the_policy_follows_allow_from_and_goes_with_the_model(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
-    doc = model(namespace, "guarded")
+    doc = sim.model(namespace, "guarded")
     doc["spec"]["service"] = {"apiKeySecret": {"name": "llm-api-key"}}
-    to_ready(kube, doc)
+    sim.to_ready(kube, doc)
 
     policy = kube.get("NetworkPolicy", namespace, "guarded")
     assert policy is not None
@@ -57,8 +57,8 @@ def test_the_policy_follows_allow_from_and_goes_with_the_model(
         {"namespaceSelector": {"matchLabels": {"team": "chat"}}, "podSelector": {}},
         {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}},
     ]
-    spec_patch(kube, namespace, "guarded", {"service": {"allowFrom": peers}})
-    wait_for(
+    sim.spec_patch(kube, namespace, "guarded", {"service": {"allowFrom": peers}})
+    sim.wait_for(
         lambda: _peers(kube, namespace, "guarded") == peers or None,
         "the policy admits the new peers",
     )
@@ -71,13 +71,13 @@ def test_the_policy_follows_allow_from_and_goes_with_the_model(
         opened,
         content_type="application/json-patch+json",
     )
-    wait_for(
+    sim.wait_for(
         lambda: _peers(kube, namespace, "guarded") == peers or None,
         "the operator restored the policy",
     )
 
     kube.request("DELETE", path("SpyreModel", namespace, "guarded"))
-    wait_for(
-        lambda: gone(kube, "NetworkPolicy", namespace, "guarded") or None,
+    sim.wait_for(
+        lambda: sim.gone(kube, "NetworkPolicy", namespace, "guarded") or None,
         "the garbage collector removed the policy with its SpyreModel",
     )

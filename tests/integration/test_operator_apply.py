@@ -9,21 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import cluster_sim as sim
 import pytest
 import yaml
-from cluster_sim import (
-    ROOT,
-    Operator,
-    condition,
-    create,
-    download,
-    get,
-    job_owners,
-    model,
-    spec_patch,
-    status,
-    wait_for,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.api.validation import parse
@@ -34,7 +22,7 @@ from spyre_operator.render.weights_job import is_commit
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if p.is_file())
+EXAMPLES = sorted(p for p in (sim.ROOT / "examples").iterdir() if p.is_file())
 COMMIT = "c0ffee0000000000000000000000000000c0ffee"
 
 
@@ -77,21 +65,21 @@ def applied(kube: Kube, kind: str, want: dict[str, Any], owner: str) -> dict[str
         live = kube.get(kind, namespace, name)
         if live and live["metadata"].get("annotations", {}).get(meta.APPLIED_ANNOTATION) == digest:
             return live
-        degraded = condition(status(kube, namespace, owner), "Degraded")
+        degraded = sim.condition(sim.status(kube, namespace, owner), "Degraded")
         assert degraded[1] != "ApplyFailed", degraded[2]
         return None
 
-    found: dict[str, Any] = wait_for(probe, f"{kind} {name} has the manifest {digest}")
+    found: dict[str, Any] = sim.wait_for(probe, f"{kind} {name} has the manifest {digest}")
     return found
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_every_example_reconciles_to_what_render_prints(
-    path: Path, kube: Kube, namespace: str, operator: Operator, kubectl: Any
+    path: Path, kube: Kube, namespace: str, operator: sim.Operator, kubectl: Any
 ) -> None:
     kubectl("apply", "-n", namespace, "-f", str(path))  # as the README says
     name = yaml.safe_load(path.read_text())["metadata"]["name"]
-    live_model = get(kube, namespace, name)
+    live_model = sim.get(kube, namespace, name)
     spec = parse(live_model).spec
     # A hub revision that is not a commit resolves to COMMIT here.
     commit = COMMIT if spec.model.from_hub and not is_commit(spec.model.revision) else None
@@ -99,14 +87,16 @@ def test_every_example_reconciles_to_what_render_prints(
 
     if spec.model.from_hub:
         weights = want["weights"]["metadata"]["name"]
-        live = wait_for(lambda: kube.get("Job", namespace, weights), f"Job {weights} exists")
+        live = sim.wait_for(lambda: kube.get("Job", namespace, weights), f"Job {weights} exists")
         assert owned_part(live, want["weights"]) == want["weights"]
-        download(kube, live_model, commit)
+        sim.download(kube, live_model, commit)
     job = want["compile"]["metadata"]["name"]
     entry = meta.inventory_name(
         want["compile"]["metadata"]["annotations"][meta.CACHE_KEY_ANNOTATION]
     )
-    wait_for(lambda: job_owners(kube, namespace, job) == {name, entry}, "the model and the entry")
+    sim.wait_for(
+        lambda: sim.job_owners(kube, namespace, job) == {name, entry}, "the model and the entry"
+    )
     live_job = kube.get("Job", namespace, job) or {}
     # what render prints, and the key's inventory entry as the other owner
     refs = live_job["metadata"]["ownerReferences"]
@@ -124,7 +114,7 @@ def test_every_example_reconciles_to_what_render_prints(
 
 
 def test_fields_removed_from_the_spec_leave_the_deployment(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
     gone = {"key": "spyre.example/gone", "operator": "Exists", "effect": "NoSchedule"}
     kept = {"key": "spyre.example/kept", "operator": "Exists", "effect": "NoSchedule"}
@@ -137,7 +127,7 @@ def test_fields_removed_from_the_spec_leave_the_deployment(
             }
         }
     }
-    doc = model(namespace, "placed")
+    doc = sim.model(namespace, "placed")
     doc["spec"] |= {
         "nodeSelector": {"zone": "a"},
         "schedulerName": "spyre-scheduler",
@@ -149,15 +139,14 @@ def test_fields_removed_from_the_spec_leave_the_deployment(
             {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
         ],
     }
-    create(kube, doc)
-    uid = get(kube, namespace, "placed")["metadata"]["uid"]
+    sim.create(kube, doc)
+    uid = sim.get(kube, namespace, "placed")["metadata"]["uid"]
     want = desired(parse(doc), uid)
     assert want.job is not None and want.deployment is not None
-    download(kube, doc)
-    simulate.complete_job(
-        kube, namespace, wait_for(lambda: kube.get("Job", namespace, want.job["metadata"]["name"]),
-                                  "the compile Job exists")["metadata"]["name"]
-    )  # fmt: skip
+    sim.download(kube, doc)
+    job = want.job["metadata"]["name"]
+    sim.wait_for(lambda: kube.get("Job", namespace, job), "the compile Job exists")
+    simulate.complete_job(kube, namespace, job)
     pod = applied(kube, "Deployment", want.deployment, "placed")["spec"]["template"]["spec"]
     assert (pod["nodeSelector"], pod["schedulerName"]) == ({"zone": "a"}, "spyre-scheduler")
     assert pod["affinity"] == affinity and pod["tolerations"] == [gone, kept]
@@ -169,8 +158,8 @@ def test_fields_removed_from_the_spec_leave_the_deployment(
         "tolerations": [kept],
         "env": [{"name": "VLLM_NO_USAGE_STATS", "value": "1"}],
     }
-    spec_patch(kube, namespace, "placed", removal)
-    now = get(kube, namespace, "placed")
+    sim.spec_patch(kube, namespace, "placed", removal)
+    now = sim.get(kube, namespace, "placed")
     deploy = applied(kube, "Deployment", desired(parse(now), uid).deployment, "placed")
     pod = deploy["spec"]["template"]["spec"]
     assert "nodeSelector" not in pod

@@ -10,23 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    condition,
-    create,
-    download,
-    entry_name,
-    events_for,
-    example,
-    job_name,
-    job_owners,
-    model,
-    running_operator,
-    status,
-    wait_for,
-    wait_phase,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.api.names import API_VERSION, CACHE_KIND
@@ -54,99 +39,104 @@ def cache_status(kube: Kube, namespace: str, name: str, phase: str) -> dict[str,
         fresh = st.get("observedGeneration") == obj.get("metadata", {}).get("generation")
         return st if fresh and st.get("phase") == phase else None
 
-    found: dict[str, Any] = wait_for(probe, f"SpyreCache {name} is {phase}")
+    found: dict[str, Any] = sim.wait_for(probe, f"SpyreCache {name} is {phase}")
     return found
 
 
 def test_a_precompile_makes_a_key_ready_and_a_later_model_creates_no_job(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
-    served = model(namespace, "later")  # the SpyreModel that will come
-    create(kube, precompile(namespace, "ahead", served))
+    served = sim.model(namespace, "later")  # the SpyreModel that will come
+    sim.create(kube, precompile(namespace, "ahead", served))
     st = cache_status(kube, namespace, "ahead", "Downloading")
-    assert condition(st, "Ready")[:2] == ("False", "Downloading")
-    download(kube, served)
+    assert sim.condition(st, "Ready")[:2] == ("False", "Downloading")
+    sim.download(kube, served)
     st = cache_status(kube, namespace, "ahead", "Compiling")
-    job = job_name(served)
+    job = sim.job_name(served)
     assert st["targetCacheKey"] and st["cache"]["jobName"] == job
-    entry = entry_name(served)  # the key's inventory entry, made with the Job, joins it
-    wait_for(lambda: job_owners(kube, namespace, job) == {"ahead", entry}, "ahead and the entry")
+    entry = sim.entry_name(served)  # the key's inventory entry, made with the Job, joins it
+    sim.wait_for(
+        lambda: sim.job_owners(kube, namespace, job) == {"ahead", entry}, "ahead and the entry"
+    )
     live = kube.get("Job", namespace, job) or {}
     owners = {(o["kind"], o["name"], o["controller"]) for o in live["metadata"]["ownerReferences"]}
     assert owners == {(CACHE_KIND, "ahead", False), (CACHE_KIND, entry, False)}
 
     simulate.complete_job(kube, namespace, job, seconds=30, size=5 * 2**30)
     st = cache_status(kube, namespace, "ahead", "Ready")
-    assert condition(st, "Ready")[:2] == ("True", "Compiled")
+    assert sim.condition(st, "Ready")[:2] == ("True", "Compiled")
     assert (st["cache"]["ok"], st["cache"]["bytes"]) == (True, 5 * 2**30)
     for kind in ("Deployment", "Service", "NetworkPolicy"):  # it compiles, it never serves
         assert kube.list(kind, namespace, "app.kubernetes.io/managed-by=spyre-operator") == []
-    wait_for(lambda: ("Normal", "Ready") in events_for(kube, namespace, "ahead"), "its Event")
+    sim.wait_for(
+        lambda: ("Normal", "Ready") in sim.events_for(kube, namespace, "ahead"), "its Event"
+    )
 
     # The SpyreModel with that spec joins the finished Job: no second compile.
-    create(kube, served)
-    wait_for(lambda: kube.get("Deployment", namespace, "later"), "the Deployment exists")
-    st = wait_phase(kube, namespace, "later", "Starting")
+    sim.create(kube, served)
+    sim.wait_for(lambda: kube.get("Deployment", namespace, "later"), "the Deployment exists")
+    st = sim.wait_phase(kube, namespace, "later", "Starting")
     assert st["cache"]["ok"] is True and st["cache"]["jobName"] == job
     assert [j["metadata"]["name"] for j in kube.list("Job", namespace, COMPILES)] == [job]
-    assert job_owners(kube, namespace, job) == {"ahead", "later", entry}
+    assert sim.job_owners(kube, namespace, job) == {"ahead", "later", entry}
 
 
 def test_an_invalid_precompile_is_said_like_an_invalid_model(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
-    bad = precompile(namespace, "bad", example(env=[{"name": "VLLM_PLUGINS", "value": "x"}]))
-    create(kube, bad)
+    bad = precompile(namespace, "bad", sim.example(env=[{"name": "VLLM_PLUGINS", "value": "x"}]))
+    sim.create(kube, bad)
     st = cache_status(kube, namespace, "bad", "Invalid")
-    assert condition(st, "Degraded")[1] == "InvalidSpec"
-    assert "spec.env[0].name" in condition(st, "Degraded")[2]
+    assert sim.condition(st, "Degraded")[1] == "InvalidSpec"
+    assert "spec.env[0].name" in sim.condition(st, "Degraded")[2]
     assert kube.list("Job", namespace, "app.kubernetes.io/managed-by=spyre-operator") == []
 
 
 @pytest.fixture
-def one_at_once(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Operator]:
+def one_at_once(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[sim.Operator]:
     log = tmp_path / "operator.log"
-    with running_operator(kubeconfig, namespace, log, 300.0, "--max-compiles", "1") as op:
+    with sim.running_operator(kubeconfig, namespace, log, 300.0, "--max-compiles", "1") as op:
         yield op
 
 
 def test_a_precompile_waits_in_the_compile_queue_with_the_models(
-    kube: Kube, namespace: str, one_at_once: Operator
+    kube: Kube, namespace: str, one_at_once: sim.Operator
 ) -> None:
     on_a_pvc = {
         "id": "ibm-ai-platform/micro-g3.3-8b-instruct-1b",
         "path": "/models/micro",
         "source": {"pvc": {"claimName": "models"}},
     }
-    first = model(namespace, "first", example(model=on_a_pvc))
-    create(kube, first)
-    wait_phase(kube, namespace, "first", "Compiling")
-    wait_for(lambda: kube.get("Job", namespace, job_name(first)), "the model's Job exists")
-    other = example(model=on_a_pvc)
+    first = sim.model(namespace, "first", sim.example(model=on_a_pvc))
+    sim.create(kube, first)
+    sim.wait_phase(kube, namespace, "first", "Compiling")
+    sim.wait_for(lambda: kube.get("Job", namespace, sim.job_name(first)), "the model's Job exists")
+    other = sim.example(model=on_a_pvc)
     other["spec"]["batching"]["continuous"]["maxNumSeqs"] = 2  # another key
-    create(kube, precompile(namespace, "next", other))
+    sim.create(kube, precompile(namespace, "next", other))
 
     def cache_reason(reason: str) -> dict[str, Any] | None:
         st = (kube.get(CACHE_KIND, namespace, "next") or {}).get("status") or {}
-        return st if condition(st, "CacheReady")[1] == reason else None
+        return st if sim.condition(st, "CacheReady")[1] == reason else None
 
-    st = wait_for(lambda: cache_reason("Queued"), "the SpyreCache waits for a compile slot")
+    st = sim.wait_for(lambda: cache_reason("Queued"), "the SpyreCache waits for a compile slot")
     assert (
-        "1st of 1 waiting; 1 compile running (at most 1 at once)" in condition(st, "CacheReady")[2]
+        "1st of 1 waiting; 1 compile running (at most 1 at once)"
+        in sim.condition(st, "CacheReady")[2]
     )
     assert len(kube.list("Job", namespace, COMPILES)) == 1
-    simulate.complete_job(kube, namespace, job_name(first))
-    wait_for(lambda: cache_reason("Compiling"), "the SpyreCache's compile starts")
+    simulate.complete_job(kube, namespace, sim.job_name(first))
+    sim.wait_for(lambda: cache_reason("Compiling"), "the SpyreCache's compile starts")
     assert len(kube.list("Job", namespace, COMPILES)) == 2
     # the first's own reconcile of its Job's end may come after the queue moved
-    wait_for(
-        lambda: status(kube, namespace, "first")["cache"].get("ok") is True,
+    sim.wait_for(
+        lambda: sim.status(kube, namespace, "first")["cache"].get("ok") is True,
         "the model's status says its compile succeeded",
     )
 
 
 def test_the_fleet_example_applies_and_shares_one_download(
-    kube: Kube, namespace: str, operator: Operator, kubectl: Any
+    kube: Kube, namespace: str, operator: sim.Operator, kubectl: Any
 ) -> None:
     fleet = Path(__file__).resolve().parents[2] / "examples/caches/micro-granite-fleet.yaml"
     kubectl("apply", "-n", namespace, "-f", str(fleet))  # as docs/api.md says

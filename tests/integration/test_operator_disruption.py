@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import Operator, model, spec_patch, to_ready, wait_for
 
 from spyre_operator.kube.client import Kube, policy_version
 
@@ -29,12 +29,12 @@ def budget(kube: Kube, namespace: str) -> dict[str, Any] | None:
 
 
 def test_two_replicas_have_a_budget_kept_as_written_and_gone_at_one(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
-    doc = model(namespace, "m")
+    doc = sim.model(namespace, "m")
     doc["spec"]["replicas"] = 2
-    to_ready(kube, doc)
-    found = wait_for(lambda: budget(kube, namespace), "the PodDisruptionBudget")
+    sim.to_ready(kube, doc)
+    found = sim.wait_for(lambda: budget(kube, namespace), "the PodDisruptionBudget")
     assert found["spec"]["maxUnavailable"] == 1
     assert found["spec"]["selector"]["matchLabels"]["serving.spyre.dev/model"] == "m"
     assert found["metadata"]["ownerReferences"][0]["name"] == "m"
@@ -45,9 +45,9 @@ def test_two_replicas_have_a_budget_kept_as_written_and_gone_at_one(
         {"spec": {"maxUnavailable": 2}},
         content_type="application/merge-patch+json",
     )
-    wait_for(
+    sim.wait_for(
         lambda: ((b := budget(kube, namespace)) and b["spec"]["maxUnavailable"] == 1) or None,
         "the budget as written",
     )
-    spec_patch(kube, namespace, "m", {"replicas": 1})
-    wait_for(lambda: budget(kube, namespace) is None or None, "no budget at 1 replica")
+    sim.spec_patch(kube, namespace, "m", {"replicas": 1})
+    sim.wait_for(lambda: budget(kube, namespace) is None or None, "no budget at 1 replica")

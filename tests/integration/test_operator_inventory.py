@@ -11,21 +11,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    create,
-    download,
-    events_for,
-    example,
-    job_name,
-    job_owners,
-    model,
-    running_operator,
-    to_ready,
-    wait_for,
-    wait_phase,
-)
 from test_operator_caches import precompile
 
 from spyre_devcluster import simulate
@@ -42,10 +29,10 @@ RETENTION = 3  # seconds
 
 
 @pytest.fixture
-def short_retention(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Operator]:
+def short_retention(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[sim.Operator]:
     log = tmp_path / "operator.log"
     flags = ("--cache-retention", f"{RETENTION}s")
-    with running_operator(kubeconfig, namespace, log, 300.0, *flags) as op:
+    with sim.running_operator(kubeconfig, namespace, log, 300.0, *flags) as op:
         yield op
 
 
@@ -58,7 +45,7 @@ def entry_status(kube: Kube, namespace: str, name: str, **fields: Any) -> dict[s
         st = (kube.get(CACHE_KIND, namespace, name) or {}).get("status") or {}
         return st if st and all(st.get(k) == v for k, v in fields.items()) else None
 
-    found: dict[str, Any] = wait_for(probe, f"SpyreCache {name} has {fields}")
+    found: dict[str, Any] = sim.wait_for(probe, f"SpyreCache {name} has {fields}")
     return found
 
 
@@ -68,23 +55,28 @@ def other_key(doc: dict[str, Any], seqs: int) -> dict[str, Any]:
 
 
 def test_an_unused_key_is_cleaned_after_the_retention_a_used_or_asked_for_one_never(
-    kube: Kube, namespace: str, short_retention: Operator, kubectl: Any
+    kube: Kube, namespace: str, short_retention: sim.Operator, kubectl: Any
 ) -> None:
-    kept, gone = model(namespace, "kept"), model(namespace, "gone", other_key(example(), 2))
-    asked = model(namespace, "mine", other_key(example(), 3))  # the spec a SpyreCache asks for
-    to_ready(kube, kept)
-    to_ready(kube, gone)
-    create(kube, precompile(namespace, "mine", asked))
-    download(kube, asked)
-    wait_for(lambda: kube.get("Job", namespace, job_name(asked)), "the precompile's Job")
-    simulate.complete_job(kube, namespace, job_name(asked), size=7)
+    kept, gone = (
+        sim.model(namespace, "kept"),
+        sim.model(namespace, "gone", other_key(sim.example(), 2)),
+    )
+    asked = sim.model(
+        namespace, "mine", other_key(sim.example(), 3)
+    )  # the spec a SpyreCache asks for
+    sim.to_ready(kube, kept)
+    sim.to_ready(kube, gone)
+    sim.create(kube, precompile(namespace, "mine", asked))
+    sim.download(kube, asked)
+    sim.wait_for(lambda: kube.get("Job", namespace, sim.job_name(asked)), "the precompile's Job")
+    simulate.complete_job(kube, namespace, sim.job_name(asked), size=7)
     entries = {doc["metadata"]["name"]: entry_of(doc) for doc in (kept, gone, asked)}
     assert len(set(entries.values())) == 3  # three keys, three entries
 
     st = entry_status(kube, namespace, entries["kept"], usedBy=["kept"], phase="Ready")
     assert (st["cache"]["bytes"], st["runtime"]) == (3 * 2**30, "vllm-spyre 1.10.0")
     assert st["compiledAt"] and st["lastUsedAt"]
-    assert job_owners(kube, namespace, job_name(kept)) == {"kept", entries["kept"]}
+    assert sim.job_owners(kube, namespace, sim.job_name(kept)) == {"kept", entries["kept"]}
     entry = kube.get(CACHE_KIND, namespace, entries["kept"])
     assert entry is not None and meta.is_inventory(entry)
     assert "ownerReferences" not in entry["metadata"]  # it outlives the SpyreModels
@@ -106,9 +98,9 @@ def test_an_unused_key_is_cleaned_after_the_retention_a_used_or_asked_for_one_ne
     )
     st = entry_status(kube, namespace, entries["gone"], usedBy=[])
     cleanup = meta.cleanup_job_name(cache_key(parse(gone).spec))
-    job = wait_for(lambda: kube.get("Job", namespace, cleanup), "the clean-up Job", timeout=60)
+    job = sim.wait_for(lambda: kube.get("Job", namespace, cleanup), "the clean-up Job", timeout=60)
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["clean"]
-    compile_job = kube.get("Job", namespace, job_name(gone)) or {}
+    compile_job = kube.get("Job", namespace, sim.job_name(gone)) or {}
     marked = compile_job["metadata"]["annotations"][meta.CLEANUP_ANNOTATION]
     assert marked >= st["lastUsedAt"]  # after the retention, from the last use
     (ref,) = job["metadata"]["ownerReferences"]
@@ -116,21 +108,21 @@ def test_an_unused_key_is_cleaned_after_the_retention_a_used_or_asked_for_one_ne
     entry_status(kube, namespace, entries["gone"], phase="CleaningUp")
     freed = json.dumps({"ok": True, "cacheKey": cache_key(parse(gone).spec), "bytes": 3 * 2**30})
     simulate.finish_job(kube, namespace, cleanup, exit_code=0, message=freed, reason="Completed")
-    wait_for(lambda: kube.get(CACHE_KIND, namespace, entries["gone"]) is None, "the entry goes")
+    sim.wait_for(lambda: kube.get(CACHE_KIND, namespace, entries["gone"]) is None, "the entry goes")
 
     def job_gone(name: str) -> bool:
         return kube.get("Job", namespace, name) is None
 
-    for name in (cleanup, job_name(gone)):  # the garbage collector takes both Jobs
-        wait_for(partial(job_gone, name), f"Job {name} is gone")
+    for name in (cleanup, sim.job_name(gone)):  # the garbage collector takes both Jobs
+        sim.wait_for(partial(job_gone, name), f"Job {name} is gone")
 
     # Long past the retention, the used key and the asked-for key have no clean-up Job.
     for doc in (kept, asked):
         name = meta.cleanup_job_name(cache_key(parse(doc).spec))
         assert kube.get("Job", namespace, name) is None
-        assert kube.get("Job", namespace, job_name(doc)) is not None
+        assert kube.get("Job", namespace, sim.job_name(doc)) is not None
     assert kube.get(CACHE_KIND, namespace, "mine") is not None
-    wait_phase(kube, namespace, "kept", "Ready")
+    sim.wait_phase(kube, namespace, "kept", "Ready")
 
 
 @pytest.fixture
@@ -148,7 +140,7 @@ def without_the_cache_crd(kube: Kube) -> Iterator[None]:
             return err.not_found
         return False
 
-    wait_for(unserved, "SpyreCaches are no longer served")
+    sim.wait_for(unserved, "SpyreCaches are no longer served")
     try:
         yield
     finally:
@@ -159,24 +151,24 @@ def test_without_the_spyrecache_crd_a_model_serves_said_once_never_degraded(
     kube: Kube, kubeconfig: Path, namespace: str, tmp_path: Path, without_the_cache_crd: None
 ) -> None:
     log = tmp_path / "operator.log"
-    op = Operator(kubeconfig, namespace, log, 300.0)
+    op = sim.Operator(kubeconfig, namespace, log, 300.0)
     try:
         first, second = (
-            model(namespace, "first"),
-            model(namespace, "second", other_key(example(), 2)),
+            sim.model(namespace, "first"),
+            sim.model(namespace, "second", other_key(sim.example(), 2)),
         )
-        to_ready(kube, first)
-        to_ready(kube, second)  # the kind is known missing: not tried again
+        sim.to_ready(kube, first)
+        sim.to_ready(kube, second)  # the kind is known missing: not tried again
         for name in ("first", "second"):
-            assert ("Warning", "ApplyFailed") not in events_for(kube, namespace, name)
+            assert ("Warning", "ApplyFailed") not in sim.events_for(kube, namespace, name)
             status = (kube.get("SpyreModel", namespace, name) or {})["status"]
             assert (
                 next(c for c in status["conditions"] if c["type"] == "Degraded")["status"]
                 == "False"
             )
-            assert job_owners(kube, namespace, job_name(first if name == "first" else second)) == {
-                name
-            }
+            assert sim.job_owners(
+                kube, namespace, sim.job_name(first if name == "first" else second)
+            ) == {name}
         said = [line for line in op.output().splitlines() if "does not serve SpyreCache" in line]
         assert len(said) == 1 and "WARNING" in said[0]
     except BaseException:

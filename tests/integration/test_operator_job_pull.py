@@ -6,18 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    condition,
-    create,
-    download,
-    job_name,
-    model,
-    status,
-    wait_for,
-    wait_phase,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.api.validation import parse
@@ -33,23 +23,23 @@ def stuck(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     """The status once CacheReady gives the kubelet's reason (Progressing too; Ready's
     reason stays the phase, its message is CacheReady's, as Available's is for serving
     pods)."""
-    st = status(kube, namespace, name)
-    cache, progressing = condition(st, "CacheReady"), condition(st, "Progressing")
+    st = sim.status(kube, namespace, name)
+    cache, progressing = sim.condition(st, "CacheReady"), sim.condition(st, "Progressing")
     said = cache[1] == progressing[1] == "ImagePullBackOff" and cache[2] == progressing[2]
-    return st if said and condition(st, "Ready")[2] == cache[2] else None
+    return st if said and sim.condition(st, "Ready")[2] == cache[2] else None
 
 
 def test_a_weights_and_a_compile_pod_without_their_image_say_why(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
-    doc = model(namespace, "m")
-    create(kube, doc)
+    doc = sim.model(namespace, "m")
+    sim.create(kube, doc)
     weights = weights_job_name(parse(doc).spec)
-    wait_for(lambda: kube.get("Job", namespace, weights), f"Job {weights}")
+    sim.wait_for(lambda: kube.get("Job", namespace, weights), f"Job {weights}")
     pod = simulate.pull_failing_pod(kube, "Job", namespace, weights, SAID)
-    st = wait_for(lambda: stuck(kube, namespace, "m"), "CacheReady reason ImagePullBackOff")
+    st = sim.wait_for(lambda: stuck(kube, namespace, "m"), "CacheReady reason ImagePullBackOff")
     assert st["phase"] == "Downloading"
-    ready = condition(st, "Ready")
+    ready = sim.condition(st, "Ready")
     assert ready == (
         "False",
         "Downloading",
@@ -57,19 +47,21 @@ def test_a_weights_and_a_compile_pod_without_their_image_say_why(
     )
     kube.delete("Pod", namespace, pod)  # pulled at last: the download goes on
 
-    download(kube, doc)
-    wait_phase(kube, namespace, "m", "Compiling")
-    job = job_name(doc)
-    wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
+    sim.download(kube, doc)
+    sim.wait_phase(kube, namespace, "m", "Compiling")
+    job = sim.job_name(doc)
+    sim.wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
     pod = simulate.pull_failing_pod(kube, "Job", namespace, job, SAID)
-    st = wait_for(lambda: stuck(kube, namespace, "m"), "the compile's pod in status")
+    st = sim.wait_for(lambda: stuck(kube, namespace, "m"), "the compile's pod in status")
     assert st["phase"] == "Compiling"
-    ready = condition(st, "Ready")
+    ready = sim.condition(st, "Ready")
     assert ready[1] == "Compiling", ready
     assert ready[2].endswith(f"cannot start: pod {pod}: ImagePullBackOff: {SAID}"), ready
     assert ready[2].startswith("the compile of cache "), ready
     kube.delete("Pod", namespace, pod)
-    wait_for(
-        lambda: condition(status(kube, namespace, "m"), "CacheReady")[1] == "Compiling" or None,
+    sim.wait_for(
+        lambda: (
+            sim.condition(sim.status(kube, namespace, "m"), "CacheReady")[1] == "Compiling" or None
+        ),
         "the pull failure no more in status",
     )

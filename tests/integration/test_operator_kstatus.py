@@ -7,18 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    create,
-    download,
-    example,
-    get,
-    job_name,
-    model,
-    wait_for,
-    wait_phase,
-)
 
 from kstatus_rules import kstatus
 from spyre_devcluster import simulate
@@ -36,7 +26,7 @@ class Seen:
 
     def at(self, phase: str) -> dict[str, Any]:
         def probe() -> dict[str, Any] | None:
-            obj = get(self.kube, self.namespace, self.name)
+            obj = sim.get(self.kube, self.namespace, self.name)
             status = obj.get("status") or {}
             if status.get("observedGeneration") is not None:  # written by the operator
                 now = (status.get("phase", ""), kstatus(obj))
@@ -44,30 +34,30 @@ class Seen:
                     self.all.append(now)
             return obj if status.get("phase") == phase else None
 
-        return wait_for(probe, f"{self.name} {phase}")
+        return sim.wait_for(probe, f"{self.name} {phase}")
 
 
 def test_in_progress_until_ready_then_current(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
-    doc = model(namespace, "m")
-    created = create(kube, doc)  # before the operator saw it: the CRD's status default
+    doc = sim.model(namespace, "m")
+    created = sim.create(kube, doc)  # before the operator saw it: the CRD's status default
     assert created["status"] == {"observedGeneration": 0} and kstatus(created) == "InProgress"
     seen = Seen(kube, namespace, "m")
     seen.at("Downloading")
-    download(kube, doc)
+    sim.download(kube, doc)
     seen.at("Compiling")
-    job = job_name(doc)
-    wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
+    job = sim.job_name(doc)
+    sim.wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
     simulate.complete_job(kube, namespace, job)
     seen.at("Starting")
     simulate.make_deployment_available(kube, namespace, "m")
     ready = seen.at("Ready")
-    wait_for(lambda: kstatus(get(kube, namespace, "m")) == "Current" or None, "Current")
+    sim.wait_for(lambda: kstatus(sim.get(kube, namespace, "m")) == "Current" or None, "Current")
     assert kstatus(ready) in ("InProgress", "Current")  # Ready, and the rollout done
     before = [k for phase, k in seen.all if phase != "Ready"]
     assert before and set(before) == {"InProgress"}, seen.all
-    conditions = {c["type"]: c for c in get(kube, namespace, "m")["status"]["conditions"]}
+    conditions = {c["type"]: c for c in sim.get(kube, namespace, "m")["status"]["conditions"]}
     assert (conditions["Reconciling"]["status"], conditions["Stalled"]["status"]) == (
         "False",
         "False",
@@ -76,20 +66,24 @@ def test_in_progress_until_ready_then_current(
 
 
 def test_failed_when_invalid_or_when_the_compile_failed(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
-    create(kube, model(namespace, "bad", example(env=[{"name": "VLLM_PLUGINS", "value": "x"}])))
-    invalid = wait_phase(kube, namespace, "bad", "Invalid")
-    assert kstatus(get(kube, namespace, "bad")) == "Failed", invalid
-    doc = model(namespace, "oom")
-    create(kube, doc)
-    download(kube, doc)
-    wait_phase(kube, namespace, "oom", "Compiling")
-    assert kstatus(get(kube, namespace, "oom")) == "InProgress"
-    job = job_name(doc)
-    wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
+    sim.create(
+        kube, sim.model(namespace, "bad", sim.example(env=[{"name": "VLLM_PLUGINS", "value": "x"}]))
+    )
+    invalid = sim.wait_phase(kube, namespace, "bad", "Invalid")
+    assert kstatus(sim.get(kube, namespace, "bad")) == "Failed", invalid
+    doc = sim.model(namespace, "oom")
+    sim.create(kube, doc)
+    sim.download(kube, doc)
+    sim.wait_phase(kube, namespace, "oom", "Compiling")
+    assert kstatus(sim.get(kube, namespace, "oom")) == "InProgress"
+    job = sim.job_name(doc)
+    sim.wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
     simulate.finish_job(kube, namespace, job, exit_code=137, message="", reason="OOMKilled")
-    wait_phase(kube, namespace, "oom", "Failed")
-    stalled = {c["type"]: c for c in get(kube, namespace, "oom")["status"]["conditions"]}["Stalled"]
+    sim.wait_phase(kube, namespace, "oom", "Failed")
+    stalled = {c["type"]: c for c in sim.get(kube, namespace, "oom")["status"]["conditions"]}[
+        "Stalled"
+    ]
     assert (stalled["status"], stalled["reason"]) == ("True", "OOMKilled")
-    assert kstatus(get(kube, namespace, "oom")) == "Failed"
+    assert kstatus(sim.get(kube, namespace, "oom")) == "Failed"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import subprocess
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import Operator, create, example, model, to_ready, wait_for, wait_phase
 
 from spyre_devcluster.tools import install_promtool
 from spyre_operator.kube.client import Kube
@@ -16,13 +16,15 @@ pytestmark = pytest.mark.integration
 
 
 def test_metrics_pass_promtool_and_count_phases_and_compiles(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
-    to_ready(kube, model(namespace, "good"))
-    create(kube, model(namespace, "bad", example(env=[{"name": "VLLM_PLUGINS", "value": "x"}])))
-    wait_phase(kube, namespace, "bad", "Invalid")
+    sim.to_ready(kube, sim.model(namespace, "good"))
+    sim.create(
+        kube, sim.model(namespace, "bad", sim.example(env=[{"name": "VLLM_PLUGINS", "value": "x"}]))
+    )
+    sim.wait_phase(kube, namespace, "bad", "Invalid")
     ns = f'namespace="{namespace}"'
-    got = wait_for(
+    got = sim.wait_for(
         lambda: m if (m := operator.metrics()).get(f'spyre_operator_model_phase{{{ns},'
                                                    'name="bad",phase="Invalid"}') else None,
         "the Invalid model in the metrics",
@@ -38,7 +40,7 @@ def test_metrics_pass_promtool_and_count_phases_and_compiles(
         > 0
     )
     # the key's inventory entry (a SpyreCache) reports the compile's bytes, once per key
-    sizes = wait_for(
+    sizes = sim.wait_for(
         lambda: [v for k, v in operator.metrics().items()
                  if k.startswith(f"spyre_operator_cache_key_bytes{{{ns},")] or None,
         "the compiled key's bytes in the metrics",

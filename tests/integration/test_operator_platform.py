@@ -8,18 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    create,
-    download,
-    ignore_missing,
-    job_name,
-    model,
-    spec_patch,
-    wait_for,
-    wait_phase,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.api.validation import parse
@@ -44,13 +34,13 @@ def priority_class(kube: Kube, namespace: str) -> Iterator[str]:
     }
     kube.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
     yield name
-    ignore_missing(
+    sim.ignore_missing(
         lambda: kube.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
     )
 
 
 def test_a_model_with_every_platform_field_reaches_ready_and_its_pods_carry_them(
-    kube: Kube, namespace: str, operator: Operator, priority_class: str
+    kube: Kube, namespace: str, operator: sim.Operator, priority_class: str
 ) -> None:
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "models"}}
     kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", account)
@@ -65,18 +55,20 @@ def test_a_model_with_every_platform_field_reaches_ready_and_its_pods_carry_them
              "whenUnsatisfiable": "ScheduleAnyway"}
         ],
     }  # fmt: skip
-    doc = model(namespace, "platform")
+    doc = sim.model(namespace, "platform")
     doc["spec"] |= platform
-    create(kube, doc)
+    sim.create(kube, doc)
 
     # The weights and compile pods: made from the Jobs' templates, admitted by the server.
-    download(kube, doc)
+    sim.download(kube, doc)
     weights = kube.get("Job", namespace, weights_job_name(parse(doc).spec))
-    job = wait_for(lambda: kube.get("Job", namespace, job_name(doc)), "the compile Job exists")
+    job = sim.wait_for(
+        lambda: kube.get("Job", namespace, sim.job_name(doc)), "the compile Job exists"
+    )
     simulate.complete_job(kube, namespace, job["metadata"]["name"])
-    deploy = wait_for(lambda: kube.get("Deployment", namespace, "platform"), "the Deployment")
+    deploy = sim.wait_for(lambda: kube.get("Deployment", namespace, "platform"), "the Deployment")
     simulate.make_deployment_available(kube, namespace, "platform")
-    status = wait_phase(kube, namespace, "platform", "Ready")
+    status = sim.wait_phase(kube, namespace, "platform", "Ready")
     assert status["readyReplicas"] == 1
 
     assert weights is not None
@@ -105,7 +97,7 @@ def test_a_model_with_every_platform_field_reaches_ready_and_its_pods_carry_them
 
 
 def test_platform_fields_removed_from_the_spec_leave_the_deployment(
-    kube: Kube, namespace: str, operator: Operator, priority_class: str
+    kube: Kube, namespace: str, operator: sim.Operator, priority_class: str
 ) -> None:
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "models"}}
     kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", account)
@@ -115,22 +107,24 @@ def test_platform_fields_removed_from_the_spec_leave_the_deployment(
         "imagePullSecrets": [{"name": "icr-pull"}],
         "podLabels": {"example.com/team": "a"},
     }
-    doc = model(namespace, "gone")
+    doc = sim.model(namespace, "gone")
     doc["spec"] |= platform
-    create(kube, doc)
-    download(kube, doc)
-    job = wait_for(lambda: kube.get("Job", namespace, job_name(doc)), "the compile Job exists")
+    sim.create(kube, doc)
+    sim.download(kube, doc)
+    job = sim.wait_for(
+        lambda: kube.get("Job", namespace, sim.job_name(doc)), "the compile Job exists"
+    )
     simulate.complete_job(kube, namespace, job["metadata"]["name"])
-    wait_for(lambda: kube.get("Deployment", namespace, "gone"), "the Deployment exists")
+    sim.wait_for(lambda: kube.get("Deployment", namespace, "gone"), "the Deployment exists")
 
-    spec_patch(kube, namespace, "gone", dict.fromkeys(platform))
+    sim.spec_patch(kube, namespace, "gone", dict.fromkeys(platform))
 
     def plain_template() -> dict[str, Any] | None:
         deploy = kube.get("Deployment", namespace, "gone")
         template: dict[str, Any] = (deploy or {})["spec"]["template"]
         return None if "example.com/team" in template["metadata"]["labels"] else template
 
-    template = wait_for(plain_template, "the Deployment lost the pod label")
+    template = sim.wait_for(plain_template, "the Deployment lost the pod label")
     pod = template["spec"]
     assert "priorityClassName" not in pod and "imagePullSecrets" not in pod
     # not "models": the API server's mirror (serviceAccount) does not bring it back

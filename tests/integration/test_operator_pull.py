@@ -14,20 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    condition,
-    create,
-    download,
-    entry_name,
-    job_name,
-    job_owners,
-    model,
-    running_operator,
-    wait_for,
-    wait_phase,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.api.names import CACHE_KIND
@@ -43,10 +31,10 @@ REGISTRY = "127.0.0.1:5000/spyre/caches"
 
 
 @pytest.fixture
-def sharing_operator(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Operator]:
+def sharing_operator(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[sim.Operator]:
     flags = ("--cache-registry", REGISTRY, "--cache-registry-secret", "registry-creds")
     log = tmp_path / "operator.log"
-    with running_operator(kubeconfig, namespace, log, 300.0, *flags) as running:
+    with sim.running_operator(kubeconfig, namespace, log, 300.0, *flags) as running:
         yield running
 
 
@@ -64,12 +52,12 @@ def said(kube: Kube, namespace: str, text: str) -> list[str]:
 def pulling(kube: Kube, doc: dict[str, Any]) -> str:
     """Create the SpyreModel, play its download; the pull Job, once it is there."""
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
-    create(kube, doc)
-    download(kube, doc)
+    sim.create(kube, doc)
+    sim.download(kube, doc)
     pull = pull_name(doc)
-    wait_for(lambda: kube.get("Job", namespace, pull), f"the pull Job {pull} exists")
-    st = wait_phase(kube, namespace, name, "Compiling")
-    assert condition(st, "CacheReady")[:2] == ("False", "Pulling")
+    sim.wait_for(lambda: kube.get("Job", namespace, pull), f"the pull Job {pull} exists")
+    st = sim.wait_phase(kube, namespace, name, "Compiling")
+    assert sim.condition(st, "CacheReady")[:2] == ("False", "Pulling")
     return pull
 
 
@@ -80,15 +68,15 @@ def missed(kube: Kube, doc: dict[str, Any]) -> tuple[str, str, str]:
     pull = pulling(kube, doc)
     no = {"ok": False, "reason": "NotInRegistry", "message": f"{REGISTRY} has no cache"}
     simulate.finish_job(kube, namespace, pull, exit_code=1, message=json.dumps(no), reason="Error")
-    compile_job = job_name(doc)
-    wait_for(lambda: kube.get("Job", namespace, compile_job), f"the compile Job {compile_job}")
+    compile_job = sim.job_name(doc)
+    sim.wait_for(lambda: kube.get("Job", namespace, compile_job), f"the compile Job {compile_job}")
     return pull, cache_key(parse(doc).spec), compile_job
 
 
 def test_a_pulled_key_serves_no_compile_job_is_made_and_the_inventory_lists_it(
-    kube: Kube, namespace: str, sharing_operator: Operator, kubectl: Any
+    kube: Kube, namespace: str, sharing_operator: sim.Operator, kubectl: Any
 ) -> None:
-    doc = model(namespace, "pulled")
+    doc = sim.model(namespace, "pulled")
     pull = pulling(kube, doc)
     job = (kube.get("Job", namespace, pull) or {})["spec"]["template"]["spec"]
     assert job["containers"][0]["args"] == ["pull"]
@@ -104,12 +92,12 @@ def test_a_pulled_key_serves_no_compile_job_is_made_and_the_inventory_lists_it(
     simulate.finish_job(
         kube, namespace, pull, exit_code=0, message=json.dumps(summary), reason="Completed"
     )
-    wait_for(lambda: kube.get("Deployment", namespace, "pulled"), "the Deployment exists")
+    sim.wait_for(lambda: kube.get("Deployment", namespace, "pulled"), "the Deployment exists")
     simulate.make_deployment_available(kube, namespace, "pulled")
-    st = wait_phase(kube, namespace, "pulled", "Ready")
+    st = sim.wait_phase(kube, namespace, "pulled", "Ready")
     assert st["cache"]["pulledFrom"] == reference and st["cache"]["bytesMoved"] == 9000
-    assert condition(st, "CacheReady")[:2] == ("True", "Pulled")
-    assert kube.get("Job", namespace, job_name(doc)) is None
+    assert sim.condition(st, "CacheReady")[:2] == ("True", "Pulled")
+    assert kube.get("Job", namespace, sim.job_name(doc)) is None
     assert said(kube, namespace, f"pulling cache {key[:12]} from {REGISTRY}")
     got = sharing_operator.metrics()
     assert got['spyre_operator_cache_pulls_total{result="hit"}'] == 1
@@ -118,30 +106,32 @@ def test_a_pulled_key_serves_no_compile_job_is_made_and_the_inventory_lists_it(
     assert got["spyre_operator_compile_duration_seconds_count"] == 0
 
     # The key's inventory entry: held by the pull Job (no compile Job), which it joins.
-    entry = entry_name(doc)
+    entry = sim.entry_name(doc)
 
     def listed() -> dict[str, Any] | None:
         found = (kube.get(CACHE_KIND, namespace, entry) or {}).get("status") or {}
         return found if found.get("usedBy") == ["pulled"] and found.get("phase") else None
 
-    st = wait_for(listed, f"the inventory entry {entry} says who uses the key")
-    assert st["phase"] == "Ready" and condition(st, "CacheReady")[:2] == ("True", "Pulled")
+    st = sim.wait_for(listed, f"the inventory entry {entry} says who uses the key")
+    assert st["phase"] == "Ready" and sim.condition(st, "CacheReady")[:2] == ("True", "Pulled")
     assert st["cache"]["pulledFrom"] == reference and st["cache"]["bytesMoved"] == 9000
     assert st["cache"]["jobName"] == pull
-    wait_for(lambda: job_owners(kube, namespace, pull) == {"pulled", entry}, "the entry joins")
+    sim.wait_for(
+        lambda: sim.job_owners(kube, namespace, pull) == {"pulled", entry}, "the entry joins"
+    )
     row = kubectl("get", "scache", "-n", namespace, entry, "--no-headers").stdout.split()
     assert row[:3] == [entry, "Ready", "Pulled"], row
     assert "8800" in row, row  # BYTES: the key's size the pull Job's verified record says
 
 
 def test_a_miss_compiles_says_why_and_records_the_publish(
-    kube: Kube, namespace: str, sharing_operator: Operator
+    kube: Kube, namespace: str, sharing_operator: sim.Operator
 ) -> None:
-    doc = model(namespace, "missed")
+    doc = sim.model(namespace, "missed")
     _, key, compile_job = missed(kube, doc)
     why = f"the registry's copy was not used: NotInRegistry: {REGISTRY} has no cache"
     told = f"compiling cache {key[:12]} in Job {compile_job}; {why}"
-    wait_for(lambda: said(kube, namespace, told), "an Event says why it compiles")
+    sim.wait_for(lambda: said(kube, namespace, told), "an Event says why it compiles")
     env = simulate.env_of(kube.get("Job", namespace, compile_job) or {})
     assert env["SPYRE_SERVING_CACHE_REGISTRY"] == REGISTRY
     published = {"reference": f"{REGISTRY}:{key}-amd64", "digest": "sha256:cd", "bytes": 7000}
@@ -149,13 +139,13 @@ def test_a_miss_compiles_says_why_and_records_the_publish(
     simulate.finish_job(
         kube, namespace, compile_job, exit_code=0, message=json.dumps(summary), reason="Completed"
     )
-    wait_for(lambda: kube.get("Deployment", namespace, "missed"), "the Deployment exists")
+    sim.wait_for(lambda: kube.get("Deployment", namespace, "missed"), "the Deployment exists")
     simulate.make_deployment_available(kube, namespace, "missed")
-    st = wait_phase(kube, namespace, "missed", "Ready")
+    st = sim.wait_phase(kube, namespace, "missed", "Ready")
     assert (
         st["cache"]["publishedTo"] == published["reference"] and st["cache"]["bytesMoved"] == 7000
     )
-    assert condition(st, "CacheReady")[:2] == ("True", "Compiled")
+    assert sim.condition(st, "CacheReady")[:2] == ("True", "Compiled")
     assert st["cache"]["notPulled"] == f"NotInRegistry: {REGISTRY} has no cache"
     got = sharing_operator.metrics()
     assert got['spyre_operator_cache_pulls_total{result="miss"}'] == 1
@@ -164,15 +154,15 @@ def test_a_miss_compiles_says_why_and_records_the_publish(
 
 
 def test_a_registry_in_the_spec_is_checked_by_the_api_server_and_used(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
     """The operator without --cache-registry: a model's own spec.cache.registry pulls."""
-    wrong = model(namespace, "wrong")
+    wrong = sim.model(namespace, "wrong")
     wrong["spec"]["cache"] = {"registry": {"repository": "https://r.example/Caches"}}
     with pytest.raises(ApiError) as refused:
-        create(kube, wrong)
+        sim.create(kube, wrong)
     assert refused.value.status == 422 and "spec.cache.registry.repository" in str(refused.value)
-    own = model(namespace, "own")
+    own = sim.model(namespace, "own")
     own["spec"]["cache"] = {"registry": {"repository": "r.example:5000/team/caches"}}
     pull = pulling(kube, own)
     env = simulate.env_of(kube.get("Job", namespace, pull) or {})
@@ -180,12 +170,12 @@ def test_a_registry_in_the_spec_is_checked_by_the_api_server_and_used(
 
 
 def test_a_stale_failed_pull_does_not_block_asking_again(
-    kube: Kube, namespace: str, sharing_operator: Operator
+    kube: Kube, namespace: str, sharing_operator: sim.Operator
 ) -> None:
     """A miss compiles; once the failed pull is older than its retry period and the key has
     no compile Job (deleted here, as a clean-up or a user would), the operator deletes the
     failed pull Job and makes a new one: the registry is asked again, and a hit serves."""
-    doc = model(namespace, "again")
+    doc = sim.model(namespace, "again")
     pull, key, compile_job = missed(kube, doc)
     first = (kube.get("Job", namespace, pull) or {})["metadata"]["uid"]
     # the failed pull's answer, dated past its retry period
@@ -203,20 +193,20 @@ def test_a_stale_failed_pull_does_not_block_asking_again(
         uid: str | None = job["metadata"]["uid"] if job else None
         return uid if uid not in (None, first) else None
 
-    wait_for(asked_again, "a new pull Job")
-    wait_for(
+    sim.wait_for(asked_again, "a new pull Job")
+    sim.wait_for(
         lambda: said(kube, namespace, f"asking {REGISTRY} again for cache {key[:12]}"),
         "an Event says the registry is asked again",
     )
-    st = wait_phase(kube, namespace, "again", "Compiling")
-    assert condition(st, "CacheReady")[:2] == ("False", "Pulling")
+    st = sim.wait_phase(kube, namespace, "again", "Compiling")
+    assert sim.condition(st, "CacheReady")[:2] == ("False", "Pulling")
     reference = f"{REGISTRY}:{key}-amd64"
     hit = {"ok": True, "cacheKey": key, "seconds": 2.0, "pulled": {"reference": reference}}
     simulate.finish_job(
         kube, namespace, pull, exit_code=0, message=json.dumps(hit), reason="Completed"
     )
-    wait_for(lambda: kube.get("Deployment", namespace, "again"), "the Deployment exists")
+    sim.wait_for(lambda: kube.get("Deployment", namespace, "again"), "the Deployment exists")
     simulate.make_deployment_available(kube, namespace, "again")
-    st = wait_phase(kube, namespace, "again", "Ready")
+    st = sim.wait_phase(kube, namespace, "again", "Ready")
     assert st["cache"]["pulledFrom"] == reference
     assert kube.get("Job", namespace, compile_job) is None

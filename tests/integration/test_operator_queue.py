@@ -8,20 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    condition,
-    create,
-    example,
-    job_name,
-    kube_for,
-    model,
-    running_operator,
-    status,
-    wait_for,
-    wait_phase,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.kube.client import Kube
@@ -38,9 +26,9 @@ ON_A_PVC = {  # no download: the compile is the first step
 
 def doc(namespace: str, name: str, seqs: int) -> dict[str, Any]:
     """A SpyreModel with a cache key of its own (maxNumSeqs is part of the key)."""
-    base = example(model=ON_A_PVC)
+    base = sim.example(model=ON_A_PVC)
     base["spec"]["batching"]["continuous"]["maxNumSeqs"] = seqs
-    return model(namespace, name, base)
+    return sim.model(namespace, name, base)
 
 
 def running_compiles(kube: Kube, namespace: str) -> set[str]:
@@ -69,11 +57,11 @@ def settled(
     def probe() -> bool | None:
         now = running_compiles(kube, namespace)
         assert len(now) <= limit, f"{sorted(now)} compile at once (limit {limit})"
-        if now != {job_name(d) for d in running}:
+        if now != {sim.job_name(d) for d in running}:
             return None
         for place, d in enumerate(waiting, 1):
-            st = status(kube, namespace, d["metadata"]["name"])
-            _, reason, message = condition(st, "CacheReady")
+            st = sim.status(kube, namespace, d["metadata"]["name"])
+            _, reason, message = sim.condition(st, "CacheReady")
             total = f" of {len(waiting)}" if exact_total else " of "
             words = f"{ordinal(place)}{total}"
             if (st.get("phase"), reason) != ("Compiling", "Queued") or words not in message:
@@ -83,46 +71,46 @@ def settled(
         return True
 
     names = [d["metadata"]["name"] for d in running], [d["metadata"]["name"] for d in waiting]
-    wait_for(probe, f"{names[0]} compile, {names[1]} wait in this order")
+    sim.wait_for(probe, f"{names[0]} compile, {names[1]} wait in this order")
 
 
 def create_in_order(kube: Kube, docs: list[dict[str, Any]]) -> None:
     """One after the other, each seen by the operator first (creation order = line order)."""
     for d in docs:
-        create(kube, d)
-        wait_phase(kube, d["metadata"]["namespace"], d["metadata"]["name"], "Compiling")
+        sim.create(kube, d)
+        sim.wait_phase(kube, d["metadata"]["namespace"], d["metadata"]["name"], "Compiling")
 
 
 def finish(kube: Kube, d: dict[str, Any]) -> None:
     """The compile succeeds; the SpyreModel serves."""
     namespace, name = d["metadata"]["namespace"], d["metadata"]["name"]
-    simulate.complete_job(kube, namespace, job_name(d))
-    wait_for(lambda: kube.get("Deployment", namespace, name), f"Deployment {name} exists")
+    simulate.complete_job(kube, namespace, sim.job_name(d))
+    sim.wait_for(lambda: kube.get("Deployment", namespace, name), f"Deployment {name} exists")
     simulate.make_deployment_available(kube, namespace, name)
-    wait_phase(kube, namespace, name, "Ready")
+    sim.wait_phase(kube, namespace, name, "Ready")
 
 
 @pytest.fixture
-def two_at_once(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Operator]:
+def two_at_once(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[sim.Operator]:
     log = tmp_path / "operator.log"
-    with running_operator(kubeconfig, namespace, log, 300.0, "--max-compiles", "2") as op:
+    with sim.running_operator(kubeconfig, namespace, log, 300.0, "--max-compiles", "2") as op:
         yield op
 
 
 def test_at_most_two_compile_at_once_and_all_get_ready(
-    kubeconfig: Path, namespace: str, two_at_once: Operator
+    kubeconfig: Path, namespace: str, two_at_once: sim.Operator
 ) -> None:
-    kube = kube_for(kubeconfig)
+    kube = sim.kube_for(kubeconfig)
     docs = [doc(namespace, f"q{n}", n) for n in range(1, 6)]
-    assert len({job_name(d) for d in docs}) == 5
+    assert len({sim.job_name(d) for d in docs}) == 5
     create_in_order(kube, docs)
     # Arrivals behind do not refresh the count of those ahead: positions are exact, the
     # totals once the line moves.
     settled(kube, namespace, 2, docs[:2], docs[2:], exact_total=False)
-    message = condition(status(kube, namespace, "q5"), "CacheReady")[2]
+    message = sim.condition(sim.status(kube, namespace, "q5"), "CacheReady")[2]
     assert "3rd of 3 waiting; 2 compiles running (at most 2 at once)" in message
     queued = f'spyre_operator_compile_queue_keys{{namespace="{namespace}"}}'
-    wait_for(lambda: two_at_once.metrics().get(queued) == 3, "3 keys queued in the metrics")
+    sim.wait_for(lambda: two_at_once.metrics().get(queued) == 3, "3 keys queued in the metrics")
     finish(kube, docs[0])
     settled(kube, namespace, 2, docs[1:3], docs[3:])
     finish(kube, docs[1])
@@ -132,23 +120,23 @@ def test_at_most_two_compile_at_once_and_all_get_ready(
     for d in docs[3:]:
         finish(kube, d)
     for d in docs:
-        assert status(kube, namespace, d["metadata"]["name"])["phase"] == "Ready"
-    wait_for(lambda: two_at_once.metrics().get(queued) == 0, "no key queued in the metrics")
+        assert sim.status(kube, namespace, d["metadata"]["name"])["phase"] == "Ready"
+    sim.wait_for(lambda: two_at_once.metrics().get(queued) == 0, "no key queued in the metrics")
 
 
 def test_a_restarted_operator_keeps_the_line(
     kubeconfig: Path, namespace: str, tmp_path: Path
 ) -> None:
-    kube = kube_for(kubeconfig)
+    kube = sim.kube_for(kubeconfig)
     docs = [doc(namespace, f"r{n}", n) for n in range(1, 4)]
     flags = ("--max-compiles", "1")
-    with running_operator(kubeconfig, namespace, tmp_path / "first.log", 300.0, *flags) as op:
+    with sim.running_operator(kubeconfig, namespace, tmp_path / "first.log", 300.0, *flags) as op:
         create_in_order(kube, docs)
         settled(kube, namespace, 1, docs[:1], docs[1:], exact_total=False)
         op.kill()
-        simulate.complete_job(kube, namespace, job_name(docs[0]))  # while it is down
-    with running_operator(kubeconfig, namespace, tmp_path / "second.log", 300.0, *flags):
-        wait_phase(kube, namespace, "r1", "Starting")
+        simulate.complete_job(kube, namespace, sim.job_name(docs[0]))  # while it is down
+    with sim.running_operator(kubeconfig, namespace, tmp_path / "second.log", 300.0, *flags):
+        sim.wait_phase(kube, namespace, "r1", "Starting")
         settled(kube, namespace, 1, docs[1:2], docs[2:])  # r2 next, never r3 first
         finish(kube, docs[1])
         settled(kube, namespace, 1, docs[2:], [])

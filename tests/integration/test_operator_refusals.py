@@ -4,17 +4,8 @@ included, and says the API server's reason."""
 
 from __future__ import annotations
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    condition,
-    create,
-    events_for,
-    example,
-    model,
-    wait_for,
-    wait_phase,
-)
 
 from spyre_operator.kube.client import Kube
 
@@ -36,7 +27,7 @@ def touch(kube: Kube, namespace: str, name: str) -> None:
 
 
 def test_a_quota_that_refuses_the_deployment_stops_the_compile_before_it_starts(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
     quotas = f"/api/v1/namespaces/{namespace}/resourcequotas"
     quota = {
@@ -53,25 +44,27 @@ def test_a_quota_that_refuses_the_deployment_stops_the_compile_before_it_starts(
     kube.request("PATCH", f"{quotas}/no-deployments/status", hard,
                  content_type="application/merge-patch+json")  # fmt: skip
 
-    create(kube, model(namespace, "quota"))
-    st = wait_phase(kube, namespace, "quota", "Invalid")
-    status, reason, message = condition(st, "Degraded")
+    sim.create(kube, sim.model(namespace, "quota"))
+    st = sim.wait_phase(kube, namespace, "quota", "Invalid")
+    status, reason, message = sim.condition(st, "Degraded")
     assert (status, reason) == ("True", "Refused")
     assert message.startswith("the API server refuses Deployment quota (a dry run; nothing")
     assert "exceeded quota: no-deployments" in message
     assert children(kube, namespace) == []  # no download, no compile, no volume
-    wait_for(lambda: ("Warning", "Refused") in events_for(kube, namespace, "quota"), "Event")
+    sim.wait_for(
+        lambda: ("Warning", "Refused") in sim.events_for(kube, namespace, "quota"), "Event"
+    )
 
     # The quota is lifted: the next reconcile (a change here, or the resync) goes on.
     kube.request("DELETE", f"{quotas}/no-deployments")
     touch(kube, namespace, "quota")
-    wait_phase(kube, namespace, "quota", "Downloading")
+    sim.wait_phase(kube, namespace, "quota", "Downloading")
     assert any(c.startswith("Job spyre-weights-") for c in children(kube, namespace))
     assert operator.metrics()['spyre_operator_dry_runs_total{kind="Deployment"}'] >= 2
 
 
 def test_a_limit_range_that_refuses_the_cache_volume_stops_before_the_download(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
     """The volume is the reconcile's own first write: its refusal is said (Degraded
     ApplyFailed, with the server's reason) and nothing after it is written."""
@@ -83,10 +76,10 @@ def test_a_limit_range_that_refuses_the_cache_volume_stops_before_the_download(
     }
     kube.request("POST", f"/api/v1/namespaces/{namespace}/limitranges", limits)
     volume = {"size": "50Gi", "accessMode": "ReadWriteOnce"}
-    doc = model(namespace, "big", example(cache={"volume": volume}))
-    create(kube, doc)
-    st = wait_phase(kube, namespace, "big", "Degraded")
-    reason, message = condition(st, "Degraded")[1:]
+    doc = sim.model(namespace, "big", sim.example(cache={"volume": volume}))
+    sim.create(kube, doc)
+    st = sim.wait_phase(kube, namespace, "big", "Degraded")
+    reason, message = sim.condition(st, "Degraded")[1:]
     assert reason == "ApplyFailed" and message.startswith("writing PersistentVolumeClaim ")
     assert "maximum storage usage per PersistentVolumeClaim is 1Gi" in message
     assert children(kube, namespace) == []

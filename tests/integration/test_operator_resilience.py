@@ -5,19 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    create,
-    download,
-    events_for,
-    get,
-    job_name,
-    model,
-    to_ready,
-    wait_for,
-    wait_phase,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.kube.client import STRATEGIC, Kube, path
@@ -31,12 +20,12 @@ def _uid(kube: Kube, kind: str, namespace: str, name: str) -> str | None:
 
 
 def test_deleted_or_edited_children_are_restored(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
-    to_ready(kube, model(namespace, "drift"))
+    sim.to_ready(kube, sim.model(namespace, "drift"))
     old = _uid(kube, "Deployment", namespace, "drift")
     kube.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/deployments/drift")
-    wait_for(
+    sim.wait_for(
         lambda: _uid(kube, "Deployment", namespace, "drift") not in (None, old),
         "the Deployment is back",
     )
@@ -57,11 +46,13 @@ def test_deleted_or_edited_children_are_restored(
             content_type=STRATEGIC,
             query={"fieldManager": "kubectl-edit"},
         )
-    wait_for(
+    sim.wait_for(
         lambda: kube.get("Service", namespace, "drift")["spec"]["ports"][0]["targetPort"] == "http",
         "the Service's targetPort is restored",
     )
-    wait_for(lambda: _image(kube, namespace, "drift") == image, "the Deployment's image is back")
+    sim.wait_for(
+        lambda: _image(kube, namespace, "drift") == image, "the Deployment's image is back"
+    )
 
 
 def _image(kube: Kube, namespace: str, name: str) -> str | None:
@@ -76,22 +67,22 @@ PHASES = ("Downloading", "Compiling", "Starting", "Ready", "Degraded", "Failed")
 
 
 def test_killed_operator_resumes_from_the_cluster(
-    kube: Kube, namespace: str, operator: Operator, kubeconfig: Path, tmp_path: Path
+    kube: Kube, namespace: str, operator: sim.Operator, kubeconfig: Path, tmp_path: Path
 ) -> None:
-    doc = model(namespace, "crash")
-    create(kube, doc)
-    download(kube, doc)
-    wait_phase(kube, namespace, "crash", "Compiling")
-    job = job_name(doc)
-    job_uid = wait_for(lambda: _uid(kube, "Job", namespace, job), "the Job exists")
+    doc = sim.model(namespace, "crash")
+    sim.create(kube, doc)
+    sim.download(kube, doc)
+    sim.wait_phase(kube, namespace, "crash", "Compiling")
+    job = sim.job_name(doc)
+    job_uid = sim.wait_for(lambda: _uid(kube, "Job", namespace, job), "the Job exists")
     operator.kill()
     simulate.complete_job(kube, namespace, job)  # the compile finishes while it is down
 
-    successor = Operator(kubeconfig, namespace, tmp_path / "operator-2.log", resync=300.0)
+    successor = sim.Operator(kubeconfig, namespace, tmp_path / "operator-2.log", resync=300.0)
     try:
-        wait_phase(kube, namespace, "crash", "Starting")
+        sim.wait_phase(kube, namespace, "crash", "Starting")
         simulate.make_deployment_available(kube, namespace, "crash")
-        st = wait_phase(kube, namespace, "crash", "Ready")
+        st = sim.wait_phase(kube, namespace, "crash", "Ready")
     except BaseException:
         print(successor.output(80))
         raise
@@ -103,23 +94,23 @@ def test_killed_operator_resumes_from_the_cluster(
     assert st["cache"]["ok"] is True
     # Starting was reached while no operator ran; each phase's Event is there once
     # (a transition's Event is posted before its status is written).
-    phases = [r for _, r in events_for(kube, namespace, "crash") if r in PHASES]
+    phases = [r for _, r in sim.events_for(kube, namespace, "crash") if r in PHASES]
     assert phases == ["Downloading", "Compiling", "Starting", "Ready"], phases
 
 
 def test_scale_subresource_drives_the_deployment(
-    kube: Kube, namespace: str, operator: Operator, kubectl: object
+    kube: Kube, namespace: str, operator: sim.Operator, kubectl: object
 ) -> None:
-    to_ready(kube, model(namespace, "scaled"))
+    sim.to_ready(kube, sim.model(namespace, "scaled"))
     run = kubectl  # the session fixture: kubectl against the test control plane
     run("scale", "-n", namespace, "spyremodel/scaled", "--replicas=3")  # type: ignore[operator]
 
     def replicas() -> int:
         return int((kube.get("Deployment", namespace, "scaled") or {})["spec"]["replicas"])
 
-    wait_for(lambda: replicas() == 3, "the Deployment follows the scale subresource")
+    sim.wait_for(lambda: replicas() == 3, "the Deployment follows the scale subresource")
     simulate.make_deployment_available(kube, namespace, "scaled")
-    wait_phase(kube, namespace, "scaled", "Ready", readyReplicas=3, replicas=3)
+    sim.wait_phase(kube, namespace, "scaled", "Ready", readyReplicas=3, replicas=3)
     scale = kube.request(
         "GET", f"/apis/serving.spyre.dev/v1alpha1/namespaces/{namespace}/spyremodels/scaled/scale"
     )
@@ -128,7 +119,7 @@ def test_scale_subresource_drives_the_deployment(
     # Further reconciles (a spec-neutral label change triggers one) keep the HPA's number.
     before = operator.metrics()["spyre_operator_reconciles_total"]  # read first: no race
     kube.patch("SpyreModel", namespace, "scaled", {"metadata": {"labels": {"touched": "1"}}})
-    wait_for(
+    sim.wait_for(
         lambda: operator.metrics()["spyre_operator_reconciles_total"] > before, "another reconcile"
     )
-    assert replicas() == 3 and get(kube, namespace, "scaled")["spec"]["replicas"] == 3
+    assert replicas() == 3 and sim.get(kube, namespace, "scaled")["spec"]["replicas"] == 3

@@ -6,17 +6,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    create,
-    download,
-    example,
-    job_name,
-    job_owners,
-    model,
-    running_operator,
-    wait_for,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.api.validation import parse
@@ -59,7 +50,7 @@ def _few_reads(operator: Any) -> bool:
     reconciles at most (with a GET per reconcile they would be as many)."""
     before = operator.metrics()
     count, reads = "spyre_operator_reconciles_total", "spyre_operator_api_reads_total"
-    wait_for(lambda: operator.metrics()[count] >= before[count] + 2 * MODELS, "two passes")
+    sim.wait_for(lambda: operator.metrics()[count] >= before[count] + 2 * MODELS, "two passes")
     after = operator.metrics()
     return after[reads] - before[reads] < (after[count] - before[count]) / 5
 
@@ -69,45 +60,47 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
 ) -> None:
     docs: list[dict[str, Any]] = []
     for i in range(MODELS):
-        doc = example()
+        doc = sim.example()
         doc["spec"]["batching"]["continuous"]["maxNumSeqs"] = 1 + i % KEYS
-        docs.append(model(namespace, f"m{i:02d}", doc))
+        docs.append(sim.model(namespace, f"m{i:02d}", doc))
     resync = 3.0
     log, flags = tmp_path / "operator.log", ("--max-compiles", str(KEYS))  # all at once
-    with running_operator(kubeconfig, namespace, log, resync, *flags) as operator:
+    with sim.running_operator(kubeconfig, namespace, log, resync, *flags) as operator:
         for doc in docs:
-            create(kube, doc)
+            sim.create(kube, doc)
         # One download for all: the same model and revision.
         (weights,) = {weights_job_name(parse(doc).spec) for doc in docs}
-        wait_for(
-            lambda: len(job_owners(kube, namespace, weights)) == MODELS, "all own the download", 180
+        sim.wait_for(
+            lambda: len(sim.job_owners(kube, namespace, weights)) == MODELS,
+            "all own the download",
+            180,
         )
-        download(kube, docs[0])
-        jobs = sorted({job_name(doc) for doc in docs})
+        sim.download(kube, docs[0])
+        jobs = sorted({sim.job_name(doc) for doc in docs})
         assert len(jobs) == KEYS
         for job in jobs:
-            wait_for(partial(kube.get, "Job", namespace, job), f"Job {job}", timeout=180)
-        wait_for(
+            sim.wait_for(partial(kube.get, "Job", namespace, job), f"Job {job}", timeout=180)
+        sim.wait_for(
             lambda: set(_phases(kube, namespace).values()) == {"Compiling"},
             "all Compiling",
             timeout=180,
         )
         # Not Ready: the resync's copies come from its LISTs, not a GET per object. Polled:
         # the first passes may still meet the changes the creates left (each with its GET).
-        wait_for(lambda: _few_reads(operator), "two resync passes without a GET each", 180)
+        sim.wait_for(lambda: _few_reads(operator), "two resync passes without a GET each", 180)
         for job in jobs:
-            owners = job_owners(kube, namespace, job)  # the key's models and its entry
+            owners = sim.job_owners(kube, namespace, job)  # the key's models and its entry
             assert len(owners - {f"spyre-cache-{job[-12:]}"}) == MODELS // KEYS, owners
             simulate.complete_job(kube, namespace, job)
         for doc in docs:
             name = doc["metadata"]["name"]
-            wait_for(
+            sim.wait_for(
                 partial(kube.get, "Deployment", namespace, name),
                 f"Deployment {name}",
                 timeout=180,
             )
             simulate.make_deployment_available(kube, namespace, name)
-        wait_for(
+        sim.wait_for(
             lambda: set(_phases(kube, namespace).values()) == {"Ready"}, "all Ready", timeout=180
         )
 
@@ -116,7 +109,7 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
         def idle_pass() -> bool:
             versions, metrics = _versions(kube, namespace), operator.metrics()
             reconciles = metrics["spyre_operator_reconciles_total"]
-            wait_for(
+            sim.wait_for(
                 lambda: (
                     operator.metrics()["spyre_operator_reconciles_total"] >= reconciles + 2 * MODELS
                 ),
@@ -126,8 +119,8 @@ def test_fifty_models_reach_ready_and_idle_resync_writes_nothing(
             writes = "spyre_operator_api_writes_total"
             return after[writes] == metrics[writes] and _versions(kube, namespace) == versions
 
-        wait_for(idle_pass, "an idle resync pass that writes nothing", timeout=180)
-        wait_for(lambda: _few_reads(operator), "two idle passes without a GET each", 180)
+        sim.wait_for(idle_pass, "an idle resync pass that writes nothing", timeout=180)
+        sim.wait_for(lambda: _few_reads(operator), "two idle passes without a GET each", 180)
         # Each pass queued every SpyreModel and every key's inventory entry, spread over
         # the period (a sweep would take a fraction of a second).
         got = operator.metrics()

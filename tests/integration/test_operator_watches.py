@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import create, example, job_name, model, running_operator, wait_for, wait_phase
 
 from spyre_devcluster import simulate
 from spyre_operator.kube.client import Kube
@@ -44,39 +44,39 @@ def test_unlabelled_objects_never_reach_the_operator(
 ) -> None:
     watched, also, other = namespaces
     log, flags = tmp_path / "operator.log", ("--namespace", also)
-    with running_operator(kubeconfig, watched, log, 300.0, *flags) as operator:
+    with sim.running_operator(kubeconfig, watched, log, 300.0, *flags) as operator:
         assert sum(received(operator.metrics()).values()) == 0
         for i, ns in enumerate([watched, also, other] * 10):
             for kind in KINDS:
-                create(kube, simulate.unrelated_object(kind, ns, f"u{i}", {"app": "unrelated"}))
+                sim.create(kube, simulate.unrelated_object(kind, ns, f"u{i}", {"app": "unrelated"}))
         # Then one labelled object of each kind in each watched namespace: once the
         # operator has them, it has what the API server sent before them (in order).
         for ns in (watched, also):
             for kind in KINDS:
-                create(kube, simulate.unrelated_object(kind, ns, "marker", MANAGED))
+                sim.create(kube, simulate.unrelated_object(kind, ns, "marker", MANAGED))
         expected = {f'{RECEIVED}{{kind="{kind}"}}': 2.0 for kind in KINDS}
-        wait_for(lambda: received(operator.metrics()) == expected, "the six labelled objects")
+        sim.wait_for(lambda: received(operator.metrics()) == expected, "the six labelled objects")
 
         # The second namespace's watches carry the model through: its compile Job's
         # completion (a watch event; the resync is 5 min away) brings the Deployment.
         source = {"id": "m", "path": "/models/m", "source": {"hostPath": {"path": "/srv/m"}}}
-        doc = model(also, "m", example(model=source))
-        create(kube, doc)
-        job = wait_for(lambda: kube.get("Job", also, job_name(doc)), "the compile Job")
+        doc = sim.model(also, "m", sim.example(model=source))
+        sim.create(kube, doc)
+        job = sim.wait_for(lambda: kube.get("Job", also, sim.job_name(doc)), "the compile Job")
         simulate.complete_job(kube, also, job["metadata"]["name"])
-        wait_for(lambda: kube.get("Deployment", also, "m"), "the Deployment")
+        sim.wait_for(lambda: kube.get("Deployment", also, "m"), "the Deployment")
         assert operator.metrics()["spyre_operator_reconcile_retries_total"] == 0
 
 
 def test_an_existing_unlabelled_claim_is_used_not_created(
     kube: Kube, namespace: str, kubeconfig: Path, tmp_path: Path
 ) -> None:
-    create(kube, simulate.unrelated_object("PersistentVolumeClaim", namespace, "mine", {}))
-    doc = model(namespace, "m", example())
+    sim.create(kube, simulate.unrelated_object("PersistentVolumeClaim", namespace, "mine", {}))
+    doc = sim.model(namespace, "m", sim.example())
     doc["spec"]["cache"] = {"volume": {"claimName": "mine", "create": True}}
-    with running_operator(kubeconfig, namespace, tmp_path / "operator.log") as operator:
-        create(kube, doc)
-        wait_phase(kube, namespace, "m", "Downloading")
+    with sim.running_operator(kubeconfig, namespace, tmp_path / "operator.log") as operator:
+        sim.create(kube, doc)
+        sim.wait_phase(kube, namespace, "m", "Downloading")
         metrics = operator.metrics()
         assert (
             'spyre_operator_api_requests_total{verb="POST",kind="PersistentVolumeClaim"}'

@@ -9,22 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import cluster_sim as sim
 import pytest
-from cluster_sim import (
-    Operator,
-    condition,
-    create,
-    deployment_key,
-    download,
-    events_for,
-    get,
-    job_owners,
-    model,
-    spec_patch,
-    status,
-    wait_for,
-    wait_phase,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.api.validation import parse
@@ -40,7 +26,7 @@ MOVED = "fedcba9876543210fedcba9876543210fedcba98"
 
 
 def at_main(namespace: str, name: str, **source: Any) -> dict[str, Any]:
-    doc = model(namespace, name)
+    doc = sim.model(namespace, name)
     doc["spec"]["model"].pop("revision")
     if source:
         doc["spec"]["model"]["source"] = {"hub": source}
@@ -59,23 +45,25 @@ def weights_mount(workload: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_one_download_for_two_models_then_compile_and_serve_from_it(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
     first, second = at_main(namespace, "a"), at_main(namespace, "b")
-    create(kube, first)
-    create(kube, second)
+    sim.create(kube, first)
+    sim.create(kube, second)
     spec = parse(first).spec
     weights = weights_job_name(spec)
-    st = wait_phase(kube, namespace, "a", "Downloading")
-    assert condition(st, "CacheReady")[:2] == ("False", "Downloading")
+    st = sim.wait_phase(kube, namespace, "a", "Downloading")
+    assert sim.condition(st, "CacheReady")[:2] == ("False", "Downloading")
     assert st["weights"]["state"] == "Downloading" and "targetCacheKey" not in st
-    wait_for(lambda: job_owners(kube, namespace, weights) == {"a", "b"}, "both own the download")
+    sim.wait_for(
+        lambda: sim.job_owners(kube, namespace, weights) == {"a", "b"}, "both own the download"
+    )
     assert kube.list("Job", namespace, "app.kubernetes.io/component=compile") == []
 
-    download(kube, first, MAIN)
+    sim.download(kube, first, MAIN)
     key = cache_key(spec, MAIN)
     for name in ("a", "b"):
-        st = wait_phase(kube, namespace, name, "Compiling", targetCacheKey=key)
+        st = sim.wait_phase(kube, namespace, name, "Compiling", targetCacheKey=key)
         assert st["weights"] | {"seconds": 0} == {
             "jobName": weights,
             "modelId": spec.model.id,
@@ -87,7 +75,7 @@ def test_one_download_for_two_models_then_compile_and_serve_from_it(
             "downloaded": True,
             "seconds": 0,
         }
-    compile_job = wait_for(
+    compile_job = sim.wait_for(
         lambda: kube.get("Job", namespace, meta.compile_job_name(key)), "the compile Job"
     )
     subpath = f"weights/{spec.model.id}/{MAIN}"
@@ -100,28 +88,28 @@ def test_one_download_for_two_models_then_compile_and_serve_from_it(
     assert env_of(compile_job)["HF_HUB_OFFLINE"] == "1"
 
     simulate.complete_job(kube, namespace, compile_job["metadata"]["name"])
-    spec_patch(kube, namespace, "a", {"replicas": 3})
-    deploy = wait_for(
+    sim.spec_patch(kube, namespace, "a", {"replicas": 3})
+    deploy = sim.wait_for(
         lambda: (d := kube.get("Deployment", namespace, "a")) and d["spec"]["replicas"] == 3 and d,
         "the Deployment with 3 replicas",
     )
     assert weights_mount(deploy)["subPath"] == subpath
     simulate.make_deployment_available(kube, namespace, "a")
-    wait_phase(kube, namespace, "a", "Ready", readyReplicas=3)
+    sim.wait_phase(kube, namespace, "a", "Ready", readyReplicas=3)
     # Replicas, like the second model, never download: still the one Job, no new pod.
     weights_jobs = kube.list("Job", namespace, "app.kubernetes.io/component=weights")
     assert [j["metadata"]["name"] for j in weights_jobs] == [weights]
     assert len(kube.list("Pod", namespace, f"job-name={weights}")) == 1
-    assert ("Normal", "CreatedWeightsJob") not in events_for(kube, namespace, "b")
+    assert ("Normal", "CreatedWeightsJob") not in sim.events_for(kube, namespace, "b")
 
 
 def test_a_gated_model_fails_at_once_and_a_token_fixes_it(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
     doc = at_main(namespace, "gated")
-    create(kube, doc)
+    sim.create(kube, doc)
     weights = weights_job_name(parse(doc).spec)
-    wait_for(lambda: kube.get("Job", namespace, weights), "the weights Job")
+    sim.wait_for(lambda: kube.get("Job", namespace, weights), "the weights Job")
     refusal = {
         "ok": False,
         "reason": "GatedModel",
@@ -137,41 +125,45 @@ def test_a_gated_model_fails_at_once_and_a_token_fixes_it(
         message=json.dumps(refusal),
         retrying=True,
     )
-    st = wait_phase(kube, namespace, "gated", "Failed")
+    st = sim.wait_phase(kube, namespace, "gated", "Failed")
     assert st["weights"]["state"] == "Failed"
-    status_, reason, message = condition(st, "Degraded")
+    status_, reason, message = sim.condition(st, "Degraded")
     assert (status_, reason) == ("True", "GatedModel")
     assert "is gated: set spec.model.source.hub.tokenSecret" in message
     assert f"kubectl delete job {weights}" in message
-    wait_for(lambda: ("Warning", "GatedModel") in events_for(kube, namespace, "gated"), "the Event")
+    sim.wait_for(
+        lambda: ("Warning", "GatedModel") in sim.events_for(kube, namespace, "gated"), "the Event"
+    )
 
     token = {"tokenSecret": {"name": "hf", "key": "token"}}
-    spec_patch(kube, namespace, "gated", {"model": {"source": {"hub": token}}})
-    fixed = get(kube, namespace, "gated")
+    sim.spec_patch(kube, namespace, "gated", {"model": {"source": {"hub": token}}})
+    fixed = sim.get(kube, namespace, "gated")
     retry = weights_job_name(parse(fixed).spec)
     assert retry != weights
-    job = wait_for(lambda: kube.get("Job", namespace, retry), "a new weights Job, with the token")
+    job = sim.wait_for(
+        lambda: kube.get("Job", namespace, retry), "a new weights Job, with the token"
+    )
     assert env_of(job)["HF_TOKEN"] == {"secretKeyRef": {"name": "hf", "key": "token"}}
-    download(kube, fixed, MAIN)
-    st = wait_phase(kube, namespace, "gated", "Compiling")
+    sim.download(kube, fixed, MAIN)
+    st = sim.wait_phase(kube, namespace, "gated", "Compiling")
     compile_job = kube.get("Job", namespace, meta.compile_job_name(st["targetCacheKey"]))
     assert compile_job is not None and "HF_TOKEN" not in env_of(compile_job)
 
 
 def test_a_revision_that_does_not_exist_fails_with_the_hubs_reason(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
     doc = at_main(namespace, "typo")
     doc["spec"]["model"]["revision"] = "mian"
-    create(kube, doc)
+    sim.create(kube, doc)
     weights = weights_job_name(parse(doc).spec)
-    wait_for(lambda: kube.get("Job", namespace, weights), "the weights Job")
+    sim.wait_for(lambda: kube.get("Job", namespace, weights), "the weights Job")
     refusal = {"ok": False, "reason": "RevisionNotFound", "message": "no revision 'mian'"}
     simulate.finish_job(
         kube, namespace, weights, exit_code=2, reason="Error", message=json.dumps(refusal)
     )
-    st = wait_phase(kube, namespace, "typo", "Failed")
-    assert (st["weights"]["reason"], condition(st, "CacheReady")[1]) == (
+    st = sim.wait_phase(kube, namespace, "typo", "Failed")
+    assert (st["weights"]["reason"], sim.condition(st, "CacheReady")[1]) == (
         "RevisionNotFound",
         "RevisionNotFound",
     )
@@ -180,16 +172,16 @@ def test_a_revision_that_does_not_exist_fails_with_the_hubs_reason(
 
 
 def test_a_moved_branch_is_resolved_again_only_when_asked_and_said(
-    kube: Kube, namespace: str, operator: Operator
+    kube: Kube, namespace: str, operator: sim.Operator
 ) -> None:
     doc = at_main(namespace, "follow")
-    create(kube, doc)
-    download(kube, doc, MAIN)
-    st = wait_phase(kube, namespace, "follow", "Compiling")
+    sim.create(kube, doc)
+    sim.download(kube, doc, MAIN)
+    st = sim.wait_phase(kube, namespace, "follow", "Compiling")
     simulate.complete_job(kube, namespace, meta.compile_job_name(st["targetCacheKey"]))
-    wait_for(lambda: kube.get("Deployment", namespace, "follow"), "the Deployment")
+    sim.wait_for(lambda: kube.get("Deployment", namespace, "follow"), "the Deployment")
     simulate.make_deployment_available(kube, namespace, "follow")
-    old_key = wait_phase(kube, namespace, "follow", "Ready")["activeCacheKey"]
+    old_key = sim.wait_phase(kube, namespace, "follow", "Ready")["activeCacheKey"]
 
     # main moves on at the hub: nothing happens until the user asks for it again.
     weights = weights_job_name(parse(doc).spec)
@@ -198,19 +190,21 @@ def test_a_moved_branch_is_resolved_again_only_when_asked_and_said(
         f"/apis/batch/v1/namespaces/{namespace}/jobs/{weights}",
         query={"propagationPolicy": "Background"},
     )
-    st = wait_phase(kube, namespace, "follow", "Downloading")
+    st = sim.wait_phase(kube, namespace, "follow", "Downloading")
     assert (st["activeCacheKey"], st["weights"]["commit"]) == (old_key, MAIN)
-    assert condition(st, "Available")[0] == "True"
-    assert deployment_key(kube, namespace, "follow") == old_key
+    assert sim.condition(st, "Available")[0] == "True"
+    assert sim.deployment_key(kube, namespace, "follow") == old_key
 
-    download(kube, get(kube, namespace, "follow"), MOVED)
+    sim.download(kube, sim.get(kube, namespace, "follow"), MOVED)
     new_key = cache_key(parse(doc).spec, MOVED)
-    st = wait_phase(kube, namespace, "follow", "Compiling", targetCacheKey=new_key)
+    st = sim.wait_phase(kube, namespace, "follow", "Compiling", targetCacheKey=new_key)
     assert st["activeCacheKey"] == old_key and st["weights"]["commit"] == MOVED
-    wait_for(
-        lambda: ("Normal", "RevisionMoved") in events_for(kube, namespace, "follow"),
+    sim.wait_for(
+        lambda: ("Normal", "RevisionMoved") in sim.events_for(kube, namespace, "follow"),
         "the RevisionMoved Event",
     )
     simulate.complete_job(kube, namespace, meta.compile_job_name(new_key))
-    wait_for(lambda: deployment_key(kube, namespace, "follow") == new_key, "the Deployment rolls")
-    assert status(kube, namespace, "follow")["weights"]["commit"] == MOVED
+    sim.wait_for(
+        lambda: sim.deployment_key(kube, namespace, "follow") == new_key, "the Deployment rolls"
+    )
+    assert sim.status(kube, namespace, "follow")["weights"]["commit"] == MOVED

@@ -9,10 +9,10 @@ from cluster_sim import create, model
 from spyre_devcluster import simulate
 from spyre_operator.api.names import KIND
 from spyre_operator.controller import triggers
+from spyre_operator.controller.failures import complain
 from spyre_operator.controller.triggers import Resync
 from spyre_operator.controller.workqueue import WorkQueue
 from spyre_operator.kube.client import METADATA_ONLY, Kube, path
-from spyre_operator.reconcile.engine import complain
 
 pytestmark = pytest.mark.integration
 

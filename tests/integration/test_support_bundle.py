@@ -10,20 +10,9 @@ import tarfile
 import uuid
 from pathlib import Path
 
+import cluster_sim as sim
 import pytest
 import yaml
-from cluster_sim import (
-    create,
-    download,
-    example,
-    get,
-    job_name,
-    kube_for,
-    model,
-    running_operator,
-    wait_for,
-    wait_phase,
-)
 
 from spyre_devcluster import simulate
 from spyre_operator.cli import main
@@ -37,7 +26,7 @@ ENV_TOKEN = f"env-{uuid.uuid4().hex}"  # a credential in spec.env: replaced
 def test_a_bundle_after_a_failed_compile_has_what_a_report_needs_and_no_secret(
     kubeconfig: Path, namespace: str, tmp_path: Path
 ) -> None:
-    kube = kube_for(kubeconfig)
+    kube = sim.kube_for(kubeconfig)
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -50,7 +39,7 @@ def test_a_bundle_after_a_failed_compile_has_what_a_report_needs_and_no_secret(
         {"name": "MY_HUB_TOKEN", "value": ENV_TOKEN},
         {"name": "VLLM_LOGGING_LEVEL", "value": "INFO"},
     ]
-    doc = model(namespace, "broken", example(env=env))
+    doc = sim.model(namespace, "broken", sim.example(env=env))
     # the operator's pod, as the chart labels it, in "its" namespace (this test's)
     operator_pod = {
         "apiVersion": "v1",
@@ -67,14 +56,14 @@ def test_a_bundle_after_a_failed_compile_has_what_a_report_needs_and_no_secret(
     }
     simulate.ensure_service_account(kube, namespace)
     kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", operator_pod)
-    with running_operator(kubeconfig, namespace, tmp_path / "operator.log"):
-        create(kube, doc)
-        download(kube, get(kube, namespace, "broken"))
-        wait_phase(kube, namespace, "broken", "Compiling")
-        job = job_name(get(kube, namespace, "broken"))
-        wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")
+    with sim.running_operator(kubeconfig, namespace, tmp_path / "operator.log"):
+        sim.create(kube, doc)
+        sim.download(kube, sim.get(kube, namespace, "broken"))
+        sim.wait_phase(kube, namespace, "broken", "Compiling")
+        job = sim.job_name(sim.get(kube, namespace, "broken"))
+        sim.wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")
         simulate.finish_job(kube, namespace, job, exit_code=1, reason="Error", message="boom")
-        wait_phase(kube, namespace, "broken", "Failed")
+        sim.wait_phase(kube, namespace, "broken", "Failed")
 
     out = tmp_path / "bundle.tar.gz"
     args = [

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from apilib import example, merge
+from test_reconcile_engine import keys_computed
 
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import parse
@@ -132,6 +133,28 @@ def test_what_a_spyremodel_wants() -> None:
     refused = {"type": "Degraded", "status": "True", "reason": "ApplyFailed"}
     assert wanted(_body(conditions=[refused])) is None  # holds up nobody
     assert wanted(merge(obj, {"spec": {"replicas": -1}})) is None  # invalid
+
+
+def test_the_index_computes_a_key_only_for_a_spec_no_status_was_decided_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf's index asks at every event (each status write's echo too): a status decided
+    from the spec (observedGeneration) has the key, its targetCacheKey."""
+    computed = keys_computed(monkeypatch)
+    new = _body()
+    me = wanted(new)  # no status decided from its spec yet: computed
+    assert me is not None and len(computed) == 1
+    key = cache_key(parse(new).spec, COMMIT)
+    assert me.job == meta.compile_job_name(key)
+    computed.clear()
+    decided = {"observedGeneration": 1, "targetCacheKey": key}
+    assert (wanted(_body(**decided)), computed) == (me, [])
+    assert wanted(_body(**decided, cache={"cacheKey": key, "ok": True})) is None  # compiled
+    assert wanted(_body(observedGeneration=1)) is None  # no key yet (the weights)
+    assert wanted(_body(**decided, phase="Invalid")) is None  # its old key, kept as it was
+    assert computed == []
+    edited = merge(_body(**decided), {"metadata": {"generation": 2}, "spec": {"replicas": 2}})
+    assert wanted(edited) == me and len(computed) == 1  # a new spec: computed again
 
 
 def test_decide_holds_the_job_back_and_says_where_it_waits() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,13 +13,17 @@ from apilib import example
 
 from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.validation import validate
+from spyre_operator.controller.echoes import Echoes, unstored
+from spyre_operator.controller.failures import complain
+from spyre_operator.controller.kinds import Controller
 from spyre_operator.controller.workqueue import WorkQueue
 from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile import engine, shared
 from spyre_operator.reconcile.apply import execute
-from spyre_operator.reconcile.compile_queue import Limits, Queue
+from spyre_operator.reconcile.compile_queue import Limits, Queue, Want, wanted
 from spyre_operator.reconcile.conditions import Event, find
-from spyre_operator.reconcile.engine import Reconciler, complain
+from spyre_operator.reconcile.engine import Reconciler
+from spyre_operator.reconcile.shared import Shared
 from spyre_operator.render import cachekey, meta
 from spyre_operator.settings import Settings
 
@@ -181,9 +186,9 @@ class Sink:
         self.names.append(name)
 
 
-def reconciler(kube: FakeKube) -> tuple[Reconciler, list[Event]]:
+def reconciler(kube: FakeKube) -> tuple[Controller, list[Event]]:
     sink = Sink()
-    return queued(Reconciler(kube, sink, clock=lambda: "T")), sink.events
+    return controlled(kube, sink), sink.events
 
 
 class Clock:
@@ -193,34 +198,45 @@ class Clock:
         return self.now
 
 
-def queued(rec: Reconciler) -> Reconciler:
-    """Give `rec` the operator's queue (no worker threads, a clock the test moves)."""
-    rec.queue = WorkQueue(lambda key: rec.reconcile(key[1], key[2]), complain, clock=Clock())
-    return rec
+def controlled(
+    kube: FakeKube,
+    emit: engine.EventSink,
+    stored: Callable[[str, str], dict[str, Any] | None] = unstored,
+) -> Controller:
+    """A SpyreModel's reconciler in a controller as the operator's (its echoes, a work
+    queue without worker threads, with a clock the test moves)."""
+    ctl: Controller
+    queue = WorkQueue(lambda key: ctl.reconcile(key[1], key[2]), complain, clock=Clock())
+    echoes = Echoes(stored)
+    shared = Shared(busy=lambda: not queue.idle(), clock=lambda: "T")
+    ctl = Controller(Reconciler(kube, emit, store=echoes, shared=shared), queue, echoes)
+    return ctl
 
 
-def run(rec: Reconciler, name: str = "micro-granite-cpu") -> None:
+def run(ctl: Controller, name: str = "micro-granite-cpu") -> None:
     """A trigger: queue the model and run what is queued (never raises)."""
-    rec.enqueue(NS, name)
-    assert rec.queue is not None
-    while rec.queue.process(block=False):
+    ctl.enqueue(NS, name)
+    while ctl.queue.process(block=False):
         pass
 
 
-def retry(rec: Reconciler, name: str = "micro-granite-cpu") -> None:
+def retry(ctl: Controller, name: str = "micro-granite-cpu") -> None:
     """Let the pending retry's time come and run it."""
-    assert rec.queue is not None
-    delay = rec.queue.retry_in((rec.kind, NS, name))
-    assert delay is not None
-    rec.queue.clock.now += delay
-    assert rec.queue.process(block=False)
+    delay = ctl.queue.retry_in((ctl.kind, NS, name))
+    assert delay is not None and isinstance(ctl.queue.clock, Clock)
+    ctl.queue.clock.now += delay
+    assert ctl.queue.process(block=False)
 
 
-def pending(rec: Reconciler, name: str = "micro-granite-cpu") -> tuple[int, float | None]:
+def pending(ctl: Controller, name: str = "micro-granite-cpu") -> tuple[int, float | None]:
     """(failures in a row, seconds until the retry)"""
-    assert rec.queue is not None
-    key = (rec.kind, NS, name)
-    return rec.queue.failures(key), rec.queue.retry_in(key)
+    key = (ctl.kind, NS, name)
+    return ctl.queue.failures(key), ctl.queue.retry_in(key)
+
+
+def errors(ctl: Controller) -> int:
+    """Runs that failed."""
+    return sum(ctl.queue.loop_stats().errors.values())
 
 
 COMMIT = "6e9c6465a9d7e5e9fa35004a29f0c90befa7d23f"  # the example's pinned revision
@@ -254,7 +270,7 @@ def finish_weights(kube: FakeKube) -> None:
     finish(kube, "weights", {"ok": True, "commit": COMMIT, "bytes": 2048, "downloaded": True})
 
 
-def finish_compile(kube: FakeKube, rec: Reconciler) -> None:
+def finish_compile(kube: FakeKube, rec: Reconciler | Controller) -> None:
     """From a new model: its weights downloaded, then its compile done."""
     rec.reconcile(NS, "micro-granite-cpu")
     finish_weights(kube)
@@ -262,9 +278,25 @@ def finish_compile(kube: FakeKube, rec: Reconciler) -> None:
     finish(kube, "compile", {"ok": True, "seconds": 9})
 
 
+def index_agrees(kube: FakeKube) -> list[Want]:
+    """What kopf's index reads of each SpyreModel's and SpyreCache's status (the key a
+    reconcile decided from its spec) is what it computes from a spec no status was
+    decided from; the compile Jobs they want."""
+    found = []
+    for (kind, _, _), body in kube.objects.items():
+        if kind in ("SpyreModel", CACHE_KIND):
+            undecided = copy.deepcopy(body)
+            (undecided.get("status") or {}).pop("observedGeneration", None)
+            want = wanted(body)
+            assert want == wanted(undecided)
+            found += [want] if want else []
+    return found
+
+
 def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> None:
     rec, events = reconciler(kube)
     rec.reconcile(NS, "micro-granite-cpu")
+    assert index_agrees(kube) == []  # the weights first
     assert dict(kube.writes) == {
         "POST PersistentVolumeClaim": 1,
         "POST Job": 1,
@@ -287,12 +319,15 @@ def test_first_pass_creates_then_idle_passes_write_nothing(kube: FakeKube) -> No
     assert kube.writes["POST SpyreCache"] == 0  # its inventory entry: once the Job is seen
     rec.reconcile(NS, "micro-granite-cpu")
     assert kube.writes["POST SpyreCache"] == 1 and events[-1].reason == "CreatedCacheEntry"
+    (want,) = index_agrees(kube)  # the entry has no status yet
+    assert want.job.startswith("spyre-compile-")
     writes, count = kube.total_writes(), len(events)
     rec.reconcile(NS, "micro-granite-cpu")  # the entry has not joined the Job: not made again
     assert (kube.total_writes(), len(events)) == (writes, count)
 
     finish(kube, "compile", {"ok": True, "seconds": 9})
     rec.reconcile(NS, "micro-granite-cpu")
+    assert index_agrees(kube) == []  # compiled
     assert kube.writes["APPLY Deployment"] == kube.writes["APPLY Service"] == 1
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     assert (status["phase"], status["cache"]["seconds"]) == ("Starting", 9)
@@ -331,6 +366,19 @@ def test_deployment_writes_are_applies_but_the_replicas_follow_by_patch(kube: Fa
     assert kube.get("Deployment", NS, name)["spec"]["replicas"] == 3  # type: ignore[index]
 
 
+def keys_computed(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The configurations cache_key hashes from now on (each computation of a key)."""
+    computed: list[dict[str, Any]] = []
+    hashed = cachekey.canonical_json
+
+    def counted(config: dict[str, Any]) -> str:
+        computed.append(config)
+        return hashed(config)
+
+    monkeypatch.setattr(cachekey, "canonical_json", counted)
+    return computed
+
+
 def test_the_cache_key_is_computed_once_per_reconcile(
     kube: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -338,14 +386,7 @@ def test_the_cache_key_is_computed_once_per_reconcile(
     starts a Job also dry-runs the spec's children, with a stand-in commit.)"""
     rec, _ = reconciler(kube)
     finish_compile(kube, rec)
-    computed: list[dict[str, Any]] = []
-    hashed = cachekey.canonical_json  # what cache_key hashes, once per key
-
-    def counted(config: dict[str, Any]) -> str:
-        computed.append(config)
-        return hashed(config)
-
-    monkeypatch.setattr(cachekey, "canonical_json", counted)
+    computed = keys_computed(monkeypatch)
     for _ in range(3):  # the Deployment created, then passes with nothing to write
         computed.clear()
         rec.reconcile(NS, "micro-granite-cpu")
@@ -354,13 +395,14 @@ def test_the_cache_key_is_computed_once_per_reconcile(
 
 
 def test_a_stale_copy_is_read_again_and_written_once(kube: FakeKube) -> None:
-    rec, events = reconciler(kube)
+    sink = Sink()
     stale = kube.get("SpyreModel", NS, "micro-granite-cpu")
     assert stale is not None
     kube.patch("SpyreModel", NS, "micro-granite-cpu", {"metadata": {}, "spec": {"replicas": 2}})
-    rec.stored = lambda namespace, name: stale  # the watch store has not the change yet
+    rec = controlled(kube, sink, lambda namespace, name: stale)  # the store lacks the change
     rec.reconcile(NS, "micro-granite-cpu")
-    assert rec.stats["conflicts"] == 1
+    assert rec.reconciler.stats["conflicts"] == 1
+    events = sink.events
     # The spec change above, the refused status write (409), then the one that counts.
     assert kube.writes["PATCH SpyreModel"] == 3
     assert [e.reason for e in events].count("Downloading") == 1
@@ -389,17 +431,17 @@ def test_a_transition_is_said_before_its_status_and_again_under_its_name_after_a
         sink(body, event, name)
 
     with pytest.raises(SystemExit):
-        Reconciler(kube, emit, clock=lambda: "T1").reconcile(NS, "micro-granite-cpu")
+        Reconciler(kube, emit, shared=Shared(clock=lambda: "T1")).reconcile(NS, "micro-granite-cpu")
     assert order == ["event Downloading", "status"]
     assert "status" not in kube.get("SpyreModel", NS, "micro-granite-cpu")  # type: ignore[operator]
-    Reconciler(kube, emit, clock=lambda: "T2").reconcile(NS, "micro-granite-cpu")
+    Reconciler(kube, emit, shared=Shared(clock=lambda: "T2")).reconcile(NS, "micro-granite-cpu")
     assert order[2:] == ["event Downloading", "status"]
     first, second = (n for n in sink.names if n is not None)
     assert first == second and first.startswith("micro-granite-cpu.")
     assert [e.reason for e in sink.events] == ["Downloading"]  # one Event in the cluster
     # the next transition has a name of its own
     finish_weights(kube)
-    Reconciler(kube, emit, clock=lambda: "T3").reconcile(NS, "micro-granite-cpu")
+    Reconciler(kube, emit, shared=Shared(clock=lambda: "T3")).reconcile(NS, "micro-granite-cpu")
     assert [e.reason for e in sink.events] == ["Downloading", "Compiling"]
 
 
@@ -521,7 +563,7 @@ def test_a_spec_that_crashed_validation_is_invalid_once_without_a_retry(
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (status["phase"], degraded["reason"]) == ("Invalid", "InvalidSpec")
     assert degraded["message"] == "; ".join(str(p) for p in validate(body))
-    assert (kube.total_writes(), rec.stats["errors"], pending(rec)) == (2, 0, (0, None))
+    assert (kube.total_writes(), errors(rec), pending(rec)) == (2, 0, (0, None))
     assert [e.reason for e in events] == ["InvalidSpec"]
 
 
@@ -538,7 +580,7 @@ def test_a_namespace_being_deleted_is_left_to_go(kube: FakeKube) -> None:
         },
     )
     run(rec)
-    assert (kube.total_writes(), events, rec.stats["errors"], pending(rec)) == (1, [], 0, (0, None))
+    assert (kube.total_writes(), events, errors(rec), pending(rec)) == (1, [], 0, (0, None))
 
 
 def test_deleted_models_are_left_alone(kube: FakeKube) -> None:
@@ -568,9 +610,9 @@ def test_the_echo_of_its_own_status_write_needs_no_run() -> None:
     model = example("micro-granite-cpu")
     model["metadata"] |= {"uid": "uid-m", "generation": 1, "namespace": NS}
     kube._store(model)
-    rec, _ = reconciler(kube)
     store: dict[str, Any] = {}  # the watch store: what the events brought so far
-    rec.stored = lambda namespace, name: copy.deepcopy(store.get(name))  # a copy, as indexes.stored
+    # a copy, as indexes.stored
+    rec = controlled(kube, Sink(), lambda namespace, name: copy.deepcopy(store.get(name)))
     key = ("SpyreModel", NS, "micro-granite-cpu")
 
     def event() -> None:  # the watch brings the object as it is now
@@ -580,17 +622,16 @@ def test_the_echo_of_its_own_status_write_needs_no_run() -> None:
 
     event()
     gets = kube.model_gets
-    assert rec.queue is not None and rec.queue.take(block=False) == key
-    rec.reconcile(NS, "micro-granite-cpu")  # from the store: no GET; writes its status
-    rec.queue.done(key, None)
-    assert (kube.model_gets, rec.stats["status_writes"]) == (gets, 1)
+    assert rec.queue.loop_stats().waiting["trigger"] == 1
+    assert rec.queue.process(block=False)  # from the store: no GET; writes its status
+    assert (kube.model_gets, rec.reconciler.stats["status_writes"]) == (gets, 1)
     rec.enqueue(NS, "micro-granite-cpu")  # a child changed before the echo came
     run(rec)  # the store lags behind its own write: read with a GET, nothing to write
-    assert (kube.model_gets, rec.stats["status_writes"]) == (gets + 1, 1)
+    assert (kube.model_gets, rec.reconciler.stats["status_writes"]) == (gets + 1, 1)
     event()  # the echo of the write: no run
-    assert rec.queue.take(block=False) is None and rec.stats["echoes"] == 1
+    assert rec.queue.take(block=False) is None and rec.echoes.stats["echoes"] == 1
     run(rec)  # a trigger now: the store is as new as its write, read there
-    assert (kube.model_gets, rec.stats["reconciles"]) == (gets + 1, 3)
+    assert (kube.model_gets, rec.queue.stats["reconciles"]) == (gets + 1, 3)
     # The resync lists the version the store holds: read there; another version (the
     # store missed an event, or has a newer one): that pass reads it with a GET.
     rec.listed(NS, "micro-granite-cpu", store["micro-granite-cpu"]["metadata"]["resourceVersion"])
@@ -623,13 +664,13 @@ def test_a_failed_write_is_reported_then_tried_again(kube: FakeKube) -> None:
         if event.reason == "Downloading":
             compiling.set()
 
-    rec = queued(Reconciler(kube, emit, clock=lambda: "T"))
+    rec = controlled(kube, emit)
     run(rec)  # logs the 500, does not raise
     status = kube.get("SpyreModel", NS, "micro-granite-cpu")["status"]  # type: ignore[index]
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert (status["phase"], degraded["reason"]) == ("Degraded", "ApplyFailed")
     assert "Job" in degraded["message"] and "range is full" in degraded["message"]
-    assert rec.stats["errors"] == 1 and not compiling.is_set()
+    assert errors(rec) == 1 and not compiling.is_set()
     assert pending(rec) == (1, 10)
 
     retry(rec)
@@ -683,7 +724,7 @@ def test_a_compile_just_started_counts_until_the_watch_brings_it(
         return Queue(Limits(cluster=1), frozenset(), (), frozenset(created))
 
     queue = watched if seen == "finished" else lambda: Queue(Limits(cluster=1), frozenset(), ())
-    rec = Reconciler(kube, Sink(), clock=lambda: "T", compile_queue=queue)
+    rec = Reconciler(kube, Sink(), shared=Shared(compile_queue=queue, clock=lambda: "T"))
     rec.reconcile(NS, "a")
     rec.reconcile(NS, "b")
     assert kube.writes["POST Job"] == jobs
@@ -700,7 +741,7 @@ def test_a_spyrecache_downloads_and_compiles_and_never_serves(kube: FakeKube) ->
     cache["metadata"] |= {"name": "ahead", "uid": "uid-c", "generation": 1, "namespace": NS}
     kube._store(cache)
     sink = Sink()
-    rec = Reconciler(kube, sink, clock=lambda: "T", kind=CACHE_KIND)
+    rec = Reconciler(kube, sink, CACHE_KIND, shared=Shared(clock=lambda: "T"))
     rec.reconcile(NS, "ahead")
     finish_weights(kube)
     rec.reconcile(NS, "ahead")
@@ -745,8 +786,8 @@ def test_a_key_is_listed_kept_while_used_and_cleaned_after_the_retention(
     passed, marks the compile Job, runs the clean-up Job and deletes itself."""
     clock, sink = Rfc3339Clock(), Sink()
     config = Settings(cache_retention="1h")
-    models = Reconciler(kube, sink, clock=clock, settings=config)
-    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND, settings=config)
+    models = Reconciler(kube, sink, settings=config, shared=Shared(clock=clock))
+    caches = Reconciler(kube, sink, CACHE_KIND, settings=config, shared=Shared(clock=clock))
     finish_compile(kube, models)
     (compile_job,) = jobs(kube, "-compile-")
     compile_job["status"]["completionTime"] = "2030-01-01T00:00:00Z"
@@ -758,6 +799,7 @@ def test_a_key_is_listed_kept_while_used_and_cleaned_after_the_retention(
     )
     clock.now = "2030-01-01T00:01:00Z"
     caches.reconcile(NS, entry)
+    assert index_agrees(kube) == []
     compile_job = kube.objects[("Job", NS, name)]
     owners = [(r["kind"], r["name"]) for r in compile_job["metadata"]["ownerReferences"]]
     assert owners == [("SpyreModel", "micro-granite-cpu"), (CACHE_KIND, entry)]
@@ -776,7 +818,7 @@ def test_a_key_is_listed_kept_while_used_and_cleaned_after_the_retention(
     # The SpyreModel goes: the key is unused from now on, the retention runs.
     kube.delete("SpyreModel", NS, "micro-granite-cpu")
     kube.collect_garbage()
-    again = caches.reconcile(NS, entry)
+    again = caches.reconcile(NS, entry).requeue_after
     status = kube.get(CACHE_KIND, NS, entry)["status"]  # type: ignore[index]
     assert (status["usedBy"], status["lastUsedAt"]) == ([], clock.now)
     assert again == 3600  # then it looks again
@@ -808,7 +850,7 @@ def test_a_key_is_listed_kept_while_used_and_cleaned_after_the_retention(
     kube._store(model)
     models.reconcile(NS, "again")
     finish_weights(kube)  # its own download (the first one's Job went with its model)
-    again = models.reconcile(NS, "again")
+    again = models.reconcile(NS, "again").requeue_after
     compile_job = kube.objects[("Job", NS, name)]
     assert "uid-again" not in {r["uid"] for r in compile_job["metadata"]["ownerReferences"]}
     status = kube.get("SpyreModel", NS, "again")["status"]  # type: ignore[index]
@@ -832,8 +874,8 @@ def listed(
     kept for `retention`), the entry."""
     clock, sink = Rfc3339Clock(), Sink()
     config = Settings(cache_retention=retention)
-    models = Reconciler(kube, sink, clock=clock, settings=config)
-    caches = Reconciler(kube, sink, clock=clock, kind=CACHE_KIND, settings=config)
+    models = Reconciler(kube, sink, settings=config, shared=Shared(clock=clock))
+    caches = Reconciler(kube, sink, CACHE_KIND, settings=config, shared=Shared(clock=clock))
     finish_compile(kube, models)
     models.reconcile(NS, "micro-granite-cpu")
     (entry,) = [n for k, _, n in kube.objects if k == CACHE_KIND]
@@ -937,9 +979,9 @@ def test_the_inventory_entry_waits_while_other_reconciles_wait(kube: FakeKube) -
     run(rec)
     finish_weights(kube)
     run(rec)  # the compile Job
-    assert rec.queue is not None
-    rec.queue.add(("SpyreModel", NS, "other"))  # a burst: another key waits
-    rec.reconcile(NS, "micro-granite-cpu")  # the Job seen, the entry not made: later
+    rec.enqueue(NS, "micro-granite-cpu")
+    rec.enqueue(NS, "other")  # a burst: another key waits
+    assert rec.queue.process(block=False)  # the Job seen, the entry not made: later
     assert kube.writes["POST SpyreCache"] == 0
     assert rec.queue.process(block=False)  # "other" first (it is gone: nothing to do)
     assert kube.writes["POST SpyreCache"] == 0
@@ -954,7 +996,9 @@ def test_a_missing_spyrecache_crd_is_said_once_skipped_and_tried_again_later(
     """No inventory without the SpyreCache kind: one WARNING, no Degraded, the model goes
     on; the entry is tried again `UNSERVED_SECONDS` later (the CRD may be installed)."""
     clock = Clock()
-    rec = Reconciler(kube, Sink(), clock=lambda: "T", unserved=shared.Unserved(clock))
+    rec = Reconciler(
+        kube, Sink(), shared=Shared(unserved=shared.Unserved(clock), clock=lambda: "T")
+    )
     kube.refuse, kube.refusal = {CACHE_KIND}, ApiError(404, "NotFound", {"details": {}})
     finish_compile(kube, rec)
     with caplog.at_level("INFO", logger="spyre_operator.reconcile"):

@@ -17,10 +17,14 @@ from kubernetes import client
 from test_reconcile_engine import NS, FakeKube, Sink, finish, finish_weights
 
 from spyre_operator.api.names import KIND
+from spyre_operator.controller.echoes import Echoes
+from spyre_operator.controller.failures import complain
+from spyre_operator.controller.kinds import Controller
 from spyre_operator.controller.workqueue import WorkQueue
 from spyre_operator.kube.client import ApiError, Kube
-from spyre_operator.reconcile.engine import Reconciler, complain
+from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.progress import LIMIT_BYTES, TAIL_LINES, ProgressReader, Reading
+from spyre_operator.reconcile.shared import Shared
 from spyre_runtime.contract import Step, step_line
 from spyre_runtime.report import LOG_FORMAT
 
@@ -158,11 +162,11 @@ def test_a_running_compile_is_reconciled_again_for_its_progress_an_idle_model_is
     model["metadata"] |= {"uid": "uid-m", "generation": 1, "namespace": NS}
     kube._store(model)
     progress = ProgressReader(kube, 60, clock)
-    rec = Reconciler(kube, Sink(), clock=lambda: "T", progress=progress)
-    assert rec.reconcile(NS, MODEL) is None  # the weights Job
+    rec = Reconciler(kube, Sink(), shared=Shared(progress=progress, clock=lambda: "T"))
+    assert rec.reconcile(NS, MODEL).requeue_after is None  # the weights Job
     finish_weights(kube)
-    assert rec.reconcile(NS, MODEL) is None  # the compile Job is created: no pod yet
-    assert rec.reconcile(NS, MODEL) is None  # the Job seen: its key's inventory entry
+    assert rec.reconcile(NS, MODEL).requeue_after is None  # the compile Job is created: no pod yet
+    assert rec.reconcile(NS, MODEL).requeue_after is None  # the Job seen: its key's inventory entry
     (job,) = [o for (k, _, n), o in kube.objects.items() if k == "Job" and "-compile-" in n]
     job["status"] = {"active": 1}
     name = job["metadata"]["name"]
@@ -179,7 +183,7 @@ def test_a_running_compile_is_reconciled_again_for_its_progress_an_idle_model_is
 
     kube.logs[f"{name}-x"] = log_line(Step("engine", 120.0, "still running"))
     writes = kube.total_writes()
-    assert rec.reconcile(NS, MODEL) == 60
+    assert rec.reconcile(NS, MODEL).requeue_after == 60
     assert stored()["progress"] == {
         "step": "engine",
         "elapsedSeconds": 120.0,
@@ -188,33 +192,35 @@ def test_a_running_compile_is_reconciled_again_for_its_progress_an_idle_model_is
     }
     assert kube.total_writes() == writes + 1
     clock.now += 30  # another event: the same reading, nothing to write
-    assert rec.reconcile(NS, MODEL) == 60
+    assert rec.reconcile(NS, MODEL).requeue_after == 60
     assert kube.total_writes() == writes + 1 and progress.reads == 1
     clock.now += 30  # the heartbeat
     kube.logs[f"{name}-x"] = log_line(Step("engine", 180.0, "still running"))
-    assert rec.reconcile(NS, MODEL) == 60
+    assert rec.reconcile(NS, MODEL).requeue_after == 60
     assert stored()["progress"]["elapsedSeconds"] == 180.0
     assert kube.total_writes() == writes + 2
 
     # the work queue keeps the promise: one run pending in 60 s, cancelled when forgotten
-    rec.queue = WorkQueue(lambda k: rec.reconcile(k[1], k[2]), complain, clock)
-    rec.enqueue(NS, MODEL)
-    assert rec.queue.process(block=False)
+    ctl: Controller
+    queue = WorkQueue(lambda k: ctl.reconcile(k[1], k[2]), complain, clock)
+    ctl = Controller(rec, queue, Echoes())
+    ctl.enqueue(NS, MODEL)
+    assert queue.process(block=False)
     key = (KIND, NS, MODEL)
-    assert rec.queue.retry_in(key) == 60 and rec.queue.failures(key) == 0
+    assert queue.retry_in(key) == 60 and queue.failures(key) == 0
     clock.now += 60
-    assert rec.queue.process(block=False) and rec.queue.stats["requeues"] == 1
+    assert queue.process(block=False) and queue.stats["requeues"] == 1
     assert progress.reads == 3  # the heartbeat's run read the log again
-    rec.forget(NS, MODEL)
-    assert rec.queue.retry_in(key) is None
+    ctl.forget(NS, MODEL)
+    assert queue.retry_in(key) is None
 
     finish(kube, "compile", {"ok": True, "seconds": 200})  # the Job completes
-    assert rec.reconcile(NS, MODEL) is None
+    assert rec.reconcile(NS, MODEL).requeue_after is None
     assert "progress" not in stored() and stored()["ok"] is True
     writes = kube.total_writes()
     clock.now += 600
     for _ in range(3):  # idle: nothing read, written or asked
-        assert rec.reconcile(NS, MODEL) is None
+        assert rec.reconcile(NS, MODEL).requeue_after is None
     assert kube.total_writes() == writes and progress.reads == 3
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
 from spyre_operator.controller import triggers, workqueue
+from spyre_operator.controller.echoes import Echoes
+from spyre_operator.controller.kinds import Controller
 from spyre_operator.controller.metrics import Metrics, exposition
 from spyre_operator.controller.metrics_server import parse
 from spyre_operator.controller.triggers import Resync, watched_count
@@ -19,6 +21,7 @@ from spyre_operator.controller.workqueue import Key, WorkQueue
 from spyre_operator.kube.backoff import retry_delay
 from spyre_operator.kube.client import METADATA_ONLY, ApiError, Kube
 from spyre_operator.reconcile.engine import Reconciler
+from spyre_operator.reconcile.result import Result
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.unit
@@ -200,9 +203,9 @@ def test_a_run_that_asks_to_run_again_is_queued_then_not_before() -> None:
     """A running compile's progress: the reconcile returns when it wants to run again."""
     clock, runs = Clock(), []
 
-    def handle(key: Key) -> float | None:
+    def handle(key: Key) -> Result:
         runs.append(clock.now)
-        return 60.0 if len(runs) < 3 else None
+        return Result(60.0 if len(runs) < 3 else None)
 
     q = WorkQueue(handle, Recorder().complain, clock=clock)
     q.add(A)
@@ -223,9 +226,9 @@ def test_a_run_that_asks_to_run_again_is_queued_then_not_before() -> None:
 def test_a_run_that_asks_for_nothing_keeps_the_run_asked_for_before() -> None:
     """A run that decides nothing (it started before what made the other ask) does not
     cancel the retention's or the progress' run; a success cancels a retry."""
-    clock, answers = Clock(), [3600.0, None]
+    clock, answers = Clock(), [Result(3600.0), Result()]
 
-    def handle(key: Key) -> float | None:
+    def handle(key: Key) -> Result:
         return answers.pop(0)
 
     q = WorkQueue(handle, Recorder().complain, clock=clock)
@@ -527,18 +530,20 @@ def test_the_pause_doubles_up_to_five_minutes() -> None:
     assert (delay(0.01, 1), delay(600, 3)) == (0.01, 600)  # a first pause above the cap stays
 
 
-def queued_reconcilers(q: WorkQueue) -> dict[str, Reconciler]:
-    """Both kinds' reconcilers, queuing into `q` (their client is never called here)."""
+def controllers(q: WorkQueue) -> dict[str, Controller]:
+    """Both kinds' controllers, queuing into `q` (their client is never called here)."""
     kube = Kube(api=None)
-    return {
-        kind: Reconciler(kube, lambda *_: None, kind=kind, queue=q) for kind in (KIND, CACHE_KIND)
-    }
+    out = {}
+    for kind in (KIND, CACHE_KIND):
+        echoes = Echoes()
+        out[kind] = Controller(Reconciler(kube, lambda *_: None, kind, echoes), q, echoes)
+    return out
 
 
 def test_the_triggers_only_queue_keys_and_an_echo_of_a_status_write_none() -> None:
     rec = Recorder()
     q = queue(rec)
-    reconcilers = queued_reconcilers(q)
+    reconcilers = controllers(q)
     body = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "7"}}
     triggers.model_event(reconcilers[KIND], "MODIFIED", body)
     triggers.model_event(reconcilers[CACHE_KIND], "ADDED", body | {"kind": CACHE_KIND})
@@ -548,11 +553,11 @@ def test_the_triggers_only_queue_keys_and_an_echo_of_a_status_write_none() -> No
     triggers.child_changed(reconcilers, "MODIFIED", service)
     drain(q)
     assert rec.runs == [A, ("SpyreCache", "ns", "a"), B]
-    reconcilers[KIND].wrote("ns", "a", "8")  # what its status write returned
+    reconcilers[KIND].echoes.wrote("ns", "a", "8")  # what its status write returned
     echo = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "8"}}
     triggers.model_event(reconcilers[KIND], "MODIFIED", echo)
     drain(q)
-    assert len(rec.runs) == 3 and reconcilers[KIND].stats["echoes"] == 1
+    assert len(rec.runs) == 3 and reconcilers[KIND].echoes.stats["echoes"] == 1
     triggers.model_event(reconcilers[KIND], "MODIFIED", body)  # not the echo: runs
     triggers.model_event(reconcilers[KIND], "DELETED", body)  # still queued: finds it gone
     drain(q)
@@ -633,7 +638,7 @@ def test_a_key_put_later_waits_for_the_triggered_ones_and_runs_after_its_own_run
 def test_a_new_compile_job_without_its_entry_has_its_owners_reconciled_later() -> None:
     rec = Recorder()
     q = queue(rec)
-    reconcilers = queued_reconcilers(q)
+    reconcilers = controllers(q)
     owner = {"apiVersion": API_VERSION, "kind": KIND, "name": "a", "uid": "u"}
     labels = {meta.COMPONENT_LABEL: meta.COMPILE}
     annotations = {meta.CACHE_KEY_ANNOTATION: "k" * 64}
@@ -686,7 +691,7 @@ def test_a_pod_added_queues_its_model_the_start_up_listing_does_not() -> None:
     change it caused ran without it: its ADDED event queues the owner again."""
     rec = Recorder()
     q = queue(rec)
-    reconcilers = queued_reconcilers(q)
+    reconcilers = controllers(q)
     labels = {meta.COMPONENT_LABEL: meta.SERVER, meta.MODEL_LABEL: "a"}
     pod = {"kind": "Pod", "metadata": {"namespace": "ns", "name": "a-1", "labels": labels}}
     triggers.pod_changed(reconcilers, None, pod)
@@ -711,7 +716,7 @@ def test_the_loop_shows_its_depth_wait_runs_and_results_on_metrics() -> None:
     clock.now += 2.0
     assert q.take(block=False) == A
     assert q.loop_stats().running == 1
-    q.done(A, None, again=60.0)
+    q.done(A, None, Result(60.0))
     drain(q)  # B fails, C runs (waited 2 s too)
     text = "\n".join(
         exposition(collections.Counter(), Metrics(), {}, {}, 0, {}, loop=q.loop_stats())
@@ -727,3 +732,6 @@ def test_the_loop_shows_its_depth_wait_runs_and_results_on_metrics() -> None:
         for r in ("success", "requeue", "error")
     }
     assert results == {"success": 1, "requeue": 1, "error": 1}
+    # the runs the workers took (A was taken by hand): how long, and why one failed
+    assert found["spyre_operator_reconcile_duration_seconds_count"] == 2
+    assert found['spyre_operator_reconcile_errors_total{reason="RuntimeError"}'] == 1

@@ -25,10 +25,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from spyre_operator.api.names import KIND
+from spyre_operator.controller.echoes import Echoes
+from spyre_operator.controller.kinds import Controller
 from spyre_operator.controller.workqueue import MAX_RETRY_SECONDS, Key, WorkQueue
 from spyre_operator.kube.backoff import retry_delay
 from spyre_operator.kube.client import Kube
 from spyre_operator.reconcile.engine import Reconciler
+from spyre_operator.reconcile.result import Result
 
 pytestmark = pytest.mark.unit
 
@@ -48,28 +51,31 @@ def silent(key: Key, err: Exception, delay: float, before: str | None) -> str:
 
 
 class KeysOnly:
-    """The operator as it is: the reconciler recognises its echo by resourceVersion before
-    it queues anything (engine.Reconciler.enqueue); the queue holds keys."""
+    """The operator as it is: its controller recognises the reconciler's echo by
+    resourceVersion before it queues anything (kinds.Controller.enqueue); the queue holds
+    keys."""
 
     def __init__(self, clock: Clock) -> None:
         self.queue = WorkQueue(lambda key: None, silent, clock=clock)
         kube = Kube(api=None)  # never called: the test runs nothing
-        self.reconciler = Reconciler(kube, lambda *_: None, queue=self.queue)
+        echoes = Echoes()
+        reconciler = Reconciler(kube, lambda *_: None, store=echoes)
+        self.controller = Controller(reconciler, self.queue, echoes)
 
     def event(self, key: Key, version: str) -> None:
-        self.reconciler.enqueue(key[1], key[2], version)
+        self.controller.enqueue(key[1], key[2], version)
 
     def child(self, key: Key) -> None:
-        self.reconciler.enqueue(key[1], key[2])
+        self.controller.enqueue(key[1], key[2])
 
     def later(self, key: Key) -> None:
-        self.reconciler.enqueue_later(key[1], key[2])
+        self.controller.enqueue_later(key[1], key[2])
 
     def resync(self, key: Key) -> None:
         self.queue.resync(key)
 
     def wrote(self, key: Key, version: str) -> None:
-        self.reconciler.wrote(key[1], key[2], version)
+        self.controller.echoes.wrote(key[1], key[2], version)
 
     def take(self) -> tuple[Key, bool] | None:
         """The next run, and whether it is skipped (never, here)."""
@@ -77,7 +83,7 @@ class KeysOnly:
         return None if key is None else (key, False)
 
     def done(self, key: Key, err: Exception | None, again: float | None) -> None:
-        self.queue.done(key, err, again)
+        self.queue.done(key, err, Result(again))
 
 
 class CopyingQueue:

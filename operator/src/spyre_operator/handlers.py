@@ -60,14 +60,15 @@ def spyremodels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def spyremodel_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    triggers.model_event(memo.reconcilers[KIND], type, body)
+    triggers.model_event(memo.controllers[KIND], type, body)
 
 
 @kopf.on.event(GROUP, VERSION, CACHE_PLURAL)
 def spyrecache_event(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    triggers.model_event(memo.reconcilers[CACHE_KIND], type, body)
+    triggers.model_event(memo.controllers[CACHE_KIND], type, body)
 
 
 @kopf.on.probe(id="reconciles")
 def reconciles(memo: kopf.Memo, **_: Any) -> int:
-    return sum(r.stats["reconciles"] for r in memo.reconcilers.values())
+    reconciled: int = memo.queue.stats["reconciles"]
+    return reconciled

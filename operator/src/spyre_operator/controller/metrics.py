@@ -1,6 +1,6 @@
-"""The operator's Prometheus metrics: what the reconciler counts, in the text exposition
-format (with # HELP and # TYPE, so `promtool check metrics` passes and Prometheus knows
-counters from gauges); metrics_server.py serves it on /metrics."""
+"""The operator's Prometheus metrics: what the loop and the reconcilers count, in the text
+exposition format (with # HELP and # TYPE, so `promtool check metrics` passes and
+Prometheus knows counters from gauges); metrics_server.py serves it on /metrics."""
 
 from __future__ import annotations
 
@@ -15,14 +15,13 @@ from spyre_operator.api.names import KIND
 from spyre_operator.api.status import CACHE_READY, READY
 from spyre_operator.controller.cache_keys import CacheKeys
 from spyre_operator.controller.histogram import Histogram
-from spyre_operator.controller.workqueue import LoopStats
+from spyre_operator.controller.workqueue import RECONCILE_BUCKETS, LoopStats
 from spyre_operator.reconcile.conditions import UNSCHEDULABLE
 
 log = logging.getLogger(__name__)
 
 PREFIX = "spyre_operator"
-# A reconcile is a few API reads and maybe a write; a compile takes minutes to hours.
-RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# A compile takes minutes to hours.
 COMPILE_BUCKETS = (60.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 10800.0)
 # A pull moves GBs from a registry: seconds to minutes.
 PULL_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
@@ -30,13 +29,12 @@ Key = tuple[str, str]
 
 
 class Metrics:
-    """Kept by the reconcilers (one for both kinds); every method is safe from any thread.
-    The phases are the SpyreModels' (`kind`); a SpyreCache's compile time counts too."""
+    """What the statuses the reconcilers decide say (one for both kinds); every method is
+    safe from any thread. The phases are the SpyreModels' (`kind`); a SpyreCache's compile
+    time counts too."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.errors: Counter[str] = Counter()  # by reason
-        self.reconcile = Histogram(RECONCILE_BUCKETS)
         self.compile = Histogram(COMPILE_BUCKETS)
         self.pull = Histogram(PULL_BUCKETS)
         self.pulls: Counter[str] = Counter()  # hit, miss (a key compiled with a registry)
@@ -46,14 +44,6 @@ class Metrics:
         self._compiles_seen: set[str] = set()  # Job names whose duration was observed
         self.cache_keys = CacheKeys()
         self._pulls_seen: set[tuple[str, str]] = set()  # (hit or miss, Job name) counted
-
-    def reconciled(self, seconds: float) -> None:
-        with self._lock:
-            self.reconcile.observe(seconds)
-
-    def failed(self, reason: str) -> None:
-        with self._lock:
-            self.errors[reason] += 1
 
     def status(
         self, kind: str, key: Key, status: dict[str, Any], spec: dict[str, Any] | None = None
@@ -98,21 +88,16 @@ class Metrics:
     def snapshot(
         self,
     ) -> tuple[
-        dict[str, int],
         dict[Key, str],
-        list[str],
         list[str],
         dict[tuple[str, str, str], str],
         dict[Key, tuple[int, int]],
     ]:
-        """(errors by reason, phases, reconcile and compile histogram lines, the objects
-        with a pod no node takes, each model's ready replicas and those started from the
-        cache)."""
+        """(phases, compile histogram lines, the objects with a pod no node takes, each
+        model's ready replicas and those started from the cache)."""
         with self._lock:
             return (
-                dict(self.errors),
                 dict(self.phases),
-                self.reconcile.lines(f"{PREFIX}_reconcile_duration_seconds"),
                 self.compile.lines(f"{PREFIX}_compile_duration_seconds"),
                 dict(self.unschedulable),
                 dict(self.from_cache),
@@ -189,7 +174,10 @@ def exposition(
     writes it as it comes: at 10,000 SpyreModels their three families are 30,000 lines,
     which as one text, its list of lines and its bytes held ~12 MB at each scrape)."""
     p = PREFIX
-    errors, phases, reconcile, compile_, unschedulable, from_cache = metrics.snapshot()
+    phases, compile_, unschedulable, from_cache = metrics.snapshot()
+    errors = loop.errors if loop is not None else {}
+    durations = loop.durations if loop is not None else Histogram(RECONCILE_BUCKETS)
+    reconcile = durations.lines(f"{p}_reconcile_duration_seconds")
     by_phase = Counter(phases.values())
     counters = [
         ("reconciles_total", "Reconciles run (events, resyncs, retries).", stats["reconciles"]),

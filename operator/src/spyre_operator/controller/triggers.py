@@ -11,17 +11,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from spyre_operator.api.names import API_VERSION, CACHE_KIND, KIND
+from spyre_operator.controller.kinds import Controller
 from spyre_operator.controller.workqueue import Key, WorkQueue
 from spyre_operator.kube.client import KINDS, METADATA_ONLY, ApiError, Kube, one_line, path
 from spyre_operator.kube.entries import plain
 from spyre_operator.reconcile import compile_queue, inventory
-from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.views import job_view
 from spyre_operator.render import meta
 
 log = logging.getLogger(__name__)
 
-Reconcilers = Mapping[str, Reconciler]  # by kind: SpyreModel, SpyreCache
+Controllers = Mapping[str, Controller]  # by kind: SpyreModel, SpyreCache
 
 
 PAGE = 500  # objects per page of the resync's LIST (their metadata only: the keys, versions)
@@ -172,15 +172,15 @@ def watched_count(watched: Mapping[str, Any]) -> int:
     return sum(len(index) for index in watched.values())
 
 
-def model_event(reconciler: Reconciler, event_type: str | None, body: Mapping[str, Any]) -> None:
+def model_event(controller: Controller, event_type: str | None, body: Mapping[str, Any]) -> None:
     """Any event of a SpyreModel (the start-up listing too, so this is also the resume):
     reconcile it (its run reads the watch store, which kopf's index updated before this
     handler), unless the event is the echo of the reconciler's own status write."""
     metadata = body["metadata"]
     if event_type == "DELETED":
-        reconciler.forget(metadata["namespace"], metadata["name"])
+        controller.forget(metadata["namespace"], metadata["name"])
     else:
-        reconciler.enqueue(metadata["namespace"], metadata["name"], metadata["resourceVersion"])
+        controller.enqueue(metadata["namespace"], metadata["name"], metadata["resourceVersion"])
 
 
 def owners(obj: Mapping[str, Any], kind: str = KIND) -> list[str]:
@@ -190,19 +190,19 @@ def owners(obj: Mapping[str, Any], kind: str = KIND) -> list[str]:
     return [r["name"] for r in refs if r.get("kind") == kind and r.get("apiVersion") == API_VERSION]
 
 
-def reconcile_owners(reconcilers: Reconcilers, obj: Mapping[str, Any]) -> None:
+def reconcile_owners(controllers: Controllers, obj: Mapping[str, Any]) -> None:
     namespace = obj["metadata"]["namespace"]
-    for kind, reconciler in reconcilers.items():
-        reconcile_each(reconciler, [(namespace, name) for name in owners(obj, kind)])
+    for kind, controller in controllers.items():
+        reconcile_each(controller, [(namespace, name) for name in owners(obj, kind)])
 
 
-def reconcile_each(reconciler: Reconciler, keys: Iterable[tuple[str, str]]) -> None:
+def reconcile_each(controller: Controller, keys: Iterable[tuple[str, str]]) -> None:
     for namespace, name in keys:
-        reconciler.enqueue(namespace, name)
+        controller.enqueue(namespace, name)
 
 
 def child_changed(
-    reconcilers: Reconcilers, event_type: str | None, body: Mapping[str, Any]
+    controllers: Controllers, event_type: str | None, body: Mapping[str, Any]
 ) -> None:
     """A Job/Deployment/Service/NetworkPolicy changed or was deleted: reconcile its
     owners. ADDED and the initial listing are skipped: the reconciler made the object (the
@@ -212,17 +212,17 @@ def child_changed(
     the compile queue: then the SpyreModels and SpyreCaches waiting in it, first in line
     first (the first ones may start now, the others learn their new place)."""
     if event_type in ("MODIFIED", "DELETED"):
-        reconcile_owners(reconcilers, body)
+        reconcile_owners(controllers, body)
     elif event_type == "ADDED" and lacks_entry(body):
         namespace = body["metadata"]["namespace"]
-        for kind, reconciler in reconcilers.items():
+        for kind, controller in controllers.items():
             for name in owners(body, kind):
-                reconciler.enqueue_later(namespace, name)
+                controller.enqueue_later(namespace, name)
     if moves_compile_queue(event_type, body):
-        queue = reconcilers[KIND].compile_queue()
+        queue = controllers[KIND].reconciler.compile_queue()
         wanting = queue.wanting if queue is not None else ()
         for want in sorted(wanting, key=compile_queue.fair):
-            reconcilers[want.kind].enqueue(want.namespace, want.name)
+            controllers[want.kind].enqueue(want.namespace, want.name)
 
 
 def lacks_entry(body: Mapping[str, Any]) -> bool:
@@ -240,7 +240,7 @@ def moves_compile_queue(event_type: str | None, body: Mapping[str, Any]) -> bool
     return event_type in ("ADDED", "DELETED") or view.succeeded or view.failed
 
 
-def pod_changed(reconcilers: Reconcilers, event_type: str | None, body: Mapping[str, Any]) -> None:
+def pod_changed(controllers: Controllers, event_type: str | None, body: Mapping[str, Any]) -> None:
     """A compile or weights pod finished (its Job's owners read its summary) or a serving
     pod got stuck (its SpyreModel reports why). ADDED too: the reconcile reads pods from
     the pods' store, and a pod may reach it (already ended) after its Job's own change was
@@ -250,9 +250,9 @@ def pod_changed(reconcilers: Reconcilers, event_type: str | None, body: Mapping[
     namespace = body["metadata"]["namespace"]
     labels = body["metadata"].get("labels") or {}
     component = meta.component(body)
-    models = reconcilers[KIND]
+    models = controllers[KIND]
     if component == meta.SERVER and meta.MODEL_LABEL in labels:
         reconcile_each(models, [(namespace, labels[meta.MODEL_LABEL])])
     elif component in (meta.COMPILE, meta.WEIGHTS) and meta.JOB_NAME_LABEL in labels:
-        job = models.kube.get("Job", namespace, labels[meta.JOB_NAME_LABEL])
-        reconcile_owners(reconcilers, job or {"metadata": {"namespace": namespace}})
+        job = models.reconciler.kube.get("Job", namespace, labels[meta.JOB_NAME_LABEL])
+        reconcile_owners(controllers, job or {"metadata": {"namespace": namespace}})

@@ -1,6 +1,7 @@
-"""What connects kopf to the reconciler: settings, the work queue and its workers, the
-reconcilers, the children's watches, Events, the resync and metrics (the triggers are in
-triggers.py, the indexes in indexes.py, the watches in kube/watches.py).
+"""What connects kopf to the reconcilers: settings, the work queue and its workers, a
+controller per kind (kinds.py: its reconciler and the echoes of its status writes), the
+children's watches, Events, the resync and metrics (the triggers are in triggers.py, the
+indexes in indexes.py, the watches in kube/watches.py).
 
 The settings come from settings.py: `run`'s flags, or the environment with
 `kopf run -m spyre_operator.handlers`.
@@ -16,8 +17,11 @@ import kopf
 
 from spyre_operator.api.names import CACHE_KIND, KIND
 from spyre_operator.controller import allocator, metrics, metrics_server, triggers
+from spyre_operator.controller.echoes import Echoes
 from spyre_operator.controller.events import EventPoster
+from spyre_operator.controller.failures import complain
 from spyre_operator.controller.indexes import CACHES, MODELS, read_compile_queue, stored
+from spyre_operator.controller.kinds import Controller
 from spyre_operator.controller.triggers import Resync, watched_count
 from spyre_operator.controller.workqueue import Key, WorkQueue
 from spyre_operator.kube.client import (
@@ -31,9 +35,10 @@ from spyre_operator.kube.indexed import IndexedKube
 from spyre_operator.kube.watches import Source, Store, Watches
 from spyre_operator.reconcile import compile_queue
 from spyre_operator.reconcile.dryrun import PARALLEL
-from spyre_operator.reconcile.engine import Reconciler, complain
+from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.reconcile.progress import ProgressReader
-from spyre_operator.reconcile.shared import Starts, Unserved
+from spyre_operator.reconcile.result import Result
+from spyre_operator.reconcile.shared import Shared
 from spyre_operator.reconcile.starts import StartReader
 from spyre_operator.render import meta
 from spyre_operator.settings import Settings
@@ -72,40 +77,33 @@ def configure(
     wants = (indexes[MODELS], indexes[CACHES])
     queue = functools.partial(read_compile_queue, limits, stores["jobs"], wants)
     unlimited = limits == compile_queue.Limits()  # no queue to read, no lock to take
-    starts = Starts()  # compile starts, shared: the queue's limits hold for both kinds
-    unserved = Unserved()  # both make inventory entries: one WARNING if SpyreCaches are not
 
-    interval = config.progress_seconds
-    progress = ProgressReader(kube, interval) if interval else None  # shared like starts
-    start_reports = StartReader(kube)  # each serving pod's start-up, read once
-
-    def reconcile(key: Key) -> float | None:
-        return memo.reconcilers[key[0]].reconcile(key[1], key[2])
+    def reconcile(key: Key) -> Result:
+        return memo.controllers[key[0]].reconcile(key[1], key[2])
 
     def seen(key: Key, version: str) -> None:
-        memo.reconcilers[key[0]].listed(key[1], key[2], version)
+        memo.controllers[key[0]].listed(key[1], key[2], version)
 
     memo.queue = WorkQueue(reconcile, complain)
-    shared = metrics.Metrics()
+    told = metrics.Metrics()
+    interval = config.progress_seconds
+    # Both kinds' reconcilers share the compile starts (the queue's limits hold for both),
+    # the kinds found unserved (both make inventory entries: one WARNING if SpyreCaches
+    # are not), a running compile's progress and each serving pod's start-up (read once).
+    shared = Shared(
+        compile_queue=None if unlimited else queue,
+        progress=ProgressReader(kube, interval) if interval else None,
+        start_reports=StartReader(kube),
+        statuses=told,
+        busy=lambda: not memo.queue.idle(),
+    )
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
-    memo.reconcilers = {
-        kind: Reconciler(
-            kube,
-            memo.events,
-            compile_queue=None if unlimited else queue,
-            kind=kind,
-            starts=starts,
-            queue=memo.queue,
-            metrics=shared,
-            progress=progress,
-            start_reports=start_reports,
-            unserved=unserved,
-            settings=config,
-            stored=functools.partial(stored, watched[kind]),
-        )
-        for kind in (KIND, CACHE_KIND)
-    }
-    memo.watches = start_watches(config, memo.reconcilers, stores, policy)
+    memo.controllers = {}
+    for kind in (KIND, CACHE_KIND):
+        echoes = Echoes(functools.partial(stored, watched[kind]))
+        reconciler = Reconciler(kube, memo.events, kind, echoes, config, shared)
+        memo.controllers[kind] = Controller(reconciler, memo.queue, echoes, told)
+    memo.watches = start_watches(config, memo.controllers, stores, policy)
     memo.resync = Resync(
         kube,
         memo.queue,
@@ -119,7 +117,7 @@ def configure(
     if port:
         metrics_server.serve(
             lambda: metrics_lines(
-                memo.reconcilers.values(), shared, memo.queue, memo.watches, memo.resync
+                memo.controllers.values(), told, memo.queue, memo.watches, memo.resync
             ),
             port,
         )
@@ -130,7 +128,7 @@ def configure(
 
 def start_watches(
     config: Settings,
-    reconcilers: triggers.Reconcilers,
+    controllers: triggers.Controllers,
     stores: Mapping[str, Store],
     policy: str = "policy/v1",
 ) -> Watches:
@@ -139,7 +137,7 @@ def start_watches(
     the PodDisruptionBudgets (client.policy_version)."""
 
     def handle(trigger: Any) -> Any:
-        return lambda event_type, body: trigger(reconcilers, event_type, body)
+        return lambda event_type, body: trigger(controllers, event_type, body)
 
     sources = [
         Source(kind, stores[KINDS[kind][1]], handle(triggers.child_changed)) for kind in CHILDREN
@@ -182,21 +180,21 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 def metrics_lines(
-    reconcilers: Iterable[Reconciler],
-    shared: metrics.Metrics,
+    controllers: Iterable[Controller],
+    told: metrics.Metrics,
     queue: WorkQueue,
     watches: Watches,
     resync: Resync,
 ) -> Iterator[str]:
-    """Both reconcilers' counters added up (their client and Metrics are shared), the
-    exposition's lines."""
-    reconcilers = list(reconcilers)
+    """The loop's and both reconcilers' counters added up (their client and Metrics are
+    shared), the exposition's lines."""
+    reconcilers = [c.reconciler for c in controllers]
     stats = sum((r.stats for r in reconcilers), queue.stats.copy())
     stats["resync_passes"] = resync.passes
     kube = reconcilers[0].kube
     return metrics.exposition(
         stats,
-        shared,
+        told,
         kube.writes,
         kube.dry_runs,
         kube.reads,

@@ -13,9 +13,16 @@ retry.
 
 The resync's keys, and the ones a run puts `later` (its key's inventory entry), wait in a
 low lane: they run only when no key a trigger queued waits. The queue holds no object:
-whether an event needs a run (not the echo of the reconciler's own status write) is the
-reconciler's business before it adds the key (engine.Reconciler.enqueue), so nothing owed
-is ever dropped for a copy that turned out to be an echo.
+whether an event needs a run (not the echo of the reconciler's own status write) is
+decided before the key is added (kinds.Controller.enqueue), so nothing owed is ever dropped
+for a copy that turned out to be an echo.
+
+This is the loop around the reconcilers, apart from them (as controller-runtime's
+controller is): a run is `handle(key)`, which returns a reconcile.result.Result; the loop
+catches what it raises (a worker never dies of it), says it (`complain`) and tries it again
+after the pause, acts on the result (again in n seconds, again `later`), and keeps the
+loop's metrics: keys waiting by lane, runs in flight, how long keys waited, how long runs
+took, how they ended, and the failures by reason.
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
+from spyre_operator.controller.failures import Complain, reason
 from spyre_operator.controller.histogram import Histogram
 from spyre_operator.kube.backoff import retry_delay
+from spyre_operator.reconcile.result import Result
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +47,8 @@ Key = tuple[str, str, str]  # (kind, namespace, name)
 RETRY_SECONDS = 10.0  # pause before a failed run is retried, doubled per failure in a row
 MAX_RETRY_SECONDS = 300.0
 WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+# A reconcile is a few API reads and maybe a write; a compile takes minutes to hours.
+RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class LoopStats(NamedTuple):
@@ -47,30 +58,28 @@ class LoopStats(NamedTuple):
     running: int  # reconciles running now
     wait: Histogram  # how long a key waited before a worker took it
     results: dict[str, int]  # runs ended, by result: success, requeue, error
-
-
-class Complain(Protocol):
-    def __call__(self, key: Key, err: Exception, delay: float, before: str | None) -> str:
-        """Log a failed run, retried in `delay` seconds; `before`: what was said of the
-        failure before it in a row (None: the first). Returns what it said."""
+    durations: Histogram  # how long runs took
+    errors: dict[str, int]  # failed runs, by reason (failures.reason)
 
 
 class WorkQueue:
     """Keys in, one run per key at a time, fair (first come, first run), retries with back-off.
 
-    `handle(key)` reconciles; raising means "try again later" (`complain` logs it);
-    returning a number of seconds means "run again then" (a running compile's progress).
-    Thread-safe; `clock` (seconds, monotonic) is injectable for tests, which may also drive
-    the queue without worker threads (`process(block=False)`, or `take` and `done`)."""
+    `handle(key)` reconciles; raising means "try again later" (`complain` logs it); its
+    Result (None: done) may ask to run again in a number of seconds (a running compile's
+    progress) or `later`. Thread-safe; `clock` (seconds, monotonic) is injectable for
+    tests, which may also drive the queue without worker threads (`process(block=False)`,
+    or `take` and `done`)."""
 
     def __init__(
         self,
-        handle: Callable[[Key], float | None],
+        handle: Callable[[Key], Result | None],
         complain: Complain,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.handle, self.complain, self.clock = handle, complain, clock
-        # "retries": retries whose time came; "requeues": runs asked for by a run
+        # "reconciles": runs; "retries": retries whose time came; "requeues": runs asked
+        # for by a run
         self.stats: Counter[str] = Counter()
         self._cond = threading.Condition()
         self._ready: deque[Key] = deque()  # queued by a trigger, first come first
@@ -91,6 +100,8 @@ class WorkQueue:
         self._since: dict[Key, float] = {}  # when a waiting key was queued
         self._wait = Histogram(WAIT_BUCKETS)
         self._results: Counter[str] = Counter()
+        self._durations = Histogram(RECONCILE_BUCKETS)
+        self._errors: Counter[str] = Counter()
 
     # ----- adding ------------------------------------------------------------------
     def add(self, key: Key) -> None:
@@ -166,13 +177,23 @@ class WorkQueue:
         key = self.take(block)
         if key is None:
             return False
+        started = time.perf_counter()
         try:
-            again = self.handle(key)
+            result = self.handle(key)
         except Exception as err:
+            self._ran(started, reason(err))
             self.done(key, err)
         else:
-            self.done(key, None, again)
+            self._ran(started, None)
+            self.done(key, None, result)
         return True
+
+    def _ran(self, started: float, failed: str | None) -> None:
+        with self._cond:
+            self.stats["reconciles"] += 1
+            self._durations.observe(time.perf_counter() - started)
+            if failed is not None:
+                self._errors[failed] += 1
 
     def take(self, block: bool = True) -> Key | None:
         """The next key to run, now running (None: none without waiting, or shut down);
@@ -206,7 +227,14 @@ class WorkQueue:
     def loop_stats(self) -> LoopStats:
         with self._cond:
             waiting = {"trigger": len(self._ready), "low": len(self._lowered)}
-            return LoopStats(waiting, len(self._running), self._wait.copy(), dict(self._results))
+            return LoopStats(
+                waiting,
+                len(self._running),
+                self._wait.copy(),
+                dict(self._results),
+                self._durations.copy(),
+                dict(self._errors),
+            )
 
     def _start_due(self) -> None:
         """Queue the retries whose time has come."""
@@ -218,8 +246,9 @@ class WorkQueue:
                 self.stats["retries" if key in self._failures else "requeues"] += 1
                 self._add(key)
 
-    def done(self, key: Key, err: Exception | None, again: float | None = None) -> None:
-        """The run of `key` ended: failed with `err`, or asked to run again in `again` s."""
+    def done(self, key: Key, err: Exception | None, result: Result | None = None) -> None:
+        """The run of `key` ended: failed with `err`, or with `result` (None: done)."""
+        again = None if result is None else result.requeue_after
         with self._cond:
             failures, said = self._failures.get(key, (0, None))
         if err is not None:  # said while the key still counts as running: no run races it
@@ -241,7 +270,7 @@ class WorkQueue:
             else:
                 self._failures[key] = (failures, said)
                 self._run_at(key, self.clock() + delay)
-            rerun = key in self._rerun
+            rerun = key in self._rerun or (result is not None and result.later)
             self._rerun.discard(key)
             if key in self._dirty:  # runs again anyway (and sooner)
                 self._dirty.discard(key)

@@ -151,7 +151,10 @@ def is_compile_start(verb: str, obj: dict[str, Any]) -> bool:
 def wanted(body: dict[str, Any]) -> Want | None:
     """The compile Job a SpyreModel wants, from its spec and stored status; None when it
     wants none (invalid, deleted, weights not downloaded yet, or its key compiled), or
-    when the API server refused what it wrote last (it keeps no place ahead of others)."""
+    when the API server refused what it wrote last (it keeps no place ahead of others).
+    kopf's index asks at every event of the object: the key a reconcile decided from this
+    spec is its status' targetCacheKey, so it is computed here only for a spec no status
+    was decided from yet (a new object, a spec changed)."""
     metadata = body["metadata"]
     status = body.get("status") or {}
     reason = find(status.get("conditions") or [], DEGRADED).get("reason")
@@ -159,17 +162,29 @@ def wanted(body: dict[str, Any]) -> Want | None:
     if metadata.get("deletionTimestamp") or refused:
         return None
     kind = body.get("kind") or KIND
-    try:
-        model = parse(body, kind=kind)
-    except InvalidSpec:
+    if status.get("observedGeneration") == metadata.get("generation", 1):
+        key = None if status.get("phase") == "Invalid" else status.get("targetCacheKey")
+    else:
+        key = spec_key(body, kind, status)
+    if key is None:
         return None
-    spec = model.spec
-    commit = weights_commit(status.get("weights"))
-    if spec.model.from_hub and commit is None:
-        return None
-    key = cache_key(spec, commit)
     cache = status.get("cache") or {}
     if cache.get("cacheKey") == key and cache.get("ok") is True:
         return None
     created = metadata.get("creationTimestamp", "")
-    return Want(created, model.namespace, model.name, meta.compile_job_name(key), kind)
+    job = meta.compile_job_name(key)
+    namespace = metadata.get("namespace") or "default"  # as parse() has it (a file's object)
+    return Want(created, namespace, metadata["name"], job, kind)
+
+
+def spec_key(body: dict[str, Any], kind: str, status: dict[str, Any]) -> str | None:
+    """The cache key of the object's spec (None: invalid, or a hub model's weights not
+    downloaded yet)."""
+    try:
+        spec = parse(body, kind=kind).spec
+    except InvalidSpec:
+        return None
+    commit = weights_commit(status.get("weights"))
+    if spec.model.from_hub and commit is None:
+        return None
+    return cache_key(spec, commit)

@@ -1,24 +1,22 @@
-"""One level-based reconcile of a SpyreModel: observe -> decide -> apply -> status.
+"""One level-based reconcile of a SpyreModel (or a SpyreCache): observe -> decide -> apply ->
+status, a function of the object's key.
 
-Everything is derived from the cluster on each pass (the SpyreModel as the watch store
-holds it, its children and its stored status). Between passes the reconciler keeps only the
-resourceVersion of its own last status write (its watch echo needs no run, and a store
-that has not shown it yet is read around), the specs whose dry runs passed, the next
-progress reading of a running compile (progress.py), the compile Jobs it
-created a moment ago that the watch has not brought yet, and a kind found not served (the
-SpyreCache CRD missing: no inventory entries for a while), so a restarted operator continues
-where the last one stopped. When a reconcile runs is the work queue's business
-(workqueue.py): never two of one object at once, a failed one again after a pause, a
-compiling one again after the progress interval.
+Everything is derived from the cluster on each pass (the object as the watch store holds
+it, its children and its stored status). Between passes the reconciler keeps only the
+specs whose dry runs passed, and what both kinds share (shared.Shared): the serving pods'
+start-ups read, the next progress reading of a running compile (progress.py), the compile
+Jobs created a moment ago that the watch has not brought yet, and a kind found not served
+(the SpyreCache CRD missing: no inventory entries for a while); so a restarted operator
+continues where the last one stopped. When a reconcile runs, what its end means, its
+metrics and the echoes of its own status writes are the controller's business
+(controller/workqueue.py, kinds.py, echoes.py): never two of one object at once, a failed
+one again after a pause, a compiling one again after the progress interval.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -32,7 +30,6 @@ from spyre_operator.reconcile.conditions import (
     Event,
     announce,
     event_name,
-    now_rfc3339,
     status_patch,
     transition_events,
 )
@@ -41,53 +38,33 @@ from spyre_operator.reconcile.dryrun import DryRuns
 from spyre_operator.reconcile.model_status import with_apply_failure
 from spyre_operator.reconcile.observe import Later, Observed, object_ref, observe
 from spyre_operator.reconcile.plan import Plan, starts_job
-from spyre_operator.reconcile.progress import ProgressReader
-from spyre_operator.reconcile.shared import Starts, Unserved
-from spyre_operator.reconcile.starts import StartReader
+from spyre_operator.reconcile.result import Result
+from spyre_operator.reconcile.shared import Shared
 from spyre_operator.render.sharing import sharing_for
 from spyre_operator.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-Key = tuple[str, str, str]  # (kind, namespace, name): a key of the work queue
+class Store(Protocol):
+    """The objects of the reconciler's kind as the operator's watch holds them
+    (controller/echoes.py)."""
+
+    def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A copy of the object to decide from; None: read it with a GET (not in the store,
+        or the store may be behind)."""
+
+    def wrote(self, namespace: str, name: str, version: str) -> None:
+        """The reconcile's status write of the object returned `version`."""
 
 
-class KeyQueue(Protocol):
-    """What the reconciler asks of the controller's work queue (controller/workqueue.py)."""
+class Unstored:
+    """No store (a reconciler on its own: the tests, the dev tools): every pass GETs."""
 
-    def add(self, key: Key) -> None: ...
-    def later(self, key: Key) -> None: ...
-    def forget(self, key: Key) -> None: ...
-    def idle(self) -> bool: ...
+    def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
 
-
-class Measure(Protocol):
-    """What the reconciler tells the controller's metrics (controller/metrics.py)."""
-
-    def reconciled(self, seconds: float) -> None: ...
-    def failed(self, reason: str) -> None: ...
-    def status(
-        self, kind: str, key: tuple[str, str], status: dict[str, Any], spec: dict[str, Any] | None
-    ) -> None: ...
-    def forget(self, kind: str, key: tuple[str, str]) -> None: ...
-
-
-class Unmeasured:
-    """No metrics (a reconciler on its own: the tests, the dev tools)."""
-
-    def reconciled(self, seconds: float) -> None:
-        pass
-
-    def failed(self, reason: str) -> None:
-        pass
-
-    def status(
-        self, kind: str, key: tuple[str, str], status: dict[str, Any], spec: dict[str, Any] | None
-    ) -> None:
-        pass
-
-    def forget(self, kind: str, key: tuple[str, str]) -> None:
+    def wrote(self, namespace: str, name: str, version: str) -> None:
         pass
 
 
@@ -108,157 +85,42 @@ class WriteFailed(ApiError):
         self.args = (message,)
 
 
-def complain(key: Key, err: Exception, delay: float, before: str | None) -> str:
-    """What the log says of a failed reconcile (retried in `delay` seconds): one line per
-    attempt, except a refusal, which the status explains: said once, and again only when
-    it changes. A traceback only for the first failure of an unexpected kind (a bug)."""
-    said = one_line(err) if isinstance(err, ApiError) else f"{type(err).__name__}: {one_line(err)}"
-    where = f"{key[1]}/{key[2]}"
-    if isinstance(err, ApiError) and err.refused:
-        if said != before:
-            log.warning("%s: %s (tried again after a growing pause)", where, said)
-    elif isinstance(err, ApiError) or said == before:
-        log.warning("%s: %s (again in %gs)", where, said, delay)
-    else:
-        log.exception("reconciling %s (again in %gs)", where, delay, exc_info=err)
-    return said
-
-
-def _where(obj: dict[str, Any]) -> tuple[str, str]:
-    return obj["metadata"]["namespace"], obj["metadata"]["name"]
-
-
 class Reconciler:
     def __init__(
         self,
         kube: Kube,
         emit: EventSink,
-        clock: Callable[[], str] = now_rfc3339,
-        compile_queue: Callable[[], Queue] | None = None,
         kind: str = KIND,
-        starts: Starts | None = None,
-        queue: KeyQueue | None = None,
-        metrics: Measure | None = None,
-        progress: ProgressReader | None = None,
-        start_reports: StartReader | None = None,
-        unserved: Unserved | None = None,
+        store: Store | None = None,
         settings: Settings | None = None,
-        stored: Callable[[str, str], dict[str, Any] | None] | None = None,
+        shared: Shared | None = None,
     ):
-        """`compile_queue` reads the compile queue from the cluster (None: no limits);
-        `kind`: SpyreModel, or SpyreCache (compile only); `starts` is shared by both, and
-        so is `unserved`; `queue` runs the reconciles the triggers ask for (`enqueue`);
-        `metrics` may be shared too, and so may `progress`, which reads a running
-        compile's progress (None: not read). `stored` reads the object from the watch
-        store, a copy (None: not there; without it every pass GETs it); `settings`: the
-        operator's (None: the defaults)."""
-        self.kube, self.emit, self.clock = kube, emit, clock
-        self.kind = kind
-        self._compile_queue = compile_queue
-        self.starts = starts or Starts()
-        self.unserved = unserved or Unserved()
-        self.queue = queue
-        self.progress = progress
-        self.start_reports = start_reports
-        self.stats: Counter[str] = Counter()
-        self.metrics = metrics or Unmeasured()
-        self.stored = stored or (lambda namespace, name: None)
-        self._written: dict[tuple[str, str], str] = {}  # resourceVersion of our last status write
-        # written, but the store has not shown that version yet (nor a GET one as new)
-        self._ahead: set[tuple[str, str]] = set()
-        self._afresh: set[tuple[str, str]] = set()  # the store may have missed an event
+        """`kind`: SpyreModel, or SpyreCache (compile only); `store` has the objects
+        (None: every pass GETs); `settings`: the operator's (None: the defaults); `shared`:
+        what both kinds' reconcilers share (None: nothing, no compile limits)."""
+        self.kube, self.emit, self.kind = kube, emit, kind
+        self.store = store or Unstored()
         self.settings = settings or Settings()
+        self.shared = shared or Shared()
+        self.stats: Counter[str] = Counter()  # conflicts, status_writes
         self.dry_runs = DryRuns(kube, self.settings)
-        self._guard = threading.Lock()
-
-    def enqueue(self, namespace: str, name: str, version: str | None = None) -> None:
-        """Have the object reconciled by the queue's workers (never blocks), unless
-        `version` (the resourceVersion its own event brought) is the one our last status
-        write returned: the echo of that write needs no run (any child that changed since
-        sends its own event)."""
-        assert self.queue is not None, "a Reconciler without a queue only reconciles"
-        if version is not None:
-            with self._guard:
-                echo = self._written.get((namespace, name)) == version
-                if echo:
-                    self._ahead.discard((namespace, name))
-            if echo:
-                self.stats["echoes"] += 1
-                return
-        self.queue.add((self.kind, namespace, name))
-
-    def wrote(self, namespace: str, name: str, version: str) -> None:
-        """Our status write of the object returned `version`: its watch event is an echo
-        (`enqueue` runs nothing for it), and a store that has not shown it yet is read
-        around (`read`)."""
-        with self._guard:
-            self._written[(namespace, name)] = version
-            self._ahead.add((namespace, name))
-
-    def listed(self, namespace: str, name: str, version: str) -> None:
-        """The resync listed the object at `version`: a store that holds another one may
-        have missed an event (or a newer one came since), so its next pass reads afresh."""
-        held = self.stored(namespace, name)
-        if held is not None and held["metadata"].get("resourceVersion") != version:
-            with self._guard:
-                self._afresh.add((namespace, name))
-
-    def enqueue_later(self, namespace: str, name: str) -> None:
-        """Have the object reconciled once no reconcile a trigger asked for waits (its
-        inventory entry: workqueue.later)."""
-        assert self.queue is not None, "a Reconciler without a queue only reconciles"
-        self.queue.later((self.kind, namespace, name))
 
     def forget(self, namespace: str, name: str) -> None:
         """The object is gone: drop what is kept about it."""
-        with self._guard:
-            self._written.pop((namespace, name), None)
-            self._ahead.discard((namespace, name))
-            self._afresh.discard((namespace, name))
-        if self.queue is not None:
-            self.queue.forget((self.kind, namespace, name))
         self.dry_runs.forget(namespace, name)
-        if self.start_reports is not None:
-            self.start_reports.forget((namespace, name))
-        self.metrics.forget(self.kind, (namespace, name))
+        if self.shared.start_reports is not None:
+            self.shared.start_reports.forget((namespace, name))
 
-    def reconcile(self, namespace: str, name: str) -> float | None:
-        """Reconcile one SpyreModel, read from the watch store (`read`). Not twice at once
-        for one object (the queue runs each key once at a time). Returns when to reconcile
-        again without an event (seconds), if at all."""
-        started = time.perf_counter()
-        try:
-            return self._reconcile(namespace, name, self.read(namespace, name))
-        except Exception as err:
-            self.stats["errors"] += 1
-            reason = f"http_{err.status}" if isinstance(err, ApiError) else type(err).__name__
-            self.metrics.failed(reason)
-            raise
-        finally:
-            self.stats["reconciles"] += 1
-            self.metrics.reconciled(time.perf_counter() - started)
-
-    def read(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object from the watch store to decide from; None (read it with a GET) if
-        the store lacks it, has not shown our last status write yet (it would
-        decide from the status before it), or the resync found it behind."""
-        where = (namespace, name)
-        body = self.stored(namespace, name)
-        version = None if body is None else body["metadata"].get("resourceVersion")
-        with self._guard:
-            ahead = where in self._ahead and version != self._written[where]
-            behind = ahead or where in self._afresh
-            self._afresh.discard(where)
-            self._ahead.discard(where)  # this pass reads our write, or newer
-        return None if behind else body
-
-    def _reconcile(self, namespace: str, name: str, body: dict[str, Any] | None) -> float | None:
+    def reconcile(self, namespace: str, name: str) -> Result:
+        """Reconcile one object, read from the store (or with a GET). Never twice at once
+        for one object (the work queue runs each key once at a time)."""
+        body = self.store.read(namespace, name)
         for _ in range(MAX_ATTEMPTS):
             if body is None:
                 body = self.kube.get(self.kind, namespace, name)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 self.forget(namespace, name)  # children go with it (ownerReferences)
-                return None
+                return Result(gone=True)
             try:
                 return self._once(body)
             except ApiError as err:
@@ -270,10 +132,10 @@ class Reconciler:
 
     def compile_queue(self) -> Queue | None:
         """The compile queue as the cluster shows it, with the Jobs just created."""
-        if self._compile_queue is None:
+        if self.shared.compile_queue is None:
             return None
-        queue = self._compile_queue()
-        return queue.with_started(self.starts.unseen(queue.known))
+        queue = self.shared.compile_queue()
+        return queue.with_started(self.shared.starts.unseen(queue.known))
 
     def plan(self, body: dict[str, Any], now: str) -> Plan:
         """observe -> decide; when the decision asks for more (it starts a Job, it has
@@ -287,8 +149,8 @@ class Reconciler:
             body,
             model,
             self.compile_queue,
-            self.progress,
-            self.start_reports,
+            self.shared.progress,
+            self.shared.start_reports,
             pulls=sharing_for(model.spec, self.settings.cache_sharing) is not None,
         )
         plan = decide(observed, model, now, self.settings)
@@ -309,27 +171,28 @@ class Reconciler:
                 return replace(observed, refusal=refusal)
         if not plan.deferred:
             return observed
-        unserved = self.unserved.skipped()
+        unserved = self.shared.unserved.skipped()
         wanted = [a.obj for a in plan.deferred if a.obj["kind"] not in unserved]
-        busy = bool(wanted) and self.queue is not None and not self.queue.idle()
+        busy = bool(wanted) and self.shared.busy()
         made = [] if busy else [object_ref(o) for o in wanted]
         exist = frozenset(ref for ref in made if self.kube.get(*ref) is not None)
         return replace(observed, later=Later(busy, unserved, exist))
 
-    def _once(self, body: dict[str, Any]) -> float | None:
-        now = self.clock()
+    def _once(self, body: dict[str, Any]) -> Result:
+        now = self.shared.clock()
         plan = self.plan(body, now)
-        if self._compile_queue is not None and any(
+        if self.shared.compile_queue is not None and any(
             is_compile_start(a.verb, a.obj) for a in plan.actions
         ):
             # Starting a compile: decide again under the lock, counting the Jobs the ones
             # before just started, so concurrent reconciles never exceed the limits.
-            with self.starts.lock:
+            with self.shared.starts.lock:
                 plan = self.plan(body, now)
                 self._carry_out(body, plan, now)
         else:
             self._carry_out(body, plan, now)
-        return plan.requeue_after
+        # `later`: what it defers waits behind the reconciles a trigger asked for
+        return Result(plan.requeue_after, plan.later)
 
     def _say(self, body: dict[str, Any], event: Event, name: str | None = None) -> None:
         meta = body["metadata"]
@@ -342,8 +205,6 @@ class Reconciler:
         done: list[Event] = []
         failed: WriteFailed | None = None
         deferred = plan.deferred
-        if plan.later:  # it waits behind the reconciles a trigger asked for: run it again
-            self.enqueue_later(*_where(body))
         for action in plan.actions + deferred:
             try:
                 execute(self.kube, action)
@@ -351,7 +212,7 @@ class Reconciler:
                 if err.conflict:
                     raise  # decided from a stale view: read again
                 if action in deferred and err.kind_unserved:  # no inventory, all else works
-                    self.unserved.found(action.obj["kind"], err)
+                    self.shared.unserved.found(action.obj["kind"], err)
                     continue
                 if err.namespace_terminating:  # the SpyreModel goes with its namespace
                     log.info("%s: namespace is being deleted", body["metadata"]["namespace"])
@@ -364,9 +225,9 @@ class Reconciler:
                 break
             if is_compile_start(action.verb, action.obj):
                 job = action.obj["metadata"]
-                self.starts.add((job["namespace"], job["name"]))
+                self.shared.starts.add((job["namespace"], job["name"]))
             if action in deferred:
-                self.unserved.served(action.obj["kind"])
+                self.shared.unserved.served(action.obj["kind"])
             done.append(Event("Normal", action.reason, action.message))
             if action.verb == "delete" and action.obj["kind"] == self.kind:
                 # an inventory entry went: no status to write
@@ -375,17 +236,15 @@ class Reconciler:
                 return
         written_status = status.to_k8s()  # the JSON, compared with the stored one
         patch = status_patch(old, written_status)
-        meta = body["metadata"]
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         said = announce(done, events)
         for event in said if events else []:  # a transition: said before the status moves
             self._say(body, event, event_name(body, old, event))
         if patch is not None:
             written = write_status(self.kube, self.kind, body, patch)
             self.stats["status_writes"] += 1
-            self.wrote(meta["namespace"], meta["name"], written["metadata"]["resourceVersion"])
-        self.metrics.status(
-            self.kind, (meta["namespace"], meta["name"]), written_status, body.get("spec")
-        )
+            self.store.wrote(namespace, name, written["metadata"]["resourceVersion"])
+        self.shared.statuses.status(self.kind, (namespace, name), written_status, body.get("spec"))
         for event in [] if events else said:
             self._say(body, event)
         if failed is not None:

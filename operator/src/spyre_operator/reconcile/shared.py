@@ -1,6 +1,9 @@
-"""What the reconcilers of SpyreModels and of SpyreCaches share between passes: the
-compile Jobs just created that the watch has not brought yet, and the kinds the API
-server does not serve. Thread-safe."""
+"""What the reconcilers of SpyreModels and of SpyreCaches share (`Shared`): between
+passes, the compile Jobs just created that the watch has not brought yet and the kinds the
+API server does not serve; the readers of the compile queue, of a compile's progress and of
+the serving pods' start-ups; where the statuses written are told (the metrics), whether a
+reconcile a trigger asked for waits (the work queue's backlog), and the clock.
+Thread-safe."""
 
 from __future__ import annotations
 
@@ -8,9 +11,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from spyre_operator.kube.client import ApiError, one_line
-from spyre_operator.reconcile.compile_queue import JobRef
+from spyre_operator.reconcile.compile_queue import JobRef, Queue
+from spyre_operator.reconcile.conditions import now_rfc3339
+from spyre_operator.reconcile.progress import ProgressReader
+from spyre_operator.reconcile.starts import StartReader
 
 log = logging.getLogger(__name__)
 
@@ -80,3 +88,42 @@ class Unserved:
             was = self._since.pop(kind, None)
         if was is not None:
             log.info("the API server serves %s now: the inventory of caches resumes", kind)
+
+
+class Statuses(Protocol):
+    """Told each status a reconcile decided (written or not): the metrics' phases, cache
+    keys and compile durations (controller/metrics.py)."""
+
+    def status(
+        self, kind: str, key: tuple[str, str], status: dict[str, Any], spec: dict[str, Any] | None
+    ) -> None: ...
+
+
+class Untold:
+    """Statuses told nobody (a reconciler on its own: the tests, the dev tools)."""
+
+    def status(
+        self, kind: str, key: tuple[str, str], status: dict[str, Any], spec: dict[str, Any] | None
+    ) -> None:
+        pass
+
+
+def never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What both kinds' reconcilers share. `compile_queue` reads the compile queue from the
+    cluster (None: no limits); `progress` reads a running compile's progress and
+    `start_reports` the serving pods' start-ups (None: not read); `busy`: a reconcile a
+    trigger asked for waits (what can wait, waits behind it); `clock`: the time, RFC 3339."""
+
+    starts: Starts = field(default_factory=Starts)
+    unserved: Unserved = field(default_factory=Unserved)
+    compile_queue: Callable[[], Queue] | None = None
+    progress: ProgressReader | None = None
+    start_reports: StartReader | None = None
+    statuses: Statuses = field(default_factory=Untold)
+    busy: Callable[[], bool] = never
+    clock: Callable[[], str] = now_rfc3339
