@@ -255,3 +255,17 @@ def test_only_the_weights_pod_reaches_the_hub_whatever_the_images_env() -> None:
         for role, pod in pods.items()
     }
     assert offline == {"weights": "0", "precompile": "1", "serve": "1", "clean": None}
+
+
+def test_the_injected_start_logs_what_the_image_setup_sourced(tmp_path: Path) -> None:
+    """Found on the node with the UBI-like stand-in: the setup ran before logging was set
+    up, so the pod's log never said the device script was sourced."""
+    script = tmp_path / "ibm-aiu-setup.sh"
+    script.write_text("export AIU_WORLD_SIZE=1\n")
+    start = (
+        "import pathlib, sys; from spyre_runtime import imagesetup, injected;"
+        f"imagesetup.prepare.__defaults__ = (imagesetup.os.environ, pathlib.Path({str(script)!r}));"
+        "sys.exit(injected.main(['describe']))"
+    )  # (describe then refuses the empty environment: after the setup, which is what counts)
+    done = _run(sys.executable, ["-c", start], {"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
+    assert f"spyre-runtime INFO sourced {script}: AIU_WORLD_SIZE" in done.stderr
