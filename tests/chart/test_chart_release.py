@@ -28,3 +28,4 @@ def test_the_packaged_chart_names_the_registry_it_is_published_to(tmp_path: Path
     # the CPU serving image the release pushes (none for cards: card models name theirs)
     runtime = values["runtimeImage"]["repository"]
     assert runtime == f"registry.example.com:5000/mirror/spyre/{release.RUNTIME_CPU}"
+    assert values["runtimeImage"]["cards"] is False

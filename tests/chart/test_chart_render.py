@@ -67,6 +67,8 @@ COMBINATIONS: dict[str, Combination] = {
         "podAnnotations": {"example.com/team": "ml-platform"},
         "runtimeImage": {
             "repository": "mirror.example.com:5000/ai/spyre-runtime",
+            "cards": False,
+            "injector": f"mirror.example.com:5000/ai/operator@sha256:{'0' * 64}",
             "pullSecrets": [{"name": "mirror-pull"}, {"name": "mirror-pull-2"}],
         },
     },
@@ -191,6 +193,8 @@ def test_the_operator_command_accepts_the_rendered_args(name: str) -> None:
     assert config.runtime_image_pull_secrets == tuple(
         s["name"] for s in runtime.get("pullSecrets", [])
     )
+    assert config.runtime_image_cards is runtime.get("cards", True)
+    assert config.runtime_injector_image == (runtime.get("injector") or None)
 
 
 def test_namespaced_mode_watches_exactly_the_list() -> None:
@@ -433,6 +437,8 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"operator.resyncSeconds": "5m"}, "/operator/resyncSeconds"),
     ({"runtimeImage.repository": "quay.io/spyre-serving/runtime:1"}, "/runtimeImage/repository"),
     ({"runtimeImage.pullSecrets": ["regcred"]}, "/runtimeImage/pullSecrets/0"),
+    ({"runtimeImage.cards": "no"}, "/runtimeImage/cards"),
+    ({"runtimeImage.injector": "Vault/Operator:1"}, "/runtimeImage/injector"),
     (
         {"metrics.enabled": False, "monitoring.operator.enabled": True},
         "monitoring.operator.enabled needs metrics.enabled=true",

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,10 @@ class Webhooked:
     ValidatingWebhookConfiguration (failurePolicy Fail unless a test says otherwise)."""
 
     def __init__(
-        self, kubeconfig: Path, kube: Kube, log: Path, cert_dir: Path | None = None
+        self, kubeconfig: Path, kube: Kube, log: Path, cert_dir: Path | None = None, *flags: str
     ) -> None:
         self.kubeconfig, self.kube, self.log, self.cert_dir = kubeconfig, kube, log, cert_dir
+        self.flags = flags  # more of `spyre-operator run`
         suffix = uuid.uuid4().hex[:8]
         self.namespace, self.system = f"wh-{suffix}", f"wh-system-{suffix}"
         self.configuration, self.secret = f"spyre-test-{suffix}", "webhook-cert"
@@ -93,7 +95,7 @@ class Webhooked:
                      "127.0.0.1", "--webhook-configuration", self.configuration]  # fmt: skip
         else:  # files someone else keeps (cert-manager), and the caBundle (its cainjector)
             args += ["--webhook-cert-dir", str(self.cert_dir)]
-        self.process = OperatorProcess(args, self.kubeconfig, self.log)
+        self.process = OperatorProcess([*args, *self.flags], self.kubeconfig, self.log)
         wait_for(self._serving, "the webhook refuses an invalid SpyreModel")
 
     def stop(self) -> None:
@@ -143,12 +145,20 @@ class Webhooked:
 
 @pytest.fixture(scope="module")
 def hooked(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhooked]:
+    with webhooked(kubeconfig, tmp_path_factory.mktemp("webhook") / "operator.log") as running:
+        yield running
+
+
+@contextmanager
+def webhooked(kubeconfig: Path, log: Path, *flags: str, start: bool = True) -> Iterator[Webhooked]:
+    """A Webhooked (its operator started, with more `flags` of `run`), removed afterwards;
+    the operator's log printed if the test fails."""
     kube = kube_for(kubeconfig)
     simulate.install_crds(kube)
-    log = tmp_path_factory.mktemp("webhook") / "operator.log"
-    running = Webhooked(kubeconfig, kube, log)
+    running = Webhooked(kubeconfig, kube, log, None, *flags)
     try:
-        running.start()
+        if start:
+            running.start()
         yield running
     except BaseException:
         print(f"--- operator log ({log}) ---\n{log.read_text(errors='replace')[-6000:]}")

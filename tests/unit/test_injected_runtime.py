@@ -63,6 +63,23 @@ def test_every_pod_of_an_upstream_image_runs_the_injected_runtime() -> None:
         assert "initContainers" not in pod and "command" not in pod["containers"][0]
 
 
+@pytest.mark.parametrize(
+    ("image", "profile", "flavour", "home"),
+    [(IBM, "sendnn-inference", "sendnn-inference", "/home/senuser"),
+     ("registry.redhat.io/rhaiis/vllm-spyre-rhel9:3.2.2", "openshift-ai", "vllm-spyre",
+      "/home/vllm")],
+)  # fmt: skip
+def test_the_senlib_config_is_copied_from_the_familys_user_home(
+    image: str, profile: str, flavour: str, home: str
+) -> None:
+    """IBM's Spyre base images keep it in senuser's home, Red Hat's UBI images in vllm's."""
+    spec = {"image": image, "runtime": {"imageProfile": profile, "flavour": flavour}}
+    model = parse(pinned(with_spec(spec)), "ns")
+    for pod in _pods(model).values():
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        assert env[contract.SPYRE_SERVING_IMAGE_HOME] == home
+
+
 def test_the_init_container_follows_the_pull_policy() -> None:
     spec = {"image": IBM, "runtime": {"imageProfile": "sendnn-inference"}}
     model = parse(pinned(with_spec({**spec, "imagePullPolicy": "Always"})), "ns")
@@ -226,3 +243,29 @@ def test_an_image_that_cannot_run_the_command_is_refused_with_what_to_set(
     assert written["reason"] == "InvalidConfig"
     assert written["message"].startswith(f"the image's Python ({sys.executable}) ")
     assert written["message"].endswith(message)
+
+
+def test_only_the_weights_pod_reaches_the_hub_whatever_the_images_env() -> None:
+    """Red Hat's images set HF_HUB_OFFLINE=1 in their ENV; the pods' env wins over it."""
+    pods = _pods(_model("sendnn-inference"))
+    offline = {
+        role: {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}.get(
+            rt.HF_HUB_OFFLINE
+        )
+        for role, pod in pods.items()
+    }
+    assert offline == {"weights": "0", "precompile": "1", "serve": "1", "clean": None}
+
+
+def test_the_injected_start_logs_what_the_image_setup_sourced(tmp_path: Path) -> None:
+    """Found on the node with the UBI-like stand-in: the setup ran before logging was set
+    up, so the pod's log never said the device script was sourced."""
+    script = tmp_path / "ibm-aiu-setup.sh"
+    script.write_text("export AIU_WORLD_SIZE=1\n")
+    start = (
+        "import pathlib, sys; from spyre_runtime import imagesetup, injected;"
+        f"imagesetup.prepare.__defaults__ = (imagesetup.os.environ, pathlib.Path({str(script)!r}));"
+        "sys.exit(injected.main(['describe']))"
+    )  # (describe then refuses the empty environment: after the setup, which is what counts)
+    done = _run(sys.executable, ["-c", start], {"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
+    assert f"spyre-runtime INFO sourced {script}: AIU_WORLD_SIZE" in done.stderr

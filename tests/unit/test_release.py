@@ -112,3 +112,6 @@ def test_the_packaged_charts_defaults_name_images_the_release_pushes() -> None:
     assert packaged["image"]["repository"] == "reg:5000/rel/operator"
     # the CPU serving image, under the tags the operator renders (build_serving's)
     assert packaged["runtimeImage"]["repository"] == "reg:5000/rel/runtime-cpu"
+    # and no card image: a card model without spec.image is refused, not given a CPU image
+    assert packaged["runtimeImage"]["cards"] is False
+    assert yaml.safe_load(values)["runtimeImage"]["cards"] is True

@@ -384,7 +384,7 @@ def test_the_weights_job_downloads_with_the_token_and_the_others_never_see_it() 
     assert env["SPYRE_SERVING_MODEL_REVISION"] == COMMIT
     assert env["SPYRE_SERVING_CACHE_ROOT"] == "/var/cache/spyre"
     assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "hf-token", "key": "token"}}
-    assert "HF_HUB_OFFLINE" not in env and "HF_ENDPOINT" not in env
+    assert env["HF_HUB_OFFLINE"] == "0" and "HF_ENDPOINT" not in env  # over an image's ENV
     assert pod["restartPolicy"] == "Never" and "affinity" not in pod
     assert container["resources"]["limits"] == {"memory": "4Gi"}  # no cards
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}

@@ -21,9 +21,11 @@ The serving image pushed is the CPU build of image/Containerfile (the real vLLM-
 plugins on CPU, for trying without cards), and the packaged chart's
 `runtimeImage.repository` names it (REGISTRY/runtime-cpu), so a CPU model without an image
 pulls one that exists. The image builder has no upstream Spyre base, so no `runtime` (card)
-image is published: a model on cards names IBM's or Red Hat's image in `spec.image` with
-its `runtime.imageProfile` (the operator brings its runtime to it), or the chart's
-`runtimeImage.repository` a registry that has images of ours for cards.
+image is published and the packaged chart's `runtimeImage.cards` is false: a model on
+cards names IBM's or Red Hat's image in `spec.image` with its `runtime.imageProfile` (the
+operator brings its runtime to it), or is refused at apply time with what to set; or the
+chart's `runtimeImage.repository` names a registry that has images of ours for cards, with
+`runtimeImage.cards` true.
 
 Credentials: REGISTRY_USERNAME / REGISTRY_PASSWORD in the environment (basic auth, as
 `docker login` sends it), `--ca-file` for a registry whose CA is not the system's.
@@ -127,9 +129,11 @@ def build_serving(flavours: list[str], cpus: list[str] | None) -> list[tuple[str
 def packaged_text(text: str, target: Target) -> str:
     """A chart file as packaged: the default images name the target registry, and the
     serving images the CPU repository the release pushes (never a repository nobody
-    builds: no release has a card image; card models name IBM's in spec.image)."""
+    builds: no release has a card image, so `runtimeImage.cards` is false: a card model
+    without spec.image is refused with what to set, IBM's or Red Hat's image)."""
     serving = f"repository: {IMAGE_REPOSITORY}\n"
     text = text.replace(serving, f"repository: {target.repository(RUNTIME_CPU)}\n")
+    text = text.replace("\n  cards: true\n", "\n  cards: false\n")
     return text.replace(f"{DEFAULT_REGISTRY}/", f"{target}/")
 
 

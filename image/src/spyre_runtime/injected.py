@@ -18,6 +18,7 @@ CHECKED = ("precompile", "serve")  # the commands that run vLLM
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    setup_logging()  # before the setup: what it sourced, or could not copy, is in the log
     prepare()
     if args and args[0] in CHECKED:
         environ = dict(os.environ)
@@ -27,7 +28,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_main(args)  # the CLI says what is wrong with the contract
         problem = image_problem(cfg.flavour, cfg.compile_config)
         if problem is not None:
-            setup_logging()
             log.error("this image cannot %s: %s", args[0], problem)
             write_summary(termination_log(environ), failure("InvalidConfig", problem))
             return 2

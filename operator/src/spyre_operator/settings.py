@@ -1,9 +1,9 @@
 """The operator's settings, defined once: each is a field of `Settings` with its type,
 default, bounds and help. The `run` flags (cli/run.py), the environment variables (for
 `kopf run -m spyre_operator.handlers`, and the flags' fallback) and the chart's values and
-their schema are all derived from these fields (tests/chart checks the chart against
-them). A frozen value: the reconcile gets it as an argument. No kopf import: the CLI
-builds its flags without loading the operator."""
+their schema (cli/render.py) are all derived from these fields (tests/chart checks the
+chart against them). A frozen value: the reconcile gets it as an argument. No kopf import:
+the CLI builds its flags without loading the operator."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from spyre_operator.api import runtimes
 from spyre_operator.api.base import DNS_SUBDOMAIN
 from spyre_operator.api.runtimes import (
     IMAGE_REPOSITORY,
@@ -150,6 +151,23 @@ class Settings(BaseModel):
         default=(),
         metavar="NAME",
     )
+    # A release publishes CPU serving images only (no registry we reach has IBM's Spyre
+    # base): its chart says false, so a card model names IBM's or Red Hat's image.
+    runtime_image_cards: bool = _opt(
+        "the serving images' repository has images for Spyre cards; false: a SpyreModel on "
+        "cards (backend sendnn) without spec.image is refused, by the webhook and in its "
+        "status (InvalidSpec), with what to set",
+        default=True,
+        metavar="true|false",
+    )
+    runtime_injector_image: str | None = _opt(
+        "the operator's image, whose init container brings spyre-runtime to an image of an "
+        "upstream runtime.imageProfile (an air-gapped copy, a digest); unset: "
+        "<the serving repository's parent>/operator:<operator version>, where a release "
+        "puts it",
+        default=None,
+        metavar="IMAGE",
+    )
     # A key compiles once per fleet: every cluster and namespace with the registry pulls
     # what one of them compiled (docs/cache-sharing.md).
     cache_registry: str = _opt(
@@ -229,6 +247,7 @@ class Settings(BaseModel):
         "webhook_configuration",
         "webhook_cert_dir",
         "malloc_arena_max",
+        "runtime_injector_image",
         mode="before",
     )
     @classmethod
@@ -244,10 +263,16 @@ class Settings(BaseModel):
     def runtime_images(self) -> RuntimeImages:
         """Where the serving images come from, and the Secrets workload pods pull with."""
         try:
-            return RuntimeImages(self.runtime_image_repository, self.runtime_image_pull_secrets)
+            return RuntimeImages(
+                self.runtime_image_repository,
+                self.runtime_image_pull_secrets,
+                self.runtime_injector_image,
+                self.runtime_image_cards,
+            )
         except ValueError as err:
             raise ValueError(
-                f"--runtime-image-repository/--runtime-image-pull-secret: {err}"
+                "--runtime-image-repository/--runtime-image-pull-secret/"
+                f"--runtime-injector-image: {err}"
             ) from None
 
     @model_validator(mode="after")
@@ -328,24 +353,6 @@ def chart_fields() -> dict[str, str]:
     return {to_camel(f): f for f in Settings.model_fields if extra_of(f).get("chart")}
 
 
-def chart_schema() -> dict[str, Any]:
-    """The JSON schema of the chart's `operator:` values, as values.schema.json holds it
-    (`spyre-operator crd --write` writes it there)."""
-    properties = Settings.model_json_schema()["properties"]
-    out = {}
-    for camel, field in chart_fields().items():
-        found = properties[field]
-        entry = {
-            "description": f"{Settings.model_fields[field].description} ({flag_name(field)})",
-            "type": found.get("type", "string"),
-        }
-        for key in ("minimum", "exclusiveMinimum", "maximum", "enum", "pattern"):
-            if key in found:
-                entry[key] = found[key]
-        out[camel] = entry
-    return out
-
-
 def extra_of(field: str) -> dict[str, Any]:
     extra = Settings.model_fields[field].json_schema_extra
     return extra if isinstance(extra, dict) else {}
@@ -385,6 +392,7 @@ def install(settings: Settings) -> None:
     """The settings `run` built from its flags, for the kopf handlers to find."""
     global _current
     _current = settings
+    runtimes.install(settings.runtime_images)  # what validation judges spec.image by
 
 
 def current() -> Settings:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from spyre_operator.api import imageref, profiles
+from spyre_operator.api import imageref, profiles, runtimes
 from spyre_operator.api.problem import Problem, shown
-from spyre_operator.api.spec import SpyreModelSpec
+from spyre_operator.api.spec import CPU_BACKENDS, SpyreModelSpec
 
 PROFILE = "spec.runtime.imageProfile"
 
@@ -62,3 +62,22 @@ def architecture(s: SpyreModelSpec) -> Iterator[Problem]:
                 f"is {shown(other)} but spec.runtime.architecture is {arch}: remove the "
                 "selector (the architecture sets it) or change the architecture",
             )
+
+
+def card_image(s: SpyreModelSpec, images: runtimes.RuntimeImages) -> Iterator[Problem]:
+    """A model on cards without spec.image, where the operator's repository has no card
+    images (its `cards` is false): a refusal now, not a pod that pulls a tag nobody built
+    or a CPU image that cannot drive a card."""
+    if images.cards or s.image is not None or s.image_profile.injected:
+        return  # an upstream profile without an image is image_profile's to refuse
+    if s.backend in CPU_BACKENDS:  # (only a card model compiles with another backend)
+        return
+    ships = [p for p in profiles.PROFILES.values() if p.injected and p.flavour == s.flavour.name]
+    named = " or ".join(f"{PROFILE}: {p.name} (e.g. {p.example})" for p in ships)
+    yield Problem(
+        "spec.image",
+        f"is required for backend {s.backend} (Spyre cards): the operator's serving images "
+        "are for CPU only (its runtimeImage.cards is false, as a release's are). Set "
+        f"spec.image to IBM's or Red Hat's vLLM-Spyre image with {named}; or run on CPU "
+        "with backend eager or inductor",
+    )

@@ -61,6 +61,9 @@ PROFILES: dict[str, ImageProfile] = {
         name="openshift-ai",
         flavour=VLLM_SPYRE,
         example="registry.redhat.io/rhaiis/vllm-spyre-rhel9:<version>",
+        # Red Hat's vLLM-Spyre images (UBI 9) run as `vllm` (uid 2000, group 0), the
+        # senlib config in its home; their Python is a venv (/opt/vllm) on PATH.
+        image_home="/home/vllm",
     ),
 }
 

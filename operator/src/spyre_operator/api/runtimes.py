@@ -174,6 +174,10 @@ class RuntimeImages:
     # the operator's own image, which carries spyre-runtime for images without it; None:
     # the one beside the serving images' repository (injector_image)
     injector: str | None = None
+    # the repository holds images for Spyre cards (image/Containerfile on IBM's Spyre base);
+    # False (a release's chart: it publishes CPU images only): a model on cards must name
+    # its image (api/image_rules.card_image)
+    cards: bool = True
 
     def __post_init__(self) -> None:
         problem = imageref.repository_problem(self.repository)
@@ -206,6 +210,18 @@ class RuntimeImages:
 
 
 DEFAULT_IMAGES = RuntimeImages()
+_installed = DEFAULT_IMAGES
+
+
+def install(images: RuntimeImages) -> None:
+    """The operator's images (settings.install): what the validation of a SpyreModel
+    without spec.image judges by, in the reconcile and the webhook alike."""
+    global _installed
+    _installed = images
+
+
+def installed() -> RuntimeImages:
+    return _installed
 
 
 def default_image(

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from spyre_operator.api import rules
+from spyre_operator.api import image_rules, rules, runtimes
 from spyre_operator.api.document import (
     field_problems,
     metadata_problems,
@@ -86,20 +86,26 @@ class SpyreModel:
         return self.kind == KIND
 
 
-def validate(obj: object) -> list[Problem]:
+def validate(obj: object, images: runtimes.RuntimeImages | None = None) -> list[Problem]:
     """Every problem of a SpyreModel object (a dict as read from YAML or the API)."""
-    return _check(obj)[1]
+    return _check(obj, images=images)[1]
 
 
 def parse(
-    obj: object, default_namespace: str = "default", kind: str = KIND, *, from_file: bool = False
+    obj: object,
+    default_namespace: str = "default",
+    kind: str = KIND,
+    *,
+    from_file: bool = False,
+    images: runtimes.RuntimeImages | None = None,
 ) -> SpyreModel:
     """The parsed SpyreModel (or SpyreCache: the same spec, the compile of which is all
     that counts); raises InvalidSpec with every problem if it is not valid. `from_file`: a
     document as written, whose top-level keys and metadata fields are checked too; what
     the webhook and the operator read, the API server has decoded (an unknown field there
-    is a newer Kubernetes' own)."""
-    spec, problems = _check(obj, kind, from_file)
+    is a newer Kubernetes' own). `images`: the operator's serving images, which decide
+    whether a model may leave spec.image out (None: the installed ones, runtimes.install)."""
+    spec, problems = _check(obj, kind, from_file, images)
     if problems or spec is None:
         raise InvalidSpec(problems)
     assert isinstance(obj, Mapping)
@@ -129,13 +135,14 @@ def review(
     model_config: Mapping[str, Any] | None = None,
     *,
     from_file: bool = False,
+    images: runtimes.RuntimeImages | None = None,
 ) -> Review:
     """Every problem of a SpyreModel (or SpyreCache) object, or the model and its
     known-config warning (`model_config`: the model's config.json, to find its entry by
-    architecture). `from_file`: as for parse (`spyre-operator validate`)."""
+    architecture). `from_file`, `images`: as for parse (`spyre-operator validate`)."""
     kind = CACHE_KIND if isinstance(obj, Mapping) and obj.get("kind") == CACHE_KIND else KIND
     try:
-        model = parse(obj, default_namespace, kind, from_file=from_file)
+        model = parse(obj, default_namespace, kind, from_file=from_file, images=images)
     except InvalidSpec as invalid:
         return Review(None, invalid.problems)
     return Review(model, [], known_config_warning(model.spec, model_config))
@@ -151,7 +158,10 @@ def validate_spec(spec: object) -> tuple[SpyreModelSpec | None, list[Problem]]:
 
 
 def _check(
-    obj: object, kind: str = KIND, from_file: bool = False
+    obj: object,
+    kind: str = KIND,
+    from_file: bool = False,
+    images: runtimes.RuntimeImages | None = None,
 ) -> tuple[SpyreModelSpec | None, list[Problem]]:
     if not isinstance(obj, Mapping):
         return None, [Problem("", f"expected a {kind} object (a mapping), got {_described(obj)}")]
@@ -188,6 +198,8 @@ def _check(
     if "spec" not in obj:
         return None, _bounded([*problems, Problem("spec", "required field is missing")])
     spec, spec_problems = validate_spec(obj["spec"])
+    if spec is not None:  # the operator's images, not the spec alone, decide this one
+        spec_problems += image_rules.card_image(spec, images or runtimes.installed())
     return spec, _bounded(problems + spec_problems)
 
 

@@ -80,6 +80,7 @@ def register(sub: Any) -> None:
         "an upstream runtime.imageProfile (default: <the serving repository's parent>/"
         "operator:<version>, where a release puts it)",
     )
+    _cards_flag(render)
     render.add_argument(
         "--commit",
         type=_commit,
@@ -97,7 +98,18 @@ def register(sub: Any) -> None:
         help="the model's config.json: find its known-config entry by architecture, as the "
         "plugins do (default: by model.id)",
     )
+    _cards_flag(validate)
     validate.set_defaults(func=_validate, namespace="default")
+
+
+def _cards_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runtime-image-cards",
+        choices=("true", "false"),
+        default="true",
+        help="as the operator's (a release's chart says false): false refuses a model on "
+        "cards without spec.image (default: %(default)s)",
+    )
 
 
 def crd_yaml(which: str = "all") -> str:
@@ -116,8 +128,27 @@ def chart_values_schema(text: str) -> str:
     schema = json.loads(text)
     section = schema["properties"]["operator"]["properties"]
     section_kept = {"logLevel": section["logLevel"]}
-    schema["properties"]["operator"]["properties"] = section_kept | settings.chart_schema()
+    schema["properties"]["operator"]["properties"] = section_kept | _settings_schema()
     return json.dumps(schema, indent=2) + "\n"
+
+
+def _settings_schema() -> dict[str, Any]:
+    """The JSON schema of the chart's `operator:` values (settings.chart_fields)."""
+    model = settings.Settings
+    properties = model.model_json_schema()["properties"]
+    out = {}
+    for camel, name in settings.chart_fields().items():
+        found = properties[name]
+        description = model.model_fields[name].description
+        entry = {
+            "description": f"{description} ({settings.flag_name(name)})",
+            "type": found.get("type", "string"),
+        }
+        for key in ("minimum", "exclusiveMinimum", "maximum", "enum", "pattern"):
+            if key in found:
+                entry[key] = found[key]
+        out[camel] = entry
+    return out
 
 
 def write_crds(root: Path) -> list[Path]:
@@ -151,7 +182,13 @@ def _read(file: str) -> str:
         return stream.read(MAX_CHARS + 1)
 
 
-def load(files: list[str], namespace: str, model_config: dict[str, Any] | None = None) -> Loaded:
+def load(
+    files: list[str],
+    namespace: str,
+    model_config: dict[str, Any] | None = None,
+    images: RuntimeImages | None = None,
+) -> Loaded:
+    """The models of `files`, each judged as the operator with `images` would."""
     out = Loaded()
     for file in files:
         try:
@@ -169,7 +206,7 @@ def load(files: list[str], namespace: str, model_config: dict[str, Any] | None =
             name = meta.get("name") if isinstance(meta, dict) else None
             label = f"{file}: {name if is_dns_label(name, DNS_1035) else f'document {index}'}"
             # what the webhook says too, and what the API server says of the rest of a file
-            verdict = review(doc, namespace, model_config, from_file=True)
+            verdict = review(doc, namespace, model_config, from_file=True, images=images)
             out.errors += [f"{label}: {problem}" for problem in verdict.problems]
             if verdict.model is not None:
                 out.models.append((label, verdict.model))
@@ -212,11 +249,12 @@ def _render(args: argparse.Namespace) -> int:
             args.runtime_image_repository,
             tuple(args.runtime_image_pull_secret),
             args.runtime_injector_image,
+            args.runtime_image_cards == "true",
         )
     except ValueError as err:
         print(f"spyre-operator render: {err}", file=sys.stderr)
         return 2
-    loaded = load(args.files, args.namespace)
+    loaded = load(args.files, args.namespace, images=images)
     status = _report(loaded)
     if status == 0:
         docs = []
@@ -251,7 +289,8 @@ def _validate(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(err, file=sys.stderr)
         return INVALID
-    loaded = load(args.files, args.namespace, model_config)
+    images = RuntimeImages(cards=args.runtime_image_cards == "true")
+    loaded = load(args.files, args.namespace, model_config, images)
     for label, _ in loaded.models:
         print(f"{label}: valid")
     return _report(loaded)

@@ -96,6 +96,8 @@ def weights_env(spec: SpyreModelSpec) -> list[dict[str, Any]]:
         contract.SPYRE_SERVING_MODEL_REVISION: spec.model.hub_revision,
         contract.SPYRE_SERVING_CACHE_ROOT: rt.CACHE_ROOT,
         rt.HF_HUB_DISABLE_TELEMETRY: "1",
+        # the one pod that reaches the hub: Red Hat's images switch it off in their ENV
+        rt.HF_HUB_OFFLINE: "0",
         rt.HOME: rt.HOME_DIR,
     }
     if hub is not None and hub.endpoint:
