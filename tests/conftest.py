@@ -21,7 +21,8 @@ import pytest
 from hypothesis import settings
 from kubernetes import client, config
 
-from spyre_devcluster.controlplane import ControlPlane
+from auditlib import audit_args, audit_log_path
+from spyre_devcluster.controlplane import ControlPlane, Profile
 from spyre_devcluster.tools import tool
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -83,12 +84,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
+    directory = tmp_path_factory.mktemp("control-plane")
+    plane = ControlPlane(directory, Profile(apiserver_args=audit_args(directory / "audit")))
     plane.up()
     try:
         yield plane
     finally:
         plane.down()
+
+
+@pytest.fixture(scope="session")
+def audit_log(control_plane: ControlPlane) -> Path:
+    """The API server's log of ServiceAccounts' requests (tests/auditlib.py)."""
+    return audit_log_path(control_plane.dir / "audit")
 
 
 @pytest.fixture(scope="session")

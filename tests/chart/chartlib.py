@@ -1,4 +1,5 @@
-"""Helpers of the chart tests: the chart's paths, `helm` runs, the Lua health check."""
+"""Helpers of the chart tests: the chart's paths, `helm` runs (chartrender, shared with the
+integration tests), the Lua health check."""
 
 from __future__ import annotations
 
@@ -14,64 +15,27 @@ from typing import Any
 
 import yaml
 
-from spyre_devcluster.tools import tool
+from chartrender import (
+    CHART,
+    RELEASE,
+    ROOT,
+    find,
+    helm,
+    render,
+    set_args,
+    template,
+    token_kubeconfig,
+)  # fmt: skip
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "spyre-operator"
+# the shared helpers, for the chart tests' imports
+__all__ = ["CHART", "RELEASE", "ROOT", "find", "helm", "render", "set_args", "template"]
+
 CHART_CRDS = CHART / "crds"
 HEALTH_LUA = ROOT / "deploy" / "argocd" / "spyremodel-health.lua"
 ARGOCD_CM_PATCH = ROOT / "deploy" / "argocd" / "argocd-cm-patch.yaml"
 LUA = "lua5.1"  # Argo CD runs health scripts with gopher-lua (Lua 5.1)
-RELEASE = "spyre"
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [tool("helm"), *args], capture_output=True, text=True, timeout=120, check=False
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
-    return result
-
-
-def set_args(values: dict[str, Any] | None) -> list[str]:
-    """Values as `--set-json` arguments (exact types, no --set string guessing)."""
-    out: list[str] = []
-    for key, value in (values or {}).items():
-        out += ["--set-json", f"{key}={json.dumps(value)}"]
-    return out
-
-
-def template(
-    namespace: str,
-    values: dict[str, Any] | None = None,
-    release: str = RELEASE,
-    tests: bool = False,
-) -> subprocess.CompletedProcess[str]:
-    """`helm template` of the chart (templates only, not crds/; the `helm test` objects
-    only with `tests`); never raises."""
-    args = ["template", release, str(CHART), "--namespace", namespace, *set_args(values)]
-    return helm(*args, *([] if tests else ["--skip-tests"]), check=False)
-
-
-def render(
-    namespace: str,
-    values: dict[str, Any] | None = None,
-    release: str = RELEASE,
-    tests: bool = False,
-) -> list[dict[str, Any]]:
-    """The chart's templates (not crds/) as a list of objects."""
-    result = template(namespace, values, release, tests)
-    assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-
-
-def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
-    return [
-        d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
-    ]
 
 
 def lua_literal(value: Any) -> str:
@@ -175,16 +139,4 @@ def service_account_kubeconfig(
     """A kubeconfig whose only credential is a token of the ServiceAccount (a real one,
     from the TokenRequest API)."""
     token = kubectl("create", "token", account, "-n", namespace, "--duration=2h").stdout.strip()
-    admin = yaml.safe_load(admin_kubeconfig.read_text())
-    cluster = admin["clusters"][0]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "sa",
-        "clusters": [cluster],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": cluster["name"], "user": "sa"}}],
-    }
-    path.write_text(json.dumps(config))
-    path.chmod(0o600)
-    return path
+    return token_kubeconfig(admin_kubeconfig, token, path)

@@ -23,7 +23,9 @@ from chartlib import (
     run_health_check,
     service_account_kubeconfig,
 )
+from test_rbac import WEBHOOK_CALLS
 
+from auditlib import AuditLog, load_record, summarize
 from spyre_devcluster import simulate
 from spyre_devcluster.controlplane import free_port
 from spyre_devcluster.operator_process import OperatorProcess
@@ -32,6 +34,8 @@ from spyre_operator.kube.client import Kube, load_api_client
 from spyre_operator.render import meta
 
 pytestmark = pytest.mark.chart
+
+WEBHOOK_RESOURCES = {c.resource for c in WEBHOOK_CALLS}
 
 EXAMPLE = ROOT / "examples" / "micro-granite-cpu.yaml"
 STEP_TIMEOUT = 180.0  # seconds per step; a loaded 2-core machine is slow, never flaky
@@ -91,6 +95,7 @@ def installed(
 
 
 def test_operator_reaches_ready_as_the_chart_service_account(
+    audit_log: Path,
     installed: Installed,
     kubectl: Kubectl,
     kubeconfig: Path,
@@ -107,6 +112,7 @@ def test_operator_reaches_ready_as_the_chart_service_account(
     whoami = Kube(load_api_client(str(operator_kubeconfig)))
     with pytest.raises(Exception, match="403"):  # the token really is the ServiceAccount
         whoami.request("GET", f"/api/v1/namespaces/{models_ns}/secrets")
+    audit = AuditLog(audit_log, installed.user)
     operator = OperatorProcess(
         local_args(installed.operator_args, health, metrics, webhook_port),
         operator_kubeconfig,
@@ -177,3 +183,13 @@ def test_operator_reaches_ready_as_the_chart_service_account(
     log = operator.output()
     refusals = [line for line in log.splitlines() if any(r in line for r in REFUSALS)]
     assert not refusals, "\n".join(refusals)
+    # What the API server saw: nothing refused, the webhook's calls exactly those the chart
+    # grants it, every other call one the integration tier recorded.
+    made, forbidden = summarize(audit.read())
+    assert not forbidden, forbidden
+    calls = made.namespaced | made.cluster
+    assert {c for c in calls if c.resource in WEBHOOK_RESOURCES} == set(WEBHOOK_CALLS)
+    recorded = load_record()  # (in cluster mode, the namespaced calls across namespaces)
+    known = recorded.namespaced | recorded.cluster | set(WEBHOOK_CALLS)
+    assert not made.namespaced - recorded.namespaced - set(WEBHOOK_CALLS)
+    assert not made.cluster - known, made.cluster - known

@@ -27,7 +27,7 @@ def _rules(folder: Path) -> Path:
     return path
 
 
-def _promtool(*args: str, cwd: Path) -> str:
+def promtool(*args: str, cwd: Path) -> str:
     done = subprocess.run(
         [install_promtool(), *args], cwd=cwd, capture_output=True, text=True, check=False
     )
@@ -36,14 +36,14 @@ def _promtool(*args: str, cwd: Path) -> str:
 
 
 def test_rules_pass_promtool_check(tmp_path: Path) -> None:
-    out = _promtool("check", "rules", str(_rules(tmp_path)), cwd=tmp_path)
+    out = promtool("check", "rules", str(_rules(tmp_path)), cwd=tmp_path)
     assert "SUCCESS: 9 rules found" in out
 
 
 def test_alerts_fire_when_documented(tmp_path: Path) -> None:
     _rules(tmp_path)
     shutil.copy(UNIT_TESTS, tmp_path / UNIT_TESTS.name)
-    out = _promtool("test", "rules", UNIT_TESTS.name, cwd=tmp_path)
+    out = promtool("test", "rules", UNIT_TESTS.name, cwd=tmp_path)
     assert "SUCCESS" in out
 
 

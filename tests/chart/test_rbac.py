@@ -1,5 +1,6 @@
-"""The chart's RBAC is exactly enough: every API call the operator makes is allowed for its
-ServiceAccount, and Secrets, pod writes, the deletes it does not make and unwatched
+"""The chart's RBAC is exactly enough: every API call the operator makes (as the integration
+tier recorded them: tests/operator-calls.yaml) is allowed for its ServiceAccount, nothing
+else is granted, and Secrets, pod writes, the deletes it does not make and unwatched
 namespaces are refused.
 
 The chart's ServiceAccount and roles are applied to the real control plane
@@ -11,7 +12,6 @@ groups), i.e. the answer the authorizer gives the operator's own requests.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import kopf
@@ -21,78 +21,21 @@ from chartlib import RELEASE, Installed, Kubectl, find, install_rbac, template
 from kubernetes import client, config
 
 import spyre_operator.handlers  # noqa: F401  (its decorators fill kopf's default registry)
-from spyre_operator.api.names import CACHE_PLURAL, GROUP, PLURAL
+from auditlib import Call, load_record
+from spyre_operator.api.names import GROUP, PLURAL
 from spyre_operator.kube import client as operator_kube
 
 pytestmark = pytest.mark.chart
 
 
-@dataclass(frozen=True)
-class Call:
-    verb: str
-    resource: str
-    group: str = ""
-    subresource: str = ""
-    why: str = ""
-
-    def __str__(self) -> str:
-        sub = f"/{self.subresource}" if self.subresource else ""
-        return f"{self.verb} {self.resource}{sub}" + (f".{self.group}" if self.group else "")
-
-
-# Every request of the operator in a watched namespace, read off its code.
-OPERATOR_CALLS = (
-    Call("list", PLURAL, GROUP, why="kopf watches SpyreModels (handlers.py)"),
-    Call("watch", PLURAL, GROUP, why="kopf watches SpyreModels (handlers.py)"),
-    Call("get", PLURAL, GROUP, why="reconcile/engine.py reads the latest copy"),
-    Call("patch", PLURAL, GROUP, "status", why="reconcile/apply.write_status"),
-    Call("list", CACHE_PLURAL, GROUP, why="kopf watches SpyreCaches (handlers.py)"),
-    Call("watch", CACHE_PLURAL, GROUP, why="kopf watches SpyreCaches (handlers.py)"),
-    Call("get", CACHE_PLURAL, GROUP, why="reconcile/engine.py reads the latest copy"),
-    Call("patch", CACHE_PLURAL, GROUP, "status", why="reconcile/apply.write_status"),
-    Call("create", CACHE_PLURAL, GROUP, why="decide: CreatedCacheEntry (the inventory)"),
-    Call("delete", CACHE_PLURAL, GROUP, why="decide: CleanedUp (an entry goes)"),
-    Call("list", "persistentvolumeclaims", why="watches.py; a user's claim by name"),
-    Call("watch", "persistentvolumeclaims", why="watches.py (the operator's claims)"),
-    Call("create", "persistentvolumeclaims", why="decide: CreatedCacheVolume"),
-    Call("create", "jobs", "batch", why="decide: CreatedCompileJob, CreatedCleanupJob"),
-    Call("patch", "jobs", "batch", why="reconcile/apply: add_owner (shared Job), mark"),
-    Call("list", "jobs", "batch", why="kube/watches.py"),
-    Call("watch", "jobs", "batch", why="kube/watches.py"),
-    Call("delete", "jobs", "batch", why="decide: RetryingPull (a failed pull Job goes)"),
-    Call("create", "deployments", "apps", why="server-side apply of a new Deployment"),
-    Call("patch", "deployments", "apps", why="server-side apply; the replicas patch"),
-    Call("list", "deployments", "apps", why="kube/watches.py"),
-    Call("watch", "deployments", "apps", why="kube/watches.py"),
-    Call("create", "services", why="server-side apply of a new Service"),
-    Call("patch", "services", why="server-side apply"),
-    Call("list", "services", why="kube/watches.py"),
-    Call("watch", "services", why="kube/watches.py"),
-    Call("create", "networkpolicies", "networking.k8s.io", why="server-side apply, new"),
-    Call("patch", "networkpolicies", "networking.k8s.io", why="server-side apply"),
-    Call("list", "networkpolicies", "networking.k8s.io", why="kube/watches.py"),
-    Call("watch", "networkpolicies", "networking.k8s.io", why="kube/watches.py"),
-    Call("create", "poddisruptionbudgets", "policy", why="server-side apply, new"),
-    Call("patch", "poddisruptionbudgets", "policy", why="server-side apply"),
-    Call("delete", "poddisruptionbudgets", "policy", why="fewer than 2 replicas"),
-    Call("list", "poddisruptionbudgets", "policy", why="kube/watches.py"),
-    Call("watch", "poddisruptionbudgets", "policy", why="kube/watches.py"),
-    Call("list", "pods", why="observe: compile pod summaries, stuck serving pods"),
-    Call("watch", "pods", why="kube/watches.py (pod_changed)"),
-    Call(
-        "get",
-        "pods",
-        subresource="log",
-        why="progress.py: a running compile's newest step; starts.py: a start-up report",
-    ),
-    Call("create", "events", why="events.EventPoster"),
-)
-# What kopf itself asks cluster-wide (kopf/_core/reactor/observation.py).
-KOPF_CLUSTER_CALLS = (
-    Call("list", "customresourcedefinitions", "apiextensions.k8s.io"),
-    Call("watch", "customresourcedefinitions", "apiextensions.k8s.io"),
-)
+# Every request of the operator, as the integration tier's audit log recorded them while
+# it ran the operator as the chart's ServiceAccount (tests/auditlib.py): in a watched
+# namespace, and not in a namespace (kopf's own: the CRDs, and with a list of namespaces
+# the namespaces themselves).
+RECORDED = load_record()
+OPERATOR_CALLS = tuple(sorted(RECORDED.namespaced))
 KOPF_NAMESPACE_SCAN = (Call("list", "namespaces"), Call("watch", "namespaces"))
+KOPF_CLUSTER_CALLS = tuple(sorted(RECORDED.cluster - set(KOPF_NAMESPACE_SCAN)))
 
 # Refused in every namespace, watched or not.
 REFUSED = (
@@ -141,9 +84,9 @@ REFUSED_CLUSTER = (
 )
 
 
-def test_the_call_list_covers_every_resource_the_operator_touches() -> None:
-    """The table above follows the code: each kind of the operator's client and each
-    resource a kopf handler watches has its calls listed (and so checked below)."""
+def test_the_record_covers_every_resource_the_operator_touches() -> None:
+    """The integration tier exercised every kind of the operator's client and each
+    resource a kopf handler watches (their calls are in the record, so checked below)."""
     resources = {c.resource for c in OPERATOR_CALLS}
     client_kinds = {plural for _, plural in operator_kube.KINDS.values()}
     assert client_kinds <= resources, client_kinds - resources
@@ -156,7 +99,7 @@ def test_the_call_list_covers_every_resource_the_operator_touches() -> None:
         for verb in ("list", "watch"):
             assert Call(verb, plural, group) in {
                 Call(c.verb, c.resource, c.group) for c in OPERATOR_CALLS
-            }, f"kopf watches {plural}.{group}: list the calls"
+            }, f"kopf watches {plural}.{group}: no integration test saw it"
 
 
 class Ask(Protocol):
@@ -254,10 +197,12 @@ def test_namespaced_mode_refuses_secrets_pod_writes_deletes(
 
 
 # The webhook's own certificate (webhook/keeper.py): one Secret in the operator's namespace
-# and one ValidatingWebhookConfiguration, each by name.
+# (it reads its CA and certificate, stores a renewed one) and one
+# ValidatingWebhookConfiguration (its caBundle), each by name. test_operator_with_chart_rbac
+# checks these are the calls the webhook made.
 WEBHOOK_CALLS = (
-    Call("get", "secrets", why="keeper reads its CA and certificate"),
-    Call("patch", "secrets", why="keeper stores a renewed certificate"),
+    Call("get", "secrets"),
+    Call("patch", "secrets"),
     Call("get", "validatingwebhookconfigurations", "admissionregistration.k8s.io"),
     Call("patch", "validatingwebhookconfigurations", "admissionregistration.k8s.io"),
 )

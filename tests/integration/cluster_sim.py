@@ -6,12 +6,14 @@ module `spyre-operator dev --simulate` uses."""
 from __future__ import annotations
 
 import copy
+import itertools
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import chart_identity
 import yaml
 
 from spyre_devcluster import simulate
@@ -126,7 +128,9 @@ def gone(kube: Kube, kind: str, namespace: str, name: str) -> bool:
 
 
 class Operator(OperatorProcess):
-    """`spyre-operator run --namespace NS`, waited for until it serves its metrics."""
+    """`spyre-operator run --namespace NS`, waited for until it serves its metrics; as the
+    chart's ServiceAccount under the chart's roles in the namespaces it watches (the
+    admin `kubeconfig` installs them)."""
 
     def __init__(
         self, kubeconfig: Path, namespace: str, log: Path, resync: float, *flags: str
@@ -134,7 +138,11 @@ class Operator(OperatorProcess):
         self.port = free_port()
         args = ["run", "--namespace", namespace, "--metrics-port", str(self.port),
                 "--resync-seconds", str(resync), *flags]  # fmt: skip
-        super().__init__(args, kubeconfig, log)
+        watched = [namespace] + [v for f, v in itertools.pairwise(flags) if f == "--namespace"]
+        identity = chart_identity.operator_kubeconfig(
+            kube_for(kubeconfig), kubeconfig, watched, log.with_suffix(".kubeconfig")
+        )
+        super().__init__(args, identity, log)
         wait_for(self._metrics_or_none, "the operator serves its metrics")
 
     def _metrics_or_none(self) -> dict[str, float] | None:
