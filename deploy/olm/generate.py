@@ -84,7 +84,11 @@ STATUS_DESCRIPTORS = [
 
 
 def rendered() -> list[dict[str, Any]]:
-    values = {"rbac.mode": "cluster", "webhook.certificates.source": "cert-manager"}
+    values = {
+        "rbac.mode": "cluster",
+        "webhook.certificates.source": "cert-manager",
+        "runtimeImage.cards": False,  # as a release's chart: no card image of ours is built
+    }
     sets = [a for k, v in values.items() for a in ("--set-json", f"{k}={json.dumps(v)}")]
     out = subprocess.run(
         [tool("helm"), "template", PACKAGE, str(CHART), "--namespace", NAMESPACE, *sets,
