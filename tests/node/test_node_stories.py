@@ -31,7 +31,7 @@ import pytest
 from external_metrics import ExternalMetrics
 from nodelib import Kubectl, SharedNode
 
-from kstatus_rules import kstatus
+from kstatuslib import Kstatus, reader
 from spyre_devcluster import node_operator
 from spyre_devcluster.hub import LocalHub
 from spyre_devcluster.images.containerd import Ctr
@@ -41,7 +41,7 @@ from spyre_devcluster.node_config import NODE_IP
 from spyre_devcluster.simulate import poll_until
 from spyre_devcluster.tools import tool
 from spyre_operator import __version__
-from spyre_operator.api.names import API_VERSION
+from spyre_operator.api.names import API_VERSION, KIND
 from spyre_operator.render.meta import selector_string
 from spyre_runtime import contract
 
@@ -72,6 +72,10 @@ class Cluster:
 
     def get(self, *what: str) -> dict[str, Any]:
         return self.kubectl.get(*what)
+
+    def kstatus(self, name: str = FIRST) -> tuple[str, str]:
+        """(phase, kstatus) of a model as Flux's own library reads it (tests/kstatuslib.py)."""
+        return Kstatus(reader(), self.node.kubeconfig)(KIND, self.namespace, name)
 
     def status(self, name: str = FIRST) -> dict[str, Any]:
         return self.get(f"spyremodel/{name}").get("status") or {}
@@ -189,9 +193,7 @@ def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
     # InProgress while it compiled and started, Current once it serves, never before
     assert {k for phase, k in said if phase != "Ready"} == {"InProgress"}, said
     assert {phase for phase, _ in said} >= {"Compiling"}, said
-    cluster.wait(
-        "kstatus Current", lambda: kstatus(cluster.get(f"spyremodel/{FIRST}")) == "Current"
-    )
+    cluster.wait("kstatus Current", lambda: cluster.kstatus() == ("Ready", "Current"))
     # NAME PHASE CACHE READY FROM-CACHE REPLICAS ENDPOINT AGE: its one replica started from
     # the cache, as its compile report says (the operator reads it from the pod's log)
     cluster.wait("from the cache", lambda: cluster.status().get("replicasFromCache") == 1)
@@ -339,8 +341,8 @@ def compiled(cluster: Cluster, seen: list[dict[str, Any]], said: list[tuple[str,
     `said`."""
     obj = cluster.get(f"spyremodel/{FIRST}")
     status = obj.get("status") or {}
-    now = (status.get("phase", ""), kstatus(obj))
-    if status.get("phase") and (not said or said[-1] != now):
+    now = cluster.kstatus()
+    if now[0] and (not said or said[-1] != now):
         said.append(now)
     progress = (status.get("cache") or {}).get("progress")
     if progress and progress not in seen:

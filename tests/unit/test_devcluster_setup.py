@@ -105,6 +105,9 @@ def test_a_go_build_is_stamped_with_its_version_and_keyed_by_go_sum(
     assert before.name.startswith("tiny-v1.2.3-")
     (build.folder / "go.sum").write_text("example.test/other v1.0.0 h1:x=\n")
     assert build.bin_dir() != before
+    after = build.bin_dir()
+    (build.folder / "main.go").write_text(source + "// a program of ours changed\n")
+    assert build.bin_dir() != after
 
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="needs the go command")

@@ -54,10 +54,12 @@ class GoBuild:
 
     @property
     def key(self) -> str:
-        """The version and a digest of go.mod + go.sum: any change there rebuilds."""
+        """The version and a digest of go.mod + go.sum (and main.go, a program of ours):
+        any change there rebuilds."""
         digest = hashlib.sha256()
-        for name in ("go.mod", "go.sum"):
-            digest.update((self.folder / name).read_bytes())
+        for name in ("go.mod", "go.sum", "main.go"):
+            if (self.folder / name).exists():
+                digest.update((self.folder / name).read_bytes())
         return f"{self.version}-{digest.hexdigest()[:12]}"
 
     def bin_dir(self) -> Path:

@@ -23,7 +23,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from spyre_devcluster import install_debian, registry
@@ -34,6 +35,7 @@ from spyre_devcluster.binaries import (
     GoBuild,
     etcd,
     find_binaries,
+    go_build,
     kubernetes,
     missing_node_binaries,
 )
@@ -141,18 +143,32 @@ def _go_build(build: GoBuild, targets: dict[str, str], log: Log) -> None:
     log(f"built {', '.join(targets)} {build.version} into {out}")
 
 
-def install(log: Log = say, *, node: bool = False) -> Binaries:
-    """Make etcd, kube-apiserver and kube-controller-manager of the selected release
-    (SPYRE_KUBERNETES) available in the cache; with node=True also the node's Debian
-    packages and its Kubernetes 1.20 (install_debian.py).
-
-    Serialised by a lock file: a second `install` waits for the first, then finds its result.
-    """
+@contextmanager
+def _install_lock() -> Iterator[None]:
+    """One build at a time: a second waits for the first, then finds its result."""
     lock_path = kubernetes().bin_dir().parent / "install.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def install(log: Log = say, *, node: bool = False) -> Binaries:
+    """Make etcd, kube-apiserver and kube-controller-manager of the selected release
+    (SPYRE_KUBERNETES) available in the cache; with node=True also the node's Debian
+    packages and its Kubernetes 1.20 (install_debian.py). Serialised (_install_lock)."""
+    with _install_lock():
         return _install_locked(log, node)
+
+
+def go_commands(folder: str, targets: dict[str, str], log: Log = say) -> dict[str, Path]:
+    """The commands of gomod/<folder> (binary name: package, "." for a main.go of ours
+    there), built into the cache the first time; a failure says which module and why."""
+    build = go_build(folder)
+    with _install_lock():
+        if _missing(build.bin_dir(), list(targets)):
+            _go_build(build, targets, log)
+    return {name: build.bin_dir() / name for name in targets}
 
 
 def _missing(folder: Path, names: Sequence[str]) -> bool:
