@@ -34,7 +34,6 @@ from nodelib import Kubectl, SharedNode
 from kstatus_rules import kstatus
 from spyre_devcluster import node_operator
 from spyre_devcluster.hub import LocalHub
-from spyre_devcluster.images.containerd import Ctr
 from spyre_devcluster.kubectl import KubectlError
 from spyre_devcluster.node import Node
 from spyre_devcluster.node_config import NODE_IP
@@ -299,7 +298,7 @@ def test_the_images_come_from_the_registry_and_a_pod_without_its_secret_is_refus
     assert pod["spec"]["containers"][0]["image"] == node_operator.serving_image(node)
     assert pod["spec"]["imagePullSecrets"] == [{"name": node_operator.PULL_SECRET}]
     # pulled, not imported: containerd has them under the registry's names
-    pulled = Ctr(str(node.layout.containerd_socket)).images()
+    pulled = node.ctr().images()
     assert {operator_image, node_operator.serving_image(node)} <= pulled.keys()
 
     doc = node_operator.tiny_model(cluster.models, "no-secret")
