@@ -114,6 +114,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # a pulled layer's blob goes once unpacked (containers run from the snapshot): the
   # serving image takes its 9 GB once, not twice
   discard_unpacked_layers = true
+  # which the transfer service does not do: pulls go through the CRI's own client
+  use_local_image_pull = true
 
 [{images}.pinned_images]
   sandbox = {_toml(pause_image)}
