@@ -145,5 +145,5 @@ def test_the_registry_pull_secret_is_what_kubectl_makes_and_containerd_trusts_it
     assert 'server = "https://127.0.0.1:5123"' in hosts and 'ca = "/x/ca.crt"' in hosts
     layout = Layout(tmp_path / "node", tmp_path / "root")
     config_path = f'config_path = "{layout.registry_hosts}"'
-    assert config_path in containerd_config(layout, "pause:1", tmp_path / "cni")
+    assert config_path in containerd_config(layout, "pause:1", tmp_path / "shim", tmp_path / "cni")
     assert reg.reference("operator", "0.1.0") == "127.0.0.1:5123/spyre-serving/operator:0.1.0"

@@ -30,11 +30,11 @@ SCHEDULER = "kube-scheduler"
 PROXY = "kube-proxy"
 NODE_BINARIES = (KUBELET, SCHEDULER, PROXY)
 PLANE_BINARIES = (APISERVER, CONTROLLER_MANAGER)
-CONTAINERD, CTR = "containerd", "ctr"
-# binary name: package of the module; the shim is found beside containerd
+CONTAINERD, SHIM, CTR = "containerd", "containerd-shim-runc-v2", "ctr"
+# binary name: package of the module
 CONTAINERD_COMMANDS = {
     CONTAINERD: "cmd/containerd",
-    "containerd-shim-runc-v2": "cmd/containerd-shim-runc-v2",
+    SHIM: "cmd/containerd-shim-runc-v2",
     CTR: "cmd/ctr",
 }
 CNI_PLUGINS = {
@@ -181,7 +181,7 @@ def missing_node_binaries() -> list[str]:
 @dataclass(frozen=True)
 class NodeBinaries:
     plane: Binaries
-    programs: dict[str, Path]  # kubelet, kube-scheduler, kube-proxy, containerd, ctr
+    programs: dict[str, Path]  # kubelet, kube-scheduler, kube-proxy, containerd, its shim, ctr
     cni_dir: Path
 
 
@@ -203,7 +203,7 @@ def node_binaries() -> NodeBinaries:
         f"cache, Kubernetes {kubernetes('current').version}",
     )
     programs = {name: release / name for name in NODE_BINARIES}
-    programs |= {name: store / name for name in (CONTAINERD, CTR)}
+    programs |= {name: store / name for name in CONTAINERD_COMMANDS}
     return NodeBinaries(plane, programs, cni_plugins().bin_dir())
 
 

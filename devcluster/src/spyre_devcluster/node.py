@@ -30,6 +30,8 @@ from spyre_devcluster.binaries import (
     KUBELET,
     PROXY,
     SCHEDULER,
+    SHIM,
+    NodeBinaries,
     cache_root,
     containerd,
     ctr_binary,
@@ -259,7 +261,7 @@ class Node:
         step("registry")
         self._start_registry(state)
         step("containerd")
-        self._start_containerd(state, bins[CONTAINERD], found.cni_dir)
+        self._start_containerd(state, found)
         step("pause image")
         self._import_pause()
         step("kubelet")
@@ -357,11 +359,16 @@ class Node:
         self._until("the registry", lambda: registry.answers(reg), state, proc.log)
         registry.write_containerd_hosts(reg, self.layout.registry_hosts)
 
-    def _start_containerd(self, state: State, binary: Path, cni_dir: Path) -> None:
+    def _start_containerd(self, state: State, found: NodeBinaries) -> None:
         self.layout.containerd_root.mkdir(parents=True, exist_ok=True)
         config = self.layout.file("containerd.toml")
-        config.write_text(node_config.containerd_config(self.layout, recipes.PAUSE, cni_dir))
-        proc = self.plane.spawn(state, CONTAINERD, binary, [f"--config={config}"])
+        text = node_config.containerd_config(
+            self.layout, recipes.PAUSE, found.programs[SHIM], found.cni_dir
+        )
+        config.write_text(text)
+        proc = self.plane.spawn(
+            state, CONTAINERD, found.programs[CONTAINERD], [f"--config={config}"]
+        )
         self._until("containerd", self._containerd_answers, state, proc.log)
         self._remove_containers()  # left by a node that was killed
 

@@ -88,9 +88,9 @@ def _toml(value: object) -> str:
     return json.dumps(value)  # JSON strings and booleans are valid TOML values
 
 
-def containerd_config(layout: Layout, pause_image: str, cni_bin: Path) -> str:
+def containerd_config(layout: Layout, pause_image: str, shim: Path, cni_bin: Path) -> str:
     """containerd 2's configuration (version 3: the CRI plugin split into images and
-    runtime)."""
+    runtime); `shim`: its runc shim, `cni_bin`: the CNI plugins' folder."""
     images = 'plugins."io.containerd.cri.v1.images"'
     runtime = 'plugins."io.containerd.cri.v1.runtime"'
     return f"""version = 3
@@ -135,6 +135,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 [{runtime}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
+  # this build's shim, not one of another containerd on PATH (Debian's 1.6 fails to start)
+  runtime_path = {_toml(str(shim))}
 
 [{runtime}.containerd.runtimes.runc.options]
   SystemdCgroup = false
