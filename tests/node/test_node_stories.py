@@ -52,7 +52,7 @@ COMPILE = "app.kubernetes.io/component=compile"
 OPERATOR = "app.kubernetes.io/name=spyre-operator"
 # the steps `spyre-runtime precompile` logs (precompile.py, warmup.py), in order
 STEPS = ("warmup", "config", "engine", "requests", "shutdown", "catalog", "ready", "publish")
-HPA = "horizontalpodautoscalers.v2beta2.autoscaling"
+HPA = "horizontalpodautoscalers.v2.autoscaling"
 PULL_FAILED = (
     "ErrImagePull",
     "ImagePullBackOff",
@@ -400,10 +400,10 @@ def test_an_autoscaler_scales_to_two_and_the_second_replica_starts_from_the_cach
 
 
 def autoscaler(name: str, metric: str) -> dict[str, Any]:
-    """An HPA (autoscaling/v2beta2: Kubernetes 1.20) on the SpyreModel: one replica per
+    """An HPA (autoscaling/v2, served since Kubernetes 1.23) on the SpyreModel: one replica per
     unit of the external metric, between 1 and 2."""
     return {
-        "apiVersion": "autoscaling/v2beta2",
+        "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": name},
         "spec": {
