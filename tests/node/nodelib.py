@@ -8,7 +8,6 @@ from pathlib import Path
 
 from spyre_devcluster import node_operator
 from spyre_devcluster.images import recipes
-from spyre_devcluster.images.containerd import import_image
 from spyre_devcluster.images.store import locked
 from spyre_devcluster.kubectl import Kubectl
 from spyre_devcluster.node import Node
@@ -53,7 +52,7 @@ def import_python_image(node: Node) -> str:
     in the node's image store across `up`s; returns its name."""
     with locked():
         image = recipes.python_image(recipes.python_prefix())
-    import_image(image, str(node.layout.containerd_socket))
+    node.import_image(image)
     return image.name
 
 

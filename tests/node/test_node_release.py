@@ -29,7 +29,6 @@ from nodelib import Kubectl, SharedNode
 
 from spyre_devcluster import node_operator, release
 from spyre_devcluster.images import recipes
-from spyre_devcluster.images.containerd import Ctr
 from spyre_devcluster.images.oci import MEDIA_INDEX
 from spyre_devcluster.images.push import client
 from spyre_devcluster.node import Node
@@ -206,7 +205,7 @@ def test_release_install_from_oci_then_move_to_an_air_gapped_mirror(
         assert operator["spec"]["containers"][0]["image"] == (
             f"{mirror.repository(release.OPERATOR)}:{__version__}"
         )
-        pulled = Ctr(str(node.layout.containerd_socket)).images()
+        pulled = node.ctr().images()
         assert pulled[moved] == pulled[image]  # the same image under the mirror's name
         answer(kubectl)
     except Exception:

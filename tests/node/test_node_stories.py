@@ -34,7 +34,6 @@ from nodelib import Kubectl, SharedNode
 from kstatuslib import Kstatus, reader
 from spyre_devcluster import node_operator
 from spyre_devcluster.hub import LocalHub
-from spyre_devcluster.images.containerd import Ctr
 from spyre_devcluster.kubectl import KubectlError
 from spyre_devcluster.node import Node
 from spyre_devcluster.node_config import NODE_IP
@@ -53,7 +52,7 @@ COMPILE = "app.kubernetes.io/component=compile"
 OPERATOR = "app.kubernetes.io/name=spyre-operator"
 # the steps `spyre-runtime precompile` logs (precompile.py, warmup.py), in order
 STEPS = ("warmup", "config", "engine", "requests", "shutdown", "catalog", "ready", "publish")
-HPA = "horizontalpodautoscalers.v2beta2.autoscaling"
+HPA = "horizontalpodautoscalers.v2.autoscaling"
 PULL_FAILED = (
     "ErrImagePull",
     "ImagePullBackOff",
@@ -301,7 +300,7 @@ def test_the_images_come_from_the_registry_and_a_pod_without_its_secret_is_refus
     assert pod["spec"]["containers"][0]["image"] == node_operator.serving_image(node)
     assert pod["spec"]["imagePullSecrets"] == [{"name": node_operator.PULL_SECRET}]
     # pulled, not imported: containerd has them under the registry's names
-    pulled = Ctr(str(node.layout.containerd_socket)).images()
+    pulled = node.ctr().images()
     assert {operator_image, node_operator.serving_image(node)} <= pulled.keys()
 
     doc = node_operator.tiny_model(cluster.models, "no-secret")
@@ -403,10 +402,10 @@ def test_an_autoscaler_scales_to_two_and_the_second_replica_starts_from_the_cach
 
 
 def autoscaler(name: str, metric: str) -> dict[str, Any]:
-    """An HPA (autoscaling/v2beta2: Kubernetes 1.20) on the SpyreModel: one replica per
+    """An HPA (autoscaling/v2, served since Kubernetes 1.23) on the SpyreModel: one replica per
     unit of the external metric, between 1 and 2."""
     return {
-        "apiVersion": "autoscaling/v2beta2",
+        "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": {"name": name},
         "spec": {

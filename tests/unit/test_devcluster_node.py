@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spyre_devcluster import install, preflight, registry
+from spyre_devcluster import binaries, preflight, registry
 from spyre_devcluster.node import Node, NodeError
 from spyre_devcluster.node_config import STORAGE_CLASS, Layout, containerd_config
 from spyre_devcluster.provisioner import volume_for, wants_volume
@@ -53,34 +53,43 @@ def test_only_pending_unbound_claims_of_the_class_get_a_volume() -> None:
     assert not wants_volume(bound)
 
 
-def test_install_node_builds_all_five_of_an_empty_cache(
+def test_a_node_runs_binaries_of_its_own_builds_each_keyed_by_version_and_go_mod(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
     monkeypatch.setenv("SPYRE_SERVING_CACHE", str(tmp_path))
-    expected = [
+    monkeypatch.setenv("SPYRE_KUBERNETES", "oldest")  # the node runs the current release
+    builds = {build.folder.name: build for build in binaries.node_builds()}
+    assert builds.keys() == {"kubernetes", "containerd", "cni-plugins"}
+    assert builds["containerd"].module == "github.com/containerd/containerd/v2"
+    assert builds["containerd"].version.startswith("v2.")
+    assert builds["cni-plugins"].module == "github.com/containernetworking/plugins"
+    assert binaries.missing_node_binaries() == [
+        "etcd",
         "kube-apiserver",
         "kube-controller-manager",
         "kubelet",
         "kube-scheduler",
         "kube-proxy",
+        "containerd",
+        "containerd-shim-runc-v2",
+        "ctr",
+        "bridge",
+        "host-local",
+        "loopback",
+        "portmap",
     ]
-    assert install._node_targets(node=False) == []
-    assert install._node_targets(node=True) == expected
-
-
-def test_install_node_builds_only_the_missing_node_binaries(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
-    monkeypatch.setenv("SPYRE_SERVING_CACHE", str(tmp_path))
-    bin_dir = tmp_path / "k8s" / "bin"
-    bin_dir.mkdir(parents=True)
-    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy"):
-        (bin_dir / name).write_text("#!/bin/sh\n")
-        (bin_dir / name).chmod(0o755)
-    assert install._node_targets(node=False) == []
-    assert install._node_targets(node=True) == ["kubelet", "kube-scheduler"]
+    for build, names in binaries.node_builds().items():
+        assert build.bin_dir().parent == tmp_path / "k8s"
+        assert build.bin_dir().name.startswith(f"{build.folder.name}-{build.version}-")
+        build.bin_dir().mkdir(parents=True)
+        for name in names:
+            (build.bin_dir() / name).write_text("#!/bin/sh\n")
+            (build.bin_dir() / name).chmod(0o755)
+    assert binaries.missing_node_binaries() == []
+    found = binaries.node_binaries()
+    assert found.cni_dir == builds["cni-plugins"].bin_dir()
+    assert found.programs["containerd"].parent == builds["containerd"].bin_dir()
+    assert found.plane.apiserver.parent == builds["kubernetes"].bin_dir()
 
 
 def test_preflight_names_what_is_missing_in_one_message(
@@ -101,7 +110,7 @@ def test_down_and_status_work_where_containerd_is_not_installed(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no containerd, no ctr
     node = Node(tmp_path / "plane")
-    assert node.layout.containerd_root.name == "containerd-unknown"
+    assert node.layout.containerd_root.name == f"containerd-{binaries.containerd().version}"
     assert node.status() is None
     assert node.down() == []
 
@@ -136,5 +145,5 @@ def test_the_registry_pull_secret_is_what_kubectl_makes_and_containerd_trusts_it
     assert 'server = "https://127.0.0.1:5123"' in hosts and 'ca = "/x/ca.crt"' in hosts
     layout = Layout(tmp_path / "node", tmp_path / "root")
     config_path = f'config_path = "{layout.registry_hosts}"'
-    assert config_path in containerd_config(layout, "pause:1")
+    assert config_path in containerd_config(layout, "pause:1", tmp_path / "shim", tmp_path / "cni")
     assert reg.reference("operator", "0.1.0") == "127.0.0.1:5123/spyre-serving/operator:0.1.0"

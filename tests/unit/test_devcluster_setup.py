@@ -98,7 +98,8 @@ def test_a_go_build_is_stamped_with_its_version_and_keyed_by_go_sum(
         "func main() { fmt.Println(gitVersion) }\n"
     )
     build = go_module(tmp_path / "tiny", "1.21", source)
-    monkeypatch.setattr(install, "VERSION_PACKAGE", "main")
+    kubernetes_style = install.VERSION_VARIABLES["k8s.io/kubernetes"][1]
+    monkeypatch.setitem(install.VERSION_VARIABLES, build.module, ("main", kubernetes_style))
     before = build.bin_dir()
     install._go_build(build, {"tiny": "."}, lambda _: None)
     assert subprocess.run([before / "tiny"], capture_output=True, text=True).stdout == "v1.2.3\n"

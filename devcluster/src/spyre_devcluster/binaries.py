@@ -8,9 +8,10 @@ Order of preference:
 2. The project's cache folder for the selected release (`SPYRE_KUBERNETES`: `current`, the
    default, or `oldest`), filled by `cluster install` from the Go modules in `gomod/`.
 
-A node (`cluster up --node`) runs its own set, Kubernetes 1.20 built from Debian's source
-(install_debian.py) in `$SPYRE_SERVING_CACHE/k8s/bin`, plane included: all five come from
-one source tree, so the kubelet matches the API server and the flags written for it.
+A node (`cluster up --node`) always runs the `current` release, plane included (never
+`KUBEBUILDER_ASSETS` or `SPYRE_KUBERNETES`: the kubelet matches the API server and the
+settings written for it), with containerd 2 and the CNI plugins, each built from the Go
+modules of its own go.mod in `gomod/` and cached the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +30,19 @@ SCHEDULER = "kube-scheduler"
 PROXY = "kube-proxy"
 NODE_BINARIES = (KUBELET, SCHEDULER, PROXY)
 PLANE_BINARIES = (APISERVER, CONTROLLER_MANAGER)
+CONTAINERD, SHIM, CTR = "containerd", "containerd-shim-runc-v2", "ctr"
+# binary name: package of the module
+CONTAINERD_COMMANDS = {
+    CONTAINERD: "cmd/containerd",
+    SHIM: "cmd/containerd-shim-runc-v2",
+    CTR: "cmd/ctr",
+}
+CNI_PLUGINS = {
+    "bridge": "plugins/main/bridge",
+    "host-local": "plugins/ipam/host-local",
+    "loopback": "plugins/main/loopback",
+    "portmap": "plugins/meta/portmap",
+}
 
 GOMOD = Path(__file__).parent / "gomod"  # the go.mod of each build: versions live there
 RELEASE_ENV = "SPYRE_KUBERNETES"
@@ -139,27 +153,62 @@ def find_binaries() -> Binaries:
     return found
 
 
-def node_bin_dir() -> Path:
-    return cache_root() / "k8s" / "bin"
+def containerd() -> GoBuild:
+    return go_build("containerd")
+
+
+def cni_plugins() -> GoBuild:
+    return go_build("cni-plugins")
+
+
+def node_builds() -> dict[GoBuild, list[str]]:
+    """What a node runs: each build and the binaries it makes (the `current` release)."""
+    return {
+        kubernetes("current"): [ETCD, *PLANE_BINARIES, *NODE_BINARIES],
+        containerd(): list(CONTAINERD_COMMANDS),
+        cni_plugins(): list(CNI_PLUGINS),
+    }
 
 
 def missing_node_binaries() -> list[str]:
-    """The node binaries (and control-plane ones) the node's folder lacks."""
-    folder = node_bin_dir()
-    names = (ETCD, *PLANE_BINARIES, *NODE_BINARIES)
-    return [name for name in names if not _executable(folder / name)]
+    """The binaries a node runs that the cache lacks."""
+    return [
+        name
+        for build, names in node_builds().items()
+        for name in names
+        if not _executable(build.bin_dir() / name)
+    ]
 
 
-def node_binaries() -> tuple[Binaries, dict[str, Path]]:
-    """The cache's control plane and node binaries, or BinariesMissing with what to do."""
+@dataclass(frozen=True)
+class NodeBinaries:
+    plane: Binaries
+    programs: dict[str, Path]  # kubelet, kube-scheduler, kube-proxy, containerd, its shim, ctr
+    cni_dir: Path
+
+
+def node_binaries() -> NodeBinaries:
+    """The cache's node binaries, or BinariesMissing with what to do."""
     missing = missing_node_binaries()
-    folder = node_bin_dir()
     if missing:
         raise BinariesMissing(
-            f"{', '.join(missing)} missing from {folder}; run "
-            "`spyre-operator cluster install --node` (as root; builds them from Debian's "
-            "kubernetes source, about 10 minutes, and installs containerd, runc, the CNI "
-            "plugins and iptables)"
+            f"{', '.join(missing)} missing from {cache_root() / 'k8s'}; run "
+            "`spyre-operator cluster install --node` (as root; builds Kubernetes, "
+            "containerd and the CNI plugins from their Go modules, about 25 minutes the "
+            "first time, and installs runc and iptables)"
         )
-    plane = Binaries(folder / ETCD, folder / APISERVER, folder / CONTROLLER_MANAGER, "cache")
-    return plane, {name: folder / name for name in NODE_BINARIES}
+    release, store = kubernetes("current").bin_dir(), containerd().bin_dir()
+    plane = Binaries(
+        release / ETCD,
+        release / APISERVER,
+        release / CONTROLLER_MANAGER,
+        f"cache, Kubernetes {kubernetes('current').version}",
+    )
+    programs = {name: release / name for name in NODE_BINARIES}
+    programs |= {name: store / name for name in CONTAINERD_COMMANDS}
+    return NodeBinaries(plane, programs, cni_plugins().bin_dir())
+
+
+def ctr_binary() -> Path:
+    """The node's ctr (a client of the same version as its containerd)."""
+    return containerd().bin_dir() / CTR

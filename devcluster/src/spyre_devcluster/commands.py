@@ -65,9 +65,9 @@ def register(sub: Any) -> None:
     inst.add_argument(
         "--node",
         action="store_true",
-        help="also what `up --node` needs: the node's Kubernetes 1.20 (built from Debian's "
-        "kubernetes source if missing) and the Debian packages etcd-server, containerd, "
-        "runc, containernetworking-plugins, iptables, gcc",
+        help="also what `up --node` needs: the current release's kubelet, kube-scheduler "
+        "and kube-proxy, containerd 2 and the CNI plugins (built from their Go modules if "
+        "missing), the Debian packages runc, iptables, gcc, apache2-utils and the registry",
     )
     inst.set_defaults(func=_install)
 

@@ -35,7 +35,7 @@ SYSCTLS = (
     "net/bridge/bridge-nf-call-iptables",
     "net/bridge/bridge-nf-call-ip6tables",
 )
-# Folders Kubernetes 1.20 and containerd 1.6 use whatever the flags say; removed by
+# Folders the kubelet and containerd use whatever the flags say; removed by
 # `down` only when `up` found them absent.
 FIXED_PATHS = (
     "/var/log/pods",

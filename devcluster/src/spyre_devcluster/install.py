@@ -10,10 +10,11 @@ results go to a cache folder keyed by the version and a digest of go.mod + go.su
 version change rebuilds and everything else runs once per machine. The Go module and
 build caches (~/go/pkg/mod, ~/.cache/go-build) are the go command's own.
 
-`--node` also installs the node's Debian packages (containerd, runc, the CNI plugins,
-iptables, apache2-utils), unpacks docker-registry into the cache (spyre_devcluster/registry.py) and
-builds the node binaries if an older install lacks them. It is opt-in
-because on a systemd host the containerd package starts a system containerd.
+`--node` also builds what a node runs, the same way: the current release's kubelet,
+kube-scheduler and kube-proxy (in the same `go build` as its plane when both are missing),
+containerd 2 (`gomod/containerd`) and the CNI plugins (`gomod/cni-plugins`); installs the
+node's Debian packages (runc, iptables, apache2-utils) and unpacks docker-registry into the
+cache (spyre_devcluster/registry.py).
 """
 
 from __future__ import annotations
@@ -23,21 +24,25 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from spyre_devcluster import install_debian, registry
+from spyre_devcluster import registry
 from spyre_devcluster.binaries import (
+    CNI_PLUGINS,
+    CONTAINERD_COMMANDS,
     ETCD,
+    NODE_BINARIES,
     PLANE_BINARIES,
     Binaries,
     GoBuild,
+    cni_plugins,
+    containerd,
     etcd,
     find_binaries,
     go_build,
     kubernetes,
-    missing_node_binaries,
 )
 from spyre_devcluster.install_steps import (
     InstallError,
@@ -53,16 +58,12 @@ __all__ = ["InstallError", "install"]
 APT_PACKAGES = ["openssl"]  # the control plane's service-account key pair
 # gcc and libc6-dev make the static pause binary of the node's pod sandboxes
 NODE_APT_PACKAGES = [
-    *install_debian.APT_PACKAGES,
-    "containerd",
     "runc",
-    "containernetworking-plugins",
     "iptables",
     "gcc",
     "libc6-dev",
     "apache2-utils",  # htpasswd (bcrypt) for the node's registry
 ]
-VERSION_PACKAGE = "k8s.io/component-base/version"
 GO_HINT = (
     "the go command needs the Go module proxy (GOPROXY) and the Go version named in the "
     "go.mod; fix what the message names, then run `spyre-operator cluster install` again"
@@ -104,6 +105,30 @@ def explain_go_failure(build: GoBuild, output: list[str]) -> str:
     return f"{where}: the go command failed"
 
 
+def _kubernetes_version(version: str) -> dict[str, str]:
+    major, minor = version.removeprefix("v").split(".")[:2]
+    return {"gitVersion": version, "gitMajor": major, "gitMinor": minor}
+
+
+# per module: the package whose variables make its commands report their release (unset,
+# they say "unknown"), and their values from the version ("v1.37.2")
+VERSION_VARIABLES: dict[str, tuple[str, Callable[[str], dict[str, str]]]] = {
+    "k8s.io/kubernetes": ("k8s.io/component-base/version", _kubernetes_version),
+    "github.com/containerd/containerd/v2": (
+        "github.com/containerd/containerd/v2/version",
+        lambda version: {"Version": version.removeprefix("v")},
+    ),
+}
+
+
+def _version_stamp(build: GoBuild) -> list[str]:
+    """The -X flags that stamp the build's version in."""
+    if build.module not in VERSION_VARIABLES:
+        return []
+    package, values = VERSION_VARIABLES[build.module]
+    return [f"-X {package}.{name}={value}" for name, value in values(build.version).items()]
+
+
 def _go_build(build: GoBuild, targets: dict[str, str], log: Log) -> None:
     """Build `targets` (binary name: package) of one go.mod into its cache folder."""
     go = shutil.which("go")
@@ -114,10 +139,8 @@ def _go_build(build: GoBuild, targets: dict[str, str], log: Log) -> None:
     out = build.bin_dir()
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=out.parent))
-    major, minor = build.version.removeprefix("v").split(".")[:2]
-    stamp = {"gitVersion": build.version, "gitMajor": major, "gitMinor": minor}
     # -s -w: no symbol table and DWARF, as upstream's release builds (a third smaller)
-    ldflags = " ".join(["-s", "-w", *(f"-X {VERSION_PACKAGE}.{k}={v}" for k, v in stamp.items())])
+    ldflags = " ".join(["-s", "-w", *_version_stamp(build)])
     env = {
         **os.environ,
         "CGO_ENABLED": "0",  # static, as upstream's release binaries
@@ -155,8 +178,8 @@ def _install_lock() -> Iterator[None]:
 
 def install(log: Log = say, *, node: bool = False) -> Binaries:
     """Make etcd, kube-apiserver and kube-controller-manager of the selected release
-    (SPYRE_KUBERNETES) available in the cache; with node=True also the node's Debian
-    packages and its Kubernetes 1.20 (install_debian.py). Serialised (_install_lock)."""
+    (SPYRE_KUBERNETES) available in the cache; with node=True also what a node runs
+    (binaries.node_builds) and its Debian packages. Serialised (_install_lock)."""
     with _install_lock():
         return _install_locked(log, node)
 
@@ -175,24 +198,32 @@ def _missing(folder: Path, names: Sequence[str]) -> bool:
     return any(not os.access(folder / name, os.X_OK) for name in names)
 
 
-def _build_plane(log: Log) -> bool:
-    """Build etcd and the selected release's plane where missing; True if anything was."""
-    release, store = kubernetes(), etcd()
-    if not _missing(release.bin_dir(), [ETCD, *PLANE_BINARIES]):
+def _build_release(release: GoBuild, names: Sequence[str], log: Log) -> bool:
+    """Build etcd and the missing `names` of a Kubernetes release in one `go build` (their
+    shared packages compile once); True if anything was built."""
+    missing = [name for name in names if _missing(release.bin_dir(), [name])]
+    if not missing and not _missing(release.bin_dir(), [ETCD]):
         return False
+    store = etcd()
     if _missing(store.bin_dir(), [ETCD]):
         _go_build(store, {ETCD: store.module}, log)
-    if _missing(release.bin_dir(), PLANE_BINARIES):
-        _go_build(release, {name: f"{release.module}/cmd/{name}" for name in PLANE_BINARIES}, log)
+    if missing:
+        _go_build(release, {name: f"{release.module}/cmd/{name}" for name in missing}, log)
     link = release.bin_dir() / ETCD
     link.unlink(missing_ok=True)
     link.symlink_to(store.bin_dir() / ETCD)
     return True
 
 
-def _node_targets(node: bool) -> list[str]:
-    """The node's 1.20 binaries to build from Debian's source: the missing ones."""
-    return [name for name in missing_node_binaries() if name != ETCD] if node else []
+def _build_node(log: Log) -> bool:
+    """Build what a node runs where missing; True if anything was."""
+    built = _build_release(kubernetes("current"), [*PLANE_BINARIES, *NODE_BINARIES], log)
+    for build, commands in ((containerd(), CONTAINERD_COMMANDS), (cni_plugins(), CNI_PLUGINS)):
+        if _missing(build.bin_dir(), list(commands)):
+            targets = {name: f"{build.module}/{package}" for name, package in commands.items()}
+            _go_build(build, targets, log)
+            built = True
+    return built
 
 
 def _install_locked(log: Log, node: bool) -> Binaries:
@@ -202,10 +233,9 @@ def _install_locked(log: Log, node: bool) -> Binaries:
     if packages:
         apt_install(packages, log)
     # with KUBEBUILDER_ASSETS the plane comes from there (binaries.find_binaries)
-    built = not os.environ.get("KUBEBUILDER_ASSETS") and _build_plane(log)
-    node_targets = _node_targets(node)
-    if node_targets:
-        install_debian.build_into_cache(node_targets, log)
-    if not (built or packages or node_targets):
+    built = node and _build_node(log)
+    if not os.environ.get("KUBEBUILDER_ASSETS"):
+        built = _build_release(kubernetes(), PLANE_BINARIES, log) or built
+    if not (built or packages):
         log(f"binaries already available ({find_binaries().source})")
     return find_binaries()

@@ -3,7 +3,8 @@
 On top of the plane (with the flags and controllers a kubelet needs), `up` starts
 kube-scheduler, a private image registry (spyre_devcluster/registry.py), containerd, the kubelet,
 kube-proxy and a hostPath volume provisioner,
-all recorded in the plane's state so `down` stops exactly them. Files live in DIR/node,
+all recorded in the plane's state so `down` stops exactly them: all of them built from
+Go modules by `cluster install --node` (binaries.node_builds). Files live in DIR/node,
 except containerd's root: it is kept in the cache folder, keyed by containerd's version,
 so images imported once survive `down` and the next `up`.
 
@@ -15,9 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -26,7 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spyre_devcluster import host, node_config, preflight, registry
-from spyre_devcluster.binaries import KUBELET, PROXY, SCHEDULER, cache_root, node_binaries
+from spyre_devcluster.binaries import (
+    CONTAINERD,
+    KUBELET,
+    PROXY,
+    SCHEDULER,
+    SHIM,
+    NodeBinaries,
+    cache_root,
+    containerd,
+    ctr_binary,
+    node_binaries,
+)
 from spyre_devcluster.controlplane import (
     SERVICE_CIDR,
     ControlPlane,
@@ -38,7 +48,8 @@ from spyre_devcluster.controlplane import (
     tail,
 )
 from spyre_devcluster.images import recipes
-from spyre_devcluster.images.containerd import import_image
+from spyre_devcluster.images.containerd import Ctr, import_image
+from spyre_devcluster.images.store import Image
 from spyre_devcluster.kubeapi import Api, ApiError
 from spyre_devcluster.node_config import (
     BRIDGE,
@@ -71,20 +82,10 @@ class NodeStatus:
     image_store: Path
 
 
-def containerd_version() -> str:
-    """The version part of `containerd --version` ("unknown" when it is not installed:
-    `cluster down` and `status` also run on machines without it)."""
-    try:
-        out = subprocess.run(["containerd", "--version"], capture_output=True, text=True)
-    except OSError:
-        return "unknown"
-    words = out.stdout.split()
-    return re.sub(r"[^A-Za-z0-9.+-]", "-", words[2]) if len(words) > 2 else "unknown"
-
-
 def image_store() -> Path:
-    """containerd's root in the cache: images imported once stay for the next `up`."""
-    return cache_root() / "node" / f"containerd-{containerd_version()}"
+    """containerd's root in the cache: images imported once stay for the next `up`
+    (keyed by the version gomod/containerd/go.mod builds: a new one starts a new store)."""
+    return cache_root() / "node" / f"containerd-{containerd().version}"
 
 
 def _run(cmd: list[str], what: str) -> str:
@@ -221,7 +222,8 @@ class Node:
         apiserver_port: int | None,
         cards: dict[str, int],
     ) -> State:
-        plane_bins, bins = node_binaries()
+        found = node_binaries()
+        bins = found.programs
         started = time.monotonic()
 
         def step(message: str) -> None:
@@ -235,7 +237,7 @@ class Node:
         host.reject_unrouted(SERVICE_CIDR)
         step("control plane")
         state = self.plane.up(
-            binaries=plane_bins, etcd_port=etcd_port, apiserver_port=apiserver_port
+            binaries=found.plane, etcd_port=etcd_port, apiserver_port=apiserver_port
         )
         api = Api(state.server, state.token)
         ca = self.dir / "run" / "certs" / "apiserver.crt"
@@ -254,21 +256,20 @@ class Node:
                 f"--kubeconfig={self.kubeconfig}",
                 "--leader-elect=false",
                 "--secure-port=0",
-                *ControlPlane.insecure_port_off(bins[SCHEDULER], "--port"),
             ],
         )
         step("registry")
         self._start_registry(state)
         step("containerd")
-        self._start_containerd(state)
+        self._start_containerd(state, found)
         step("pause image")
-        pause = self._import_pause()
+        self._import_pause()
         step("kubelet")
         self._write_json("cni/net.d/10-spyre.conflist", node_config.cni_conflist(self.layout))
         port, healthz = free_port(), free_port()
         self._write_json("kubelet.json", node_config.kubelet_config(self.layout, port, healthz))
         kubelet = self.plane.spawn(
-            state, KUBELET, bins[KUBELET], node_config.kubelet_args(self.layout, pause)
+            state, KUBELET, bins[KUBELET], node_config.kubelet_args(self.layout)
         )
         self.plane.wait_ready(kubelet, "kubelet", f"http://127.0.0.1:{healthz}/healthz")
         step("kube-proxy")
@@ -310,9 +311,11 @@ class Node:
                 plugin.log,
             )
         self._until(
-            "the default ServiceAccount's token",
+            # a pod's projected service-account token needs both (the controller manager's)
+            "the default ServiceAccount and the kube-root-ca.crt ConfigMap",
             lambda: bool(
-                api.get("/api/v1/namespaces/default/serviceaccounts/default").get("secrets")
+                api.get("/api/v1/namespaces/default/serviceaccounts/default")
+                and api.get("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
             ),
             state,
             self.dir / "run" / "kube-controller-manager.log",
@@ -356,23 +359,32 @@ class Node:
         self._until("the registry", lambda: registry.answers(reg), state, proc.log)
         registry.write_containerd_hosts(reg, self.layout.registry_hosts)
 
-    def _start_containerd(self, state: State) -> None:
+    def _start_containerd(self, state: State, found: NodeBinaries) -> None:
         self.layout.containerd_root.mkdir(parents=True, exist_ok=True)
         config = self.layout.file("containerd.toml")
-        config.write_text(node_config.containerd_config(self.layout, recipes.PAUSE))
+        text = node_config.containerd_config(
+            self.layout, recipes.PAUSE, found.programs[SHIM], found.cni_dir
+        )
+        config.write_text(text)
         proc = self.plane.spawn(
-            state, "containerd", Path(_which("containerd")), [f"--config={config}"]
+            state, CONTAINERD, found.programs[CONTAINERD], [f"--config={config}"]
         )
         self._until("containerd", self._containerd_answers, state, proc.log)
         self._remove_containers()  # left by a node that was killed
 
-    def _import_pause(self) -> str:
+    def _import_pause(self) -> None:
         (pause,) = recipes.build_images(["pause"])  # cached after the first build
-        import_image(pause, str(self.layout.containerd_socket))
-        return recipes.PAUSE
+        self.import_image(pause)
+
+    def ctr(self) -> Ctr:
+        """A client of the node's containerd (ctr of the same build), in the CRI's namespace."""
+        return Ctr(str(self.layout.containerd_socket), ctr=ctr_binary())
+
+    def import_image(self, image: Image) -> None:
+        import_image(image, str(self.layout.containerd_socket), ctr=ctr_binary())
 
     def _ctr(self, *args: str) -> list[str]:
-        return ["ctr", "--address", str(self.layout.containerd_socket), "-n", "k8s.io", *args]
+        return self.ctr().cmd(*args)
 
     def _containerd_answers(self) -> bool:
         return subprocess.run(self._ctr("version"), capture_output=True).returncode == 0
@@ -393,9 +405,8 @@ class Node:
         (old,) = [p for p in state.processes if p.name == KUBELET]
         self.plane.stop(old)
         state.processes.remove(old)
-        _, bins = node_binaries()
-        args = node_config.kubelet_args(self.layout, recipes.PAUSE)
-        self.plane.spawn(state, KUBELET, bins[KUBELET], args)
+        kubelet = node_binaries().programs[KUBELET]
+        self.plane.spawn(state, KUBELET, kubelet, node_config.kubelet_args(self.layout))
 
     @staticmethod
     def allocatable_cards(api: Api) -> dict[str, int]:
@@ -444,7 +455,7 @@ class Node:
         procs = state.processes if state else []
         ours = self._owns_machine()  # never touch the containerd or host of another node
         stopped = [p for p in procs if p.name in NODE_PROCESSES and self.plane.stop(p)]
-        containerd = [p for p in procs if p.name == "containerd"]
+        containerd = [p for p in procs if p.name == CONTAINERD]
         if ours and containerd and self._containerd_answers():
             self._remove_containers()
         stopped += [p for p in containerd if self.plane.stop(p)]
@@ -486,10 +497,3 @@ class Node:
         containers are gone, only the images stay."""
         cri = self.layout.containerd_root / "io.containerd.grpc.v1.cri"
         host.remove_paths([str(cri / "sandboxes"), str(cri / "containers")])
-
-
-def _which(program: str) -> str:
-    found = shutil.which(program)
-    if found is None:
-        raise NodeError(f"`{program}` not found; {preflight.INSTALL}")
-    return found

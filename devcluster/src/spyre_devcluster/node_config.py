@@ -88,13 +88,17 @@ def _toml(value: object) -> str:
     return json.dumps(value)  # JSON strings and booleans are valid TOML values
 
 
-def containerd_config(layout: Layout, pause_image: str) -> str:
-    cri = 'plugins."io.containerd.grpc.v1.cri"'
-    return f"""version = 2
+def containerd_config(layout: Layout, pause_image: str, shim: Path, cni_bin: Path) -> str:
+    """containerd 2's configuration (version 3: the CRI plugin split into images and
+    runtime); `shim`: its runc shim, `cni_bin`: the CNI plugins' folder."""
+    images = 'plugins."io.containerd.cri.v1.images"'
+    runtime = 'plugins."io.containerd.cri.v1.runtime"'
+    return f"""version = 3
 root = {_toml(str(layout.containerd_root))}
 state = {_toml(str(layout.containerd_state / "state"))}
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+# NRI would listen on a fixed path (/var/run/nri) and nothing here uses it
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.nri.v1.nri"]
 
 [grpc]
   address = {_toml(str(layout.containerd_socket))}
@@ -105,35 +109,43 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.internal.v1.opt"]
   path = {_toml(str(layout.containerd_state / "opt"))}
 
-[{cri}]
-  sandbox_image = {_toml(pause_image)}
+[{images}]
+  snapshotter = "overlayfs"
+  # a pulled layer's blob goes once unpacked (containers run from the snapshot): the
+  # serving image takes its 9 GB once, not twice
+  discard_unpacked_layers = true
+  # which the transfer service does not do: pulls go through the CRI's own client
+  use_local_image_pull = true
+
+[{images}.pinned_images]
+  sandbox = {_toml(pause_image)}
+
+[{images}.registry]
+  # the node's registry (spyre_devcluster/registry.py): its CA, read at each pull
+  config_path = {_toml(str(layout.registry_hosts))}
+
+[{runtime}]
   # this VM's bounding set lacks CAP_SYS_RESOURCE: nobody may lower oom_score_adj
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   enable_selinux = false
 
-[{cri}.containerd]
-  snapshotter = "overlayfs"
+[{runtime}.containerd]
   default_runtime_name = "runc"
-  # a pulled layer's blob goes once unpacked (containers run from the snapshot): the
-  # serving image takes its 9 GB once, not twice
-  discard_unpacked_layers = true
 
-[{cri}.containerd.runtimes.runc]
+[{runtime}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
+  # this build's shim, not one of another containerd on PATH (Debian's 1.6 fails to start)
+  runtime_path = {_toml(str(shim))}
 
-[{cri}.containerd.runtimes.runc.options]
+[{runtime}.containerd.runtimes.runc.options]
   SystemdCgroup = false
   Root = {_toml(str(layout.containerd_state / "runc"))}
 
-[{cri}.cni]
-  bin_dir = "/usr/lib/cni"
+[{runtime}.cni]
+  bin_dirs = [{_toml(str(cni_bin))}]
   conf_dir = {_toml(str(layout.cni / "net.d"))}
   max_conf_num = 1
-
-[{cri}.registry]
-  # the node's registry (spyre_devcluster/registry.py): its CA, read at each pull
-  config_path = {_toml(str(layout.registry_hosts))}
 """
 
 
@@ -187,6 +199,10 @@ def kubelet_config(layout: Layout, port: int, healthz_port: int) -> dict[str, ob
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "oomScoreAdj": 0,  # lowering it needs CAP_SYS_RESOURCE
+        "containerRuntimeEndpoint": f"unix://{layout.containerd_socket}",
+        # these machines boot cgroup v1 (hybrid; v2 holds only hugetlb), which the kubelet
+        # refuses since 1.35 unless told; it still runs on it (maintenance mode upstream)
+        "failCgroupV1": False,
         "volumePluginDir": str(layout.dir / "volume-plugins"),
         "nodeStatusUpdateFrequency": "1s",  # Ready in ~6 s instead of ~16 s
         "rotateCertificates": False,
@@ -194,17 +210,13 @@ def kubelet_config(layout: Layout, port: int, healthz_port: int) -> dict[str, ob
     }
 
 
-def kubelet_args(layout: Layout, pause_image: str) -> list[str]:
-    """The settings 1.20 has only as flags."""
+def kubelet_args(layout: Layout) -> list[str]:
+    """The settings the kubelet has only as flags (the pause image is containerd's)."""
     return [
         f"--config={layout.file('kubelet.json')}",
         f"--kubeconfig={layout.file('kubelet.kubeconfig')}",
-        "--container-runtime=remote",
-        f"--container-runtime-endpoint=unix://{layout.containerd_socket}",
         f"--root-dir={layout.kubelet_root}",
         f"--cert-dir={layout.kubelet_root / 'pki'}",
-        f"--seccomp-profile-root={layout.kubelet_root / 'seccomp'}",
-        f"--pod-infra-container-image={pause_image}",
         f"--node-ip={NODE_IP}",
         f"--hostname-override={NODE_NAME}",
     ]

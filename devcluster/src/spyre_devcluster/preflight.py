@@ -1,8 +1,9 @@
 """Can this machine run a node? Each check names what is missing and what to do.
 
 The node needs root with the capabilities for mounts, network namespaces and iptables,
-cgroup v1 hierarchies (the 1.20 kubelet's cgroup v2 support is early), overlayfs and
-bridges in the kernel, the Debian packages and the binaries `cluster install --node` gets.
+cgroup v1 hierarchies (these machines boot a hybrid whose v2 holds only hugetlb; the
+kubelet is told to accept v1, node_config.kubelet_config), overlayfs and bridges in the
+kernel, the Debian packages and the binaries `cluster install --node` builds.
 """
 
 from __future__ import annotations
@@ -18,11 +19,7 @@ from spyre_devcluster.binaries import missing_node_binaries
 CAP_NET_ADMIN = 12
 CAP_SYS_ADMIN = 21
 CGROUP_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids", "devices", "freezer")
-CNI_DIR = Path("/usr/lib/cni")
-CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 PROGRAMS = {
-    "containerd": "containerd",
-    "ctr": "containerd",
     "runc": "runc",
     "iptables": "iptables",
     "ip": "iproute2",
@@ -70,7 +67,7 @@ def problems() -> list[Problem]:
         found.append(
             Problem(
                 f"cgroup v1 hierarchies missing: {', '.join(missing)} under {host.CGROUP_ROOT}",
-                "the 1.20 kubelet needs cgroup v1 (boot with "
+                "the node runs its pods in cgroup v1 (boot with "
                 "systemd.unified_cgroup_hierarchy=0, or mount the v1 controllers)",
             )
         )
@@ -81,14 +78,6 @@ def problems() -> list[Problem]:
     for program, package in PROGRAMS.items():
         if shutil.which(program) is None:
             found.append(Problem(f"`{program}` not found", f"`apt-get install {package}`"))
-    plugins = [p for p in CNI_PLUGINS if not (CNI_DIR / p).exists()]
-    if plugins:
-        found.append(
-            Problem(
-                f"CNI plugins missing in {CNI_DIR}: {', '.join(plugins)}",
-                "`apt-get install containernetworking-plugins`",
-            )
-        )
     binaries = missing_node_binaries()
     if not registry.binary().exists():
         binaries.append(registry.PACKAGE)

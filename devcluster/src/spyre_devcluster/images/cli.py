@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any
 
+from spyre_devcluster.binaries import ctr_binary
 from spyre_devcluster.images import operator_index, platforms, recipes
 from spyre_devcluster.images.containerd import NAMESPACE, import_image
 from spyre_devcluster.images.containerfile import ContainerfileError
@@ -86,9 +87,11 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    node_ctr = ctr_binary()  # the node's containerd build's client, when it is there
+    ctr = node_ctr if node_ctr.exists() else None
     try:
         for image in _build_named(args.names):
-            done = import_image(image, args.address, args.namespace)
+            done = import_image(image, args.address, args.namespace, ctr)
             state = "already there" if done.already else f"{done.streamed / 1e6:.0f} MB streamed"
             print(
                 f"imported {done.name}: {state}, {done.skipped} layers reused, {done.seconds:.1f}s"

@@ -43,11 +43,13 @@ class Imported:
 class Ctr:
     """ctr bound to one containerd socket and namespace."""
 
-    def __init__(self, address: str, namespace: str = NAMESPACE) -> None:
-        ctr = shutil.which("ctr")
-        if ctr is None:
+    def __init__(self, address: str, namespace: str = NAMESPACE, ctr: Path | None = None) -> None:
+        """`ctr`: the client of that containerd's version (the node's own build); else
+        the one on PATH."""
+        found = str(ctr) if ctr else shutil.which("ctr")
+        if found is None:
             raise ImageBuildError("ctr not found: apt-get install containerd")
-        self.base = [ctr, "--address", address, "--namespace", namespace]
+        self.base = [found, "--address", address, "--namespace", namespace]
 
     def cmd(self, *args: str) -> list[str]:
         return [*self.base, *args]
@@ -91,14 +93,17 @@ class Ctr:
             self.run(*label, f"{GC_ROOT}=")  # an empty value removes the label
 
 
-def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Imported:
-    """Make image available under its name in the containerd at address."""
+def import_image(
+    image: Image, address: str, namespace: str = NAMESPACE, ctr: Path | None = None
+) -> Imported:
+    """Make image available under its name in the containerd at address (through the
+    `ctr` client given, else the one on PATH)."""
     started = time.monotonic()
-    ctr = Ctr(address, namespace)
+    client = Ctr(address, namespace, ctr)
     manifest = image.manifest
-    have = ctr.snapshots()
+    have = client.snapshots()
     chains = chain_ids(manifest.layers)
-    previous = ctr.image_digest(image.name)
+    previous = client.image_digest(image.name)
     if previous == manifest.digest and chains[-1] in have:
         return Imported(image.name, manifest.digest, 0, 0, time.monotonic() - started, True)
     skip = frozenset(
@@ -107,21 +112,21 @@ def import_image(image: Image, address: str, namespace: str = NAMESPACE) -> Impo
     dirs = {layer.blob.digest: layer.dir for layer in image.layers}
     # chain ids are cumulative: the deepest one there stands for all the layers below it
     deepest = next((c for c in reversed(chains) if c in have), None)
-    with ctr.kept(deepest):
-        stream(ctr, image.name, manifest, dirs, skip)
-    if ctr.image_digest(image.name) != manifest.digest:
+    with client.kept(deepest):
+        stream(client, image.name, manifest, dirs, skip)
+    if client.image_digest(image.name) != manifest.digest:
         raise ImageBuildError(f"{image.name} is not in containerd after the import")
     sent = [b for b in manifest.layers if b.digest not in skip]
     dropped = [b.digest for b in sent if b.size > DROP_BLOBS_OVER]
     if dropped:
-        ctr.run("content", "rm", *dropped)
+        client.run("content", "rm", *dropped)
     # The CRI plugin keeps a record named after the config digest of every image it saw;
     # the replaced version's record would keep its layers (GBs) for ever.
-    stale = [n for n, d in ctr.images().items() if d == previous and n.startswith("sha256:")]
+    stale = [n for n, d in client.images().items() if d == previous and n.startswith("sha256:")]
     if stale:
-        ctr.run("images", "rm", *stale)
+        client.run("images", "rm", *stale)
     if dropped or stale:
-        ctr.collect_garbage()
+        client.collect_garbage()
     return Imported(
         image.name,
         manifest.digest,
