@@ -85,12 +85,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     directory = tmp_path_factory.mktemp("control-plane")
-    plane = ControlPlane(directory, Profile(apiserver_args=audit_args(directory / "audit")))
-    plane.up()
-    try:
+    with ControlPlane(directory, Profile(apiserver_args=audit_args(directory / "audit"))) as plane:
         yield plane
-    finally:
-        plane.down()
 
 
 @pytest.fixture(scope="session")

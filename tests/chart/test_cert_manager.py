@@ -53,12 +53,8 @@ def invalid_model(name: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     routed = Profile(apiserver_args=("--enable-aggregator-routing=true",))
-    plane = ControlPlane(tmp_path_factory.mktemp("cert-manager-plane"), routed)
-    plane.up()
-    try:
+    with ControlPlane(tmp_path_factory.mktemp("cert-manager-plane"), routed) as plane:
         yield plane
-    finally:
-        plane.down()
 
 
 @pytest.fixture(scope="module")

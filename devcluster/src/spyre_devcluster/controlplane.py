@@ -122,6 +122,14 @@ class ControlPlane:
         self.state_file = self.dir / STATE_FILE
         self._popens: dict[int, subprocess.Popen[bytes]] = {}  # children started here
 
+    def __enter__(self) -> ControlPlane:
+        """`with ControlPlane(folder) as plane:` up on entry (default ports), down on exit."""
+        self.up()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.down()
+
     # ----- state -----------------------------------------------------------------
     def load_state(self) -> State | None:
         if not self.state_file.exists():
