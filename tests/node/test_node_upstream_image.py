@@ -4,6 +4,8 @@ user senuser, no file of spyre_runtime: docs/images.md) pushed to the node's reg
 `upstream-standin`, and a SpyreModel naming it with `runtime.imageProfile:
 sendnn-inference`. The compile Job fills the cache, the serving pods start from it without
 compiling and answer through the Service, and a second replica starts from the cache too.
+The same with `ubi-standin`, the layout of Red Hat's UBI images (user 1001, vLLM's venv at
+/opt/vllm, an entrypoint script, a device setup script, ENV the pods override).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from spyre_runtime import contract
 pytestmark = pytest.mark.node
 
 MODEL = "standin"
-STANDIN = "upstream-standin"
+STANDINS = {"upstream-standin": recipes.upstream_standin, "ubi-standin": recipes.ubi_standin}
 WAIT = 1500  # a compile plus a serving start, on a loaded 2-core machine
 COMPILE = "app.kubernetes.io/component=compile"
 
@@ -46,15 +48,16 @@ def _started_from_the_cache(kubectl: Kubectl, pod: dict[str, Any]) -> None:
         assert counts.from_cache and not counts.compiled, counts
 
 
+@pytest.mark.parametrize("standin", list(STANDINS))
 def test_an_image_without_the_runtime_compiles_once_and_serves_from_the_cache(
-    operator_node: Node, kubectl: Kubectl, models: Path
+    operator_node: Node, kubectl: Kubectl, models: Path, standin: str
 ) -> None:
     node = operator_node
     flavour = node_operator.FLAVOUR
     tag = recipes.runtime_tag(flavour)
-    push(recipes.upstream_standin(flavour), node.registry, STANDIN, tag)
+    push(STANDINS[standin](flavour), node.registry, standin, tag)
     doc = node_operator.tiny_model(models, MODEL)
-    doc["spec"]["image"] = f"{node.registry.repository(STANDIN)}:{tag}"
+    doc["spec"]["image"] = f"{node.registry.repository(standin)}:{tag}"
     doc["spec"]["runtime"]["imageProfile"] = "sendnn-inference"  # IBM's images' profile
     kubectl("apply", "-f", "-", input=json.dumps(doc))
     kubectl.wait(f"sm/{MODEL}", "condition=Ready", WAIT)
@@ -73,6 +76,14 @@ def test_an_image_without_the_runtime_compiles_once_and_serves_from_the_cache(
 
     (first,) = _serving_pods(kubectl)
     _started_from_the_cache(kubectl, first)
+    if standin == "ubi-standin":  # its user and venv; its device setup was sourced
+        who = ["python3", "-c", "import os, sys; print(os.getuid(), sys.prefix)"]
+        assert kubectl("exec", first["metadata"]["name"], "-c", "vllm", "--", *who).split() == [
+            "1001",
+            recipes.UBI_VENV,
+        ]
+        log = kubectl("logs", first["metadata"]["name"], "-c", "vllm")
+        assert "sourced /etc/profile.d/ibm-aiu-setup.sh: SPYRE_STANDIN_DEVICE_SETUP" in log
     service = kubectl.get(f"service/{MODEL}")["spec"]
     got = node_operator.complete(service["clusterIP"], service["ports"][0]["port"], "Hello")
     assert got["usage"]["completion_tokens"] >= 1, got

@@ -372,6 +372,61 @@ def upstream_standin(flavour: str = "sendnn-inference") -> Image:
     return dataclasses.replace(base, name=name, config=config)
 
 
+# Red Hat's vLLM-Spyre images (UBI 9) as they differ from IBM's: another user and home,
+# vLLM in a venv at /opt/vllm first on PATH, an entrypoint script that sources the device
+# setup and runs `vllm serve`, and ENV the operator's pods must override (the plugin, HOME,
+# the hub switched off: a weights pod needs it on). The uid is not 2000, the pods' fsGroup.
+UBI_USER = "vllm:x:1001:0:vllm:/home/vllm:/bin/bash"
+UBI_VENV = "/opt/vllm"
+UBI_FILES = {
+    "etc/profile.d/ibm-aiu-setup.sh": "export SPYRE_STANDIN_DEVICE_SETUP=1\n",
+    "usr/local/bin/spyre_entrypoint.sh": (
+        "#!/bin/bash\nsource /etc/profile.d/ibm-aiu-setup.sh\n"
+        f'source {UBI_VENV}/bin/activate\nexec vllm serve "$@"\n'
+    ),
+}
+UBI_ENV = {
+    "HOME": "/home/vllm",
+    "VLLM_PLUGINS": "spyre",
+    "HF_HUB_OFFLINE": "1",
+    "MASTER_ADDR": "localhost",
+    "MASTER_PORT": "12355",
+}
+
+
+def ubi_standin(flavour: str = "sendnn-inference") -> Image:
+    """The stand-in of Red Hat's UBI-based vLLM-Spyre images: the CPU runtime base with
+    their layout (UBI_*), on the flavour the testbed has (Red Hat's carry vllm-spyre)."""
+    base = runtime_base(flavour)
+    name = f"{REGISTRY}/ubi-standin:{runtime_tag(flavour)}"
+    slug = f"ubi-standin-{flavour}"
+    key = inputs_key({"base": base.key, "files": UBI_FILES, "env": UBI_ENV, "user": UBI_USER})
+    found = cached(slug, key)
+    if found:
+        return found
+    venv = base.config.env_dict()["VIRTUAL_ENV"]
+    with building(slug, key) as scratch:
+        tree = scratch / "layer"
+        for rel, text in UBI_FILES.items():
+            (tree / rel).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            (tree / rel).write_text(text)
+            os.chmod(tree / rel, 0o755)
+        (tree / UBI_VENV.lstrip("/")).parent.mkdir(mode=0o755, exist_ok=True)
+        (tree / UBI_VENV.lstrip("/")).symlink_to(venv)
+        _add_account(base, tree, UBI_USER)
+        env = base.config.env_dict() | UBI_ENV
+        env |= {"VIRTUAL_ENV": UBI_VENV, "PATH": env["PATH"].replace(venv, UBI_VENV)}
+        config = ImageConfig(
+            env=tuple(env.items()),
+            user="1001",
+            entrypoint=("/usr/local/bin/spyre_entrypoint.sh",),
+            workdir="/home/vllm",
+        )
+        image = Image(name, key, (*base.layers, final_layer(scratch, tree)), config)
+        image.save(scratch)
+    return image
+
+
 def runtime_recipe(flavour: str) -> str:
     """The BUILDERS name of a flavour's CPU serving image."""
     return "runtime-cpu" if flavour == "sendnn-inference" else f"runtime-cpu-{flavour}"
@@ -383,6 +438,7 @@ BUILDERS: dict[str, Callable[[], Image]] = {
     "runtime-cpu": runtime,
     "runtime-cpu-vllm-spyre": lambda: runtime("vllm-spyre"),
     "upstream-standin": upstream_standin,
+    "ubi-standin": ubi_standin,
 }
 
 
