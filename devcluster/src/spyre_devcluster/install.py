@@ -189,13 +189,20 @@ def go_commands(folder: str, targets: dict[str, str], log: Log = say) -> dict[st
     there), built into the cache the first time; a failure says which module and why."""
     build = go_build(folder)
     with _install_lock():
-        if _missing(build.bin_dir(), list(targets)):
-            _go_build(build, targets, log)
+        _build_missing(build, targets, log)
     return {name: build.bin_dir() / name for name in targets}
 
 
 def _missing(folder: Path, names: Sequence[str]) -> bool:
     return any(not os.access(folder / name, os.X_OK) for name in names)
+
+
+def _build_missing(build: GoBuild, targets: dict[str, str], log: Log) -> bool:
+    """Build `targets` (binary name: package) unless all are in the cache; True if built."""
+    if not _missing(build.bin_dir(), list(targets)):
+        return False
+    _go_build(build, targets, log)
+    return True
 
 
 def _build_release(release: GoBuild, names: Sequence[str], log: Log) -> bool:
@@ -205,8 +212,7 @@ def _build_release(release: GoBuild, names: Sequence[str], log: Log) -> bool:
     if not missing and not _missing(release.bin_dir(), [ETCD]):
         return False
     store = etcd()
-    if _missing(store.bin_dir(), [ETCD]):
-        _go_build(store, {ETCD: store.module}, log)
+    _build_missing(store, {ETCD: store.module}, log)
     if missing:
         _go_build(release, {name: f"{release.module}/cmd/{name}" for name in missing}, log)
     link = release.bin_dir() / ETCD
@@ -219,10 +225,8 @@ def _build_node(log: Log) -> bool:
     """Build what a node runs where missing; True if anything was."""
     built = _build_release(kubernetes("current"), [*PLANE_BINARIES, *NODE_BINARIES], log)
     for build, commands in ((containerd(), CONTAINERD_COMMANDS), (cni_plugins(), CNI_PLUGINS)):
-        if _missing(build.bin_dir(), list(commands)):
-            targets = {name: f"{build.module}/{package}" for name, package in commands.items()}
-            _go_build(build, targets, log)
-            built = True
+        targets = {name: f"{build.module}/{package}" for name, package in commands.items()}
+        built = _build_missing(build, targets, log) or built
     return built
 
 
