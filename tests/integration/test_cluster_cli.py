@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from spyre_devcluster import controlplane
 from spyre_devcluster.binaries import find_binaries
 from spyre_devcluster.tools import tool
 
@@ -148,3 +149,52 @@ def test_etcd_dying_during_start_up_is_reported_with_its_log(
     assert "etcd exited during start-up (exit code 3)" in result.stderr
     assert "disk full" in result.stderr
     assert not (cluster_dir / "state.json").exists()
+
+
+def test_a_port_taken_after_it_was_chosen_is_chosen_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race of a busy machine, made certain: the first port chosen "free" is already
+    # listened on by the time etcd binds it. The plane chooses again and comes up.
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        ports, choose = iter([taken]), controlplane.free_port
+        monkeypatch.setattr(controlplane, "free_port", lambda: next(ports, None) or choose())
+        plane = controlplane.ControlPlane(tmp_path / "race")
+        try:
+            state = plane.up(controller_manager=False)
+            assert taken not in (state.etcd_port, state.apiserver_port)
+            assert port_open(state.apiserver_port)
+        finally:
+            plane.down()
+    assert not (tmp_path / "race" / "state.json").exists()
+
+
+def test_sigterm_inside_the_context_manager_stops_the_plane(tmp_path: Path) -> None:
+    # A test run killed with TERM (a CI timeout, `kill`) must not leave etcd and
+    # kube-apiserver behind: the `with` block unwinds as on Ctrl-C.
+    directory = tmp_path / "term"
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from spyre_devcluster.controlplane import ControlPlane\n"
+        "with ControlPlane(Path(sys.argv[1])):\n"
+        "    print('up', flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(directory)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "up\n"
+        pids = [p["pid"] for p in json.loads((directory / "state.json").read_text())["processes"]]
+        assert pids and all(pid_alive(pid) for pid in pids)
+        holder.terminate()
+        holder.wait(timeout=60)
+        assert not [pid for pid in pids if pid_alive(pid)]
+        assert not (directory / "state.json").exists()
+    finally:
+        holder.kill()
+        controlplane.ControlPlane(directory).down()

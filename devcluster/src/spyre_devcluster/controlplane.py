@@ -23,6 +23,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -37,6 +38,8 @@ KUBECONFIG_FILE = "kubeconfig"
 RUN_DIR = "run"
 START_TIMEOUT = 120.0  # seconds; a loaded 2-core machine needs ~10-30 s for the apiserver
 SERVICE_CIDR = "10.96.0.0/12"  # room for 1M Services (a /24 holds 254)
+PORT_ATTEMPTS = 3
+PORT_TAKEN = "address already in use"  # how etcd and kube-apiserver log a lost port
 
 
 class ControlPlaneError(RuntimeError):
@@ -94,6 +97,26 @@ def check_port_free(port: int, flag: str) -> None:
             ) from exc
 
 
+def _interrupt_on_sigterm() -> signal.Handlers | None:
+    """Turn SIGTERM into KeyboardInterrupt (unwinding `with` blocks and pytest fixtures)
+    while nothing else handles it; returns what to restore, None if left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    return signal.SIG_DFL
+
+
+def _restore_sigterm(previous: signal.Handlers | None) -> None:
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _alive(proc: Process) -> bool:
     """True when the pid still runs the binary we started (not a reused pid)."""
     try:
@@ -121,14 +144,25 @@ class ControlPlane:
         self.kubeconfig = self.dir / KUBECONFIG_FILE
         self.state_file = self.dir / STATE_FILE
         self._popens: dict[int, subprocess.Popen[bytes]] = {}  # children started here
+        self._term_handler: signal.Handlers | None = None
 
     def __enter__(self) -> ControlPlane:
-        """`with ControlPlane(folder) as plane:` up on entry (default ports), down on exit."""
-        self.up()
+        """`with ControlPlane(folder) as plane:` up on entry (default ports), down on exit.
+        Inside it a SIGTERM stops the program as Ctrl-C does, so the exit still runs and
+        no etcd or kube-apiserver outlives a killed test run."""
+        self._term_handler = _interrupt_on_sigterm()
+        try:
+            self.up()
+        except BaseException:
+            _restore_sigterm(self._term_handler)
+            raise
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.down()
+        try:
+            self.down()
+        finally:
+            _restore_sigterm(self._term_handler)
 
     # ----- state -----------------------------------------------------------------
     def load_state(self) -> State | None:
@@ -179,23 +213,34 @@ class ControlPlane:
             check_port_free(etcd_port, "--etcd-port")
         if apiserver_port is not None:
             check_port_free(apiserver_port, "--apiserver-port")
-        self.run.mkdir(parents=True, exist_ok=True)
-        state = State(
-            etcd_port=etcd_port or free_port(),
-            apiserver_port=apiserver_port or free_port(),
-            token=secrets.token_hex(16),
-            address=self.profile.address,
-        )
-        try:
-            self._start_etcd(state, bins)
-            self._start_apiserver(state, bins)
-            self._write_kubeconfig(state)
-            if controller_manager:
-                self._start_controller_manager(state, bins)
-        except BaseException:
-            self.down()
-            raise
-        return state
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self.run.mkdir(parents=True, exist_ok=True)
+            state = State(
+                etcd_port=etcd_port or free_port(),
+                apiserver_port=apiserver_port or free_port(),
+                token=secrets.token_hex(16),
+                address=self.profile.address,
+            )
+            try:
+                self._start(state, bins, controller_manager)
+                return state
+            except ControlPlaneError as err:
+                self.down()
+                # A port chosen free can be taken before the process binds it (another
+                # process on a busy machine): choose again rather than fail the caller.
+                if PORT_TAKEN not in str(err) or attempt == PORT_ATTEMPTS:
+                    raise
+            except BaseException:
+                self.down()
+                raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _start(self, state: State, bins: Binaries, controller_manager: bool) -> None:
+        self._start_etcd(state, bins)
+        self._start_apiserver(state, bins)
+        self._write_kubeconfig(state)
+        if controller_manager:
+            self._start_controller_manager(state, bins)
 
     def spawn(self, state: State, name: str, binary: Path, args: list[str]) -> Process:
         log = self.run / f"{name}.log"
