@@ -47,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +74,10 @@ EXAMPLE = ROOT / "examples" / "micro-granite-cpu.yaml"
 TIMEOUT = 600.0
 QUIET = 3.0  # seconds without an operator write before the idle window starts
 GAP = 1.0  # seconds between single creates (and between the raw creates they compare to)
+# A /metrics scrape: under load (25 on 2 cores) one can take longer than its timeout; it is
+# tried again, each time waiting longer, rather than ending the phase.
+SCRAPE_TIMEOUT = 5.0
+SCRAPE_TRIES = 4
 READ_KINDS = {plural for _, plural in KINDS.values()}
 
 
@@ -88,6 +93,24 @@ def ms(values: list[float]) -> str:
 
 def wait(probe: Any, what: str, timeout: float = TIMEOUT) -> Any:
     return simulate.poll_until(probe, what, timeout)
+
+
+def read_metrics(port: int) -> dict[str, float]:
+    """The operator's metrics; a scrape that times out is tried again, waiting longer
+    each time (SCRAPE_TRIES in all); anything else (not listening yet) raises at once."""
+    for attempt in range(1, SCRAPE_TRIES):
+        try:
+            return scrape(port, SCRAPE_TIMEOUT * attempt)
+        except (TimeoutError, urllib.error.URLError) as err:
+            if not isinstance(getattr(err, "reason", err), TimeoutError):
+                raise
+            print(f"  (a /metrics scrape timed out after {SCRAPE_TIMEOUT * attempt:g} s)")
+    return scrape(port, SCRAPE_TIMEOUT * SCRAPE_TRIES)
+
+
+def scrape(port: int, timeout: float) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as r:
+        return metrics_server.parse(r.read().decode())
 
 
 class Seen(threading.Thread):
@@ -178,8 +201,7 @@ class Bench:
             return None
 
     def metrics(self) -> dict[str, float]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            return metrics_server.parse(r.read().decode())
+        return read_metrics(self.port)
 
     def peak_rss_mb(self, field: str = "VmHWM") -> float:
         """The operator's peak RSS (VmRSS: its RSS now)."""
