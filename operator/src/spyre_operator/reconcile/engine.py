@@ -149,7 +149,7 @@ class Reconciler:
         The plan and the spec's cache key (None: not known yet, or an invalid spec);
         `key`: the one a plan before it in this reconcile computed."""
         try:
-            model = parse(body, kind=self.kind)
+            model = parse(body, kind=self.kind, images=self.settings.runtime_images)
         except InvalidSpec as invalid:
             return decide_invalid(body, invalid.problems, now), None
         observed = observe(
