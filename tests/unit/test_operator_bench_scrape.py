@@ -1,6 +1,6 @@
-"""benchmarks/operator_bench.py under load: a /metrics scrape that times out is tried
-again, waiting longer, instead of ending the phase it measures; an operator that is not
-listening is said at once (the start-up waits on that)."""
+"""benchmarks/operator_bench.py under load (its harness, operator_harness.py): a /metrics
+scrape that times out is tried again, waiting longer, instead of ending the phase it
+measures; an operator that is not listening is said at once (the start-up waits on that)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from apilib import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import operator_bench
+import operator_harness
 
 from spyre_devcluster.controlplane import free_port
 
@@ -53,13 +53,13 @@ def slow_operator() -> Iterator[int]:
 def test_a_scrape_that_times_out_is_tried_again(
     slow_operator: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(operator_bench, "SCRAPE_TIMEOUT", 0.5)
-    assert operator_bench.read_metrics(slow_operator) == {"spyre_operator_reconciles_total": 7.0}
+    monkeypatch.setattr(operator_harness, "SCRAPE_TIMEOUT", 0.5)
+    assert operator_harness.read_metrics(slow_operator) == {"spyre_operator_reconciles_total": 7.0}
     assert Slow.requests == 2
     assert "a /metrics scrape timed out after 0.5 s" in capsys.readouterr().out
 
 
 def test_an_operator_not_listening_is_said_at_once() -> None:
     with pytest.raises(urllib.error.URLError) as refused:
-        operator_bench.read_metrics(free_port())
+        operator_harness.read_metrics(free_port())
     assert isinstance(refused.value.reason, ConnectionRefusedError)
