@@ -25,7 +25,6 @@ from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, KIND, PLUR
 from spyre_operator.controller import indexes, triggers, wiring
 
 SETTINGS = operator_settings.current()  # `run`'s flags, or the environment
-operator_settings.install(SETTINGS)  # `kopf run -m`: the environment's
 IMAGES = SETTINGS.runtime_images  # what validation judges a spec without spec.image by
 WEBHOOK = bool(SETTINGS.webhook_port)  # off: kopf refuses admission handlers without a server
 
