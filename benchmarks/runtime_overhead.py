@@ -71,12 +71,18 @@ def compare(label: str, runs: int, ours: Callable[[], float], base: Callable[[],
     for i in range(runs):
         samples["spyre-runtime"].append(ours())
         samples["baseline"].append(base())
-        print(f"{label} run {i + 1}: spyre-runtime {samples['spyre-runtime'][-1]:.2f}s, "
-              f"baseline {samples['baseline'][-1]:.2f}s", flush=True)  # fmt: skip
+        print(
+            f"{label} run {i + 1}: spyre-runtime {samples['spyre-runtime'][-1]:.2f}s, "
+            f"baseline {samples['baseline'][-1]:.2f}s",
+            flush=True,
+        )
     ours_median = statistics.median(samples["spyre-runtime"])
     base_median = statistics.median(samples["baseline"])
-    print(f"{label}: median spyre-runtime {ours_median:.2f}s, baseline {base_median:.2f}s, "
-          f"ratio {ours_median / base_median:.3f}", flush=True)  # fmt: skip
+    print(
+        f"{label}: median spyre-runtime {ours_median:.2f}s, baseline {base_median:.2f}s, "
+        f"ratio {ours_median / base_median:.3f}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -88,8 +94,13 @@ def main() -> None:
     rt = Runtime(opts.flavour, installed_venv(opts.flavour), work / "models", work / "logs")
     rt.models.mkdir()
     rt.logs.mkdir()
-    rt.python(rt.venv / "bin" / "spyre-runtime", "tiny-models", str(rt.models),
-              env=rt.env(work, {}), timeout=600)  # fmt: skip
+    rt.python(
+        rt.venv / "bin" / "spyre-runtime",
+        "tiny-models",
+        str(rt.models),
+        env=rt.env(work, {}),
+        timeout=600,
+    )
     model = str(rt.models / "granite")
     args = [model, *(f"--{k.replace('_', '-')}={v}" for k, v in LIMITS.items())]
     config = {"model": model, **LIMITS}

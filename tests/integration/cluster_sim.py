@@ -80,6 +80,16 @@ def download(kube: Kube, doc: dict[str, Any], commit: str | None = None) -> str:
     return commit
 
 
+def compile_job(kube: Kube, doc: dict[str, Any]) -> str:
+    """Play a hub model's download, then wait for its compile Job: the Job's name."""
+    namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+    download(kube, doc)
+    wait_phase(kube, namespace, name, "Compiling")
+    job = job_name(doc)
+    wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
+    return job
+
+
 def create(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
     return kube.create(obj)
 

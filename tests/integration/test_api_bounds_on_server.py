@@ -18,7 +18,7 @@ from spyre_operator.api.validation import validate
 from spyre_operator.kube.client import ApiError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import crd_cost
+import crd_specs
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ def test_the_largest_spec_validate_takes_is_stored_as_sent(
 ) -> None:
     """Nothing pruned, nothing refused (a toleration's tolerationSeconds was refused by
     every API server while its maximum was int64's: read as a float, it overflowed)."""
-    body = crd_cost.document("largest", crd_cost.largest_spec())
+    body = crd_specs.document("largest", crd_specs.largest_spec())
     assert validate(body) == []
     body["metadata"]["namespace"] = namespace
     stored = kube_for(kubeconfig).create(body)
@@ -85,7 +85,7 @@ ONE_MORE = {
 def test_one_item_more_is_refused_by_the_server_and_by_validate(
     crd: None, kubeconfig: Path, namespace: str, spec: dict[str, Any], path: str, most: int
 ) -> None:
-    body = crd_cost.document("over", crd_cost.PLAIN | spec)
+    body = crd_specs.document("over", crd_specs.PLAIN | spec)
     problems = validate(body)
     assert [p.path for p in problems] == [path], problems
     body["metadata"]["namespace"] = namespace

@@ -47,10 +47,7 @@ def test_a_weights_and_a_compile_pod_without_their_image_say_why(
     )
     kube.delete("Pod", namespace, pod)  # pulled at last: the download goes on
 
-    sim.download(kube, doc)
-    sim.wait_phase(kube, namespace, "m", "Compiling")
-    job = sim.job_name(doc)
-    sim.wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
+    job = sim.compile_job(kube, doc)
     pod = simulate.pull_failing_pod(kube, "Job", namespace, job, SAID)
     st = sim.wait_for(lambda: stuck(kube, namespace, "m"), "the compile's pod in status")
     assert st["phase"] == "Compiling"

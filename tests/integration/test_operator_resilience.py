@@ -71,10 +71,8 @@ def test_killed_operator_resumes_from_the_cluster(
 ) -> None:
     doc = sim.model(namespace, "crash")
     sim.create(kube, doc)
-    sim.download(kube, doc)
-    sim.wait_phase(kube, namespace, "crash", "Compiling")
-    job = sim.job_name(doc)
-    job_uid = sim.wait_for(lambda: _uid(kube, "Job", namespace, job), "the Job exists")
+    job = sim.compile_job(kube, doc)
+    job_uid = _uid(kube, "Job", namespace, job)
     operator.kill()
     simulate.complete_job(kube, namespace, job)  # the compile finishes while it is down
 

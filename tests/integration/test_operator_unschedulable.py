@@ -42,10 +42,7 @@ def test_a_compile_and_a_replica_no_node_takes_say_why(
 ) -> None:
     doc = sim.model(namespace, "m")
     sim.create(kube, doc)
-    sim.download(kube, doc)
-    sim.wait_phase(kube, namespace, "m", "Compiling")
-    job = sim.job_name(doc)
-    sim.wait_for(lambda: kube.get("Job", namespace, job), f"Job {job}")
+    job = sim.compile_job(kube, doc)
     pod = simulate.unschedulable_pod(kube, "Job", namespace, job, SAID)
     st = sim.wait_for(lambda: waits(kube, namespace, "m"), "Ready reason Unschedulable")
     assert st["phase"] == "Compiling"

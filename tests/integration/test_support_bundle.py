@@ -58,10 +58,7 @@ def test_a_bundle_after_a_failed_compile_has_what_a_report_needs_and_no_secret(
     kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", operator_pod)
     with sim.running_operator(kubeconfig, namespace, tmp_path / "operator.log"):
         sim.create(kube, doc)
-        sim.download(kube, sim.get(kube, namespace, "broken"))
-        sim.wait_phase(kube, namespace, "broken", "Compiling")
-        job = sim.job_name(sim.get(kube, namespace, "broken"))
-        sim.wait_for(lambda: kube.get("Job", namespace, job), f"Job {job} exists")
+        job = sim.compile_job(kube, sim.get(kube, namespace, "broken"))
         simulate.finish_job(kube, namespace, job, exit_code=1, reason="Error", message="boom")
         sim.wait_phase(kube, namespace, "broken", "Failed")
 

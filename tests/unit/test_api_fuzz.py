@@ -20,7 +20,7 @@ from spyre_operator.api.validation import MAX_PROBLEMS, review
 from spyre_operator.cli.render import load
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import fuzz  # its mutation helpers
+import fuzz_mutants  # its mutation helpers
 
 pytestmark = pytest.mark.unit
 
@@ -58,7 +58,7 @@ DOCS = [load_example(path) for path in EXAMPLES]
 def mutated(draw: st.DrawFn) -> dict[str, Any]:
     """An example with one value replaced, or one new key added, anywhere in it."""
     doc = copy.deepcopy(draw(st.sampled_from(DOCS)))
-    path = draw(st.sampled_from(fuzz.paths(doc)[1:]))
+    path = draw(st.sampled_from(fuzz_mutants.paths(doc)[1:]))
     parent = doc
     for part in path[:-1]:
         parent = parent[part]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,16 @@ import pytest
 import yaml
 from apilib import pinned, with_spec
 
-from spyre_operator import settings
 from spyre_operator.api import runtimes
 from spyre_operator.api.problem import InvalidSpec
 from spyre_operator.api.runtimes import RuntimeImages
 from spyre_operator.api.validation import parse, review, validate
+from spyre_operator.controller.indexes import model_entry
+from spyre_operator.kube.client import Kube
+from spyre_operator.reconcile.engine import Reconciler
 from spyre_operator.render.children import desired
 from spyre_operator.settings import SettingsError, from_env
+from spyre_operator.webhook.review import Answer, answer
 
 pytestmark = pytest.mark.unit
 
@@ -34,13 +36,6 @@ def _doc(patch: dict[str, Any]) -> dict[str, Any]:
 
 def _problems(patch: dict[str, Any], images: RuntimeImages = CPU_ONLY) -> list[str]:
     return [str(p) for p in validate(_doc(patch), images)]
-
-
-@pytest.fixture
-def installed() -> Iterator[None]:
-    """The operator's images as `run` installs them; the defaults again afterwards."""
-    yield
-    runtimes.install(runtimes.DEFAULT_IMAGES)
 
 
 @pytest.mark.parametrize(
@@ -74,14 +69,28 @@ def test_an_upstream_family_without_an_image_is_told_once() -> None:
     assert "runs the image you name, unmodified" in problem
 
 
-def test_the_operator_and_its_webhook_judge_by_the_installed_images(installed: None) -> None:
-    doc = _doc({})
+def test_the_reconcile_its_index_and_the_webhook_judge_by_the_operator_s_images() -> None:
+    """`--runtime-image-cards=false` reaches each of them as a value, never as state the
+    process keeps: the reconcile (its settings), the index the compile queue reads, the
+    admission webhook (`run`'s settings, handlers.py)."""
+    doc = _doc({}) | {"status": {"weights": {"state": "Ready", "commit": "a" * 40}}}
+    doc["metadata"] |= {"uid": "u-1", "generation": 1}
+    told = from_env({"SPYRE_OPERATOR_RUNTIME_IMAGE_CARDS": "false"})
+    images = told.runtime_images
     assert parse(doc).spec.image is None  # the defaults have card images
-    settings.install(from_env({"SPYRE_OPERATOR_RUNTIME_IMAGE_CARDS": "false"}))
     with pytest.raises(InvalidSpec) as refused:
-        parse(doc)  # what the reconcile and the compile queue call
+        parse(doc, images=images)
     assert [p.path for p in refused.value.problems] == ["spec.image"]
-    assert [p.path for p in review(doc).problems] == ["spec.image"]  # the webhook's
+    assert [p.path for p in review(doc, images=images).problems] == ["spec.image"]
+
+    webhook = answer("CREATE", doc, None, images).refusal or ""
+    assert webhook.startswith("spec.image: is required") and answer("CREATE", doc, None) == Answer()
+    (refused_entry,) = model_entry(doc, images).values()
+    (entry,) = model_entry(doc, runtimes.DEFAULT_IMAGES).values()
+    assert refused_entry.want is None and entry.want is not None  # the compile queue's
+    reconciler = Reconciler(Kube(api=None), lambda *_: None, settings=told)
+    status = reconciler.plan(doc, "T").status.to_k8s()
+    assert status["phase"] == "Invalid" and "spec.image" in status["conditions"][0]["message"]
 
 
 def test_cards_and_the_injector_are_settings() -> None:

@@ -382,16 +382,32 @@ def keys_computed(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 def test_the_cache_key_is_computed_once_per_reconcile(
     kube: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """observe computes it; decide and the manifests it compares carry it. (A pass that
-    starts a Job also dry-runs the spec's children, with a stand-in commit.)"""
-    rec, _ = reconciler(kube)
-    finish_compile(kube, rec)
+    """observe computes it (a hub model's once its commit is known: before, the manifests
+    from the pinned revision); decide, the manifests it compares, the dry run of a pass
+    that starts a Job (a hub model's key stands in) and the plan again under the compile
+    lock carry it."""
+    local = example("micro-granite-cpu")
+    local["spec"]["model"] = ON_A_PVC
+    local["metadata"] = {"name": "local", "namespace": NS, "uid": "uid-l", "generation": 1}
+    kube._store(local)
+    free = Queue(Limits(cluster=2), frozenset(), ())
+    rec = Reconciler(kube, Sink(), shared=Shared(compile_queue=lambda: free, clock=lambda: "T"))
     computed = keys_computed(monkeypatch)
-    for _ in range(3):  # the Deployment created, then passes with nothing to write
+
+    def computed_by(name: str) -> int:
         computed.clear()
-        rec.reconcile(NS, "micro-granite-cpu")
-        assert len(computed) == 1
-    assert kube.writes["APPLY Deployment"] == 1
+        rec.reconcile(NS, name)
+        return len(computed)
+
+    assert computed_by("local") == 1  # starts its compile Job: dry runs, the lock
+    assert computed_by("micro-granite-cpu") == 1  # the weights Job (its dry runs)
+    finish_weights(kube)
+    assert computed_by("micro-granite-cpu") == 1  # its compile Job: dry runs, the lock
+    finish(kube, "compile", {"ok": True, "seconds": 9})
+    for _ in range(3):  # the Deployment created, then passes with nothing to write
+        assert computed_by("micro-granite-cpu") == 1
+    assert kube.writes["POST Job"] == 3 and kube.writes["APPLY Deployment"] == 1
+    assert kube.dry_runs["Deployment"] == 2  # one per spec: the local one's and the hub's
 
 
 def test_a_stale_copy_is_read_again_and_written_once(kube: FakeKube) -> None:

@@ -1,10 +1,11 @@
 """`spyre-operator dev --node`: the demo for real, on the local node.
 
-Brings the node up (with fake Spyre cards), builds and imports the images, installs the
-operator with the Helm chart, makes a tiny Granite model, applies a CPU SpyreModel for it
-(holding one card, as a card model would), says what changes as its pods really compile
-and start (the model's phase and conditions, each pod's state), and prints a completion
-fetched through the Service's ClusterIP. Without --keep the node is taken down at the end.
+Brings the node up (with fake Spyre cards) while the images are built (or found cached),
+pushes them to the node's registry, installs the operator with the Helm chart, makes a
+tiny Granite model, applies a CPU SpyreModel for it (holding one card, as a card model
+would), says what changes as its pods really compile and start (the model's phase and
+conditions, each pod's state), and prints a completion fetched through the Service's
+ClusterIP. Without --keep the node is taken down at the end.
 
 The model's cache registry is the node's own (docs/cache-sharing.md), whose storage is kept
 across runs: the first run compiles and publishes the key, a later one pulls it on its
@@ -17,6 +18,7 @@ import hashlib
 import json
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +44,16 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
     node = Node(directory)
     kubectl = Kubectl(node.kubeconfig)
     try:
-        say("bringing up the node (root; one per machine)")
-        node.up(log=say, cards={SPYRE_PF: node_operator.NODE_CARDS})
-        say("images: building what is not cached (the first time: minutes), pushing them")
-        node_operator.push_images(node, say)
+        say(
+            "bringing up the node (root; one per machine); meanwhile the images, built where "
+            "not cached (the first time: minutes)"
+        )
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            built = pool.submit(recipes.build_images, node_operator.IMAGES)
+            node.up(log=say, cards={SPYRE_PF: node_operator.NODE_CARDS})
+            images = built.result()
+        say("pushing the images to the node's registry")
+        node_operator.push_images(node, say, images)
         say(f"installing the operator with the Helm chart into {node_operator.NAMESPACE}")
         node_operator.install_chart(node)
         models = tiny_models(directory)
@@ -77,8 +85,10 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
         return 1
     finally:
         if keep:
-            say(f"kept: kubectl --kubeconfig {node.kubeconfig} get pods -A; logs with "
-                f"kubectl logs; stop it: spyre-operator cluster down --dir {node.dir}")  # fmt: skip
+            say(
+                f"kept: kubectl --kubeconfig {node.kubeconfig} get pods -A; logs with "
+                f"kubectl logs; stop it: spyre-operator cluster down --dir {node.dir}"
+            )
         else:
             say("taking the node down")
             node.down()

@@ -21,6 +21,7 @@ import yaml
 
 from spyre_devcluster.images import recipes
 from spyre_devcluster.images.push import push
+from spyre_devcluster.images.store import Image
 from spyre_devcluster.kubectl import Kubectl
 from spyre_devcluster.node import Node, NodeError
 from spyre_devcluster.tools import tool
@@ -53,12 +54,16 @@ def serving_image(node: Node) -> str:
     return runtime_images(node).image(FLAVOUR, FLAVOURS[FLAVOUR].default_version)
 
 
-def push_images(node: Node, log: Callable[[str], None]) -> None:
-    """Build (or find cached) the operator and CPU serving images and push them to the
-    node's registry: the operator image as `operator:<version>`, the serving image under
-    the tag the operator renders for the flavour. What the registry has is not sent again
-    (its storage is kept in the cache: the ~9 GB serving layer goes once)."""
-    operator, runtime = recipes.build_images(["operator", "runtime-cpu"])
+IMAGES = ["operator", "runtime-cpu"]  # recipes.build_images: what push_images pushes
+
+
+def push_images(node: Node, log: Callable[[str], None], built: list[Image] | None = None) -> None:
+    """Build (or find cached) the operator and CPU serving images (`built`: IMAGES built
+    already) and push them to the node's registry: the operator image as
+    `operator:<version>`, the serving image under the tag the operator renders for the
+    flavour. What the registry has is not sent again (its storage is kept in the cache:
+    the ~9 GB serving layer goes once)."""
+    operator, runtime = built or recipes.build_images(IMAGES)
     for image, name, tag in (
         (operator, OPERATOR_IMAGE, __version__),
         (runtime, RUNTIME_IMAGE, serving_image(node).rpartition(":")[2]),

@@ -25,7 +25,7 @@ from spyre_operator.api.names import CACHE_KIND, CACHE_PLURAL, GROUP, KIND, PLUR
 from spyre_operator.controller import indexes, triggers, wiring
 
 SETTINGS = operator_settings.current()  # `run`'s flags, or the environment
-operator_settings.install(SETTINGS)  # `kopf run -m`: the environment's, for validation
+IMAGES = SETTINGS.runtime_images  # what validation judges a spec without spec.image by
 WEBHOOK = bool(SETTINGS.webhook_port)  # off: kopf refuses admission handlers without a server
 
 
@@ -45,7 +45,7 @@ if WEBHOOK:
         GROUP, VERSION, CACHE_PLURAL, id=webhook.HANDLER_ID, operations=webhook.OPERATIONS
     )
     def admission(body: kopf.Body, warnings: list[str], **kwargs: Any) -> None:
-        webhook.admit(kwargs["operation"], body, kwargs.get("old"), warnings)
+        webhook.admit(kwargs["operation"], body, kwargs.get("old"), warnings, IMAGES)
 
 
 @kopf.on.cleanup()
@@ -56,7 +56,7 @@ def cleanup(memo: kopf.Memo, **_: Any) -> None:
 @kopf.index(GROUP, VERSION, PLURAL, id=indexes.MODELS)
 @kopf.index(GROUP, VERSION, CACHE_PLURAL, id=indexes.CACHES)
 def spyremodels(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return indexes.model_entry(body)  # what the reconciles and the compile queue read
+    return indexes.model_entry(body, IMAGES)  # what the reconciles and the compile queue read
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

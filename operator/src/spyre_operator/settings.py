@@ -15,7 +15,6 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from spyre_operator.api import runtimes
 from spyre_operator.api.base import DNS_SUBDOMAIN
 from spyre_operator.api.runtimes import (
     IMAGE_REPOSITORY,
@@ -392,7 +391,6 @@ def install(settings: Settings) -> None:
     """The settings `run` built from its flags, for the kopf handlers to find."""
     global _current
     _current = settings
-    runtimes.install(settings.runtime_images)  # what validation judges spec.image by
 
 
 def current() -> Settings:

@@ -185,8 +185,12 @@ def entering(root: Path, user: str, workdir: str) -> Callable[[], None]:
     return enter
 
 
+RUN_TAIL = 30  # lines of a RUN's output a failure shows (a success: its last line)
+
+
 def run(root: Path, argv: Sequence[str], env: dict[str, str], user: str, workdir: str) -> None:
-    """Run argv chrooted into root as user, streaming its output; raise on failure."""
+    """Run argv chrooted into root as user; raise on failure with the end of its output.
+    A success says only its last line (pip's hundred lines are no news in a demo)."""
     enter = entering(root, user, workdir)
     print(f"   RUN {' '.join(argv)}", file=sys.stderr, flush=True)
     proc = subprocess.Popen(
@@ -201,8 +205,9 @@ def run(root: Path, argv: Sequence[str], env: dict[str, str], user: str, workdir
     assert proc.stdout is not None
     tail: list[str] = []
     for line in proc.stdout:
-        tail = [*tail[-14:], line.rstrip()]
-        print(f"   | {line.rstrip()}", file=sys.stderr, flush=True)
+        tail = [*tail[1 - RUN_TAIL :], line.rstrip()]
+    if tail and proc.wait() == 0:
+        print(f"   | {tail[-1]}", file=sys.stderr, flush=True)
     if proc.wait() != 0:
         raise ImageBuildError(
             f"RUN {' '.join(argv)} exited with {proc.returncode}; last output:\n    "

@@ -210,18 +210,6 @@ class RuntimeImages:
 
 
 DEFAULT_IMAGES = RuntimeImages()
-_installed = DEFAULT_IMAGES
-
-
-def install(images: RuntimeImages) -> None:
-    """The operator's images (settings.install): what the validation of a SpyreModel
-    without spec.image judges by, in the reconcile and the webhook alike."""
-    global _installed
-    _installed = images
-
-
-def installed() -> RuntimeImages:
-    return _installed
 
 
 def default_image(

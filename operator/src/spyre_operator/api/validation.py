@@ -86,7 +86,9 @@ class SpyreModel:
         return self.kind == KIND
 
 
-def validate(obj: object, images: runtimes.RuntimeImages | None = None) -> list[Problem]:
+def validate(
+    obj: object, images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES
+) -> list[Problem]:
     """Every problem of a SpyreModel object (a dict as read from YAML or the API)."""
     return _check(obj, images=images)[1]
 
@@ -97,14 +99,14 @@ def parse(
     kind: str = KIND,
     *,
     from_file: bool = False,
-    images: runtimes.RuntimeImages | None = None,
+    images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
 ) -> SpyreModel:
     """The parsed SpyreModel (or SpyreCache: the same spec, the compile of which is all
     that counts); raises InvalidSpec with every problem if it is not valid. `from_file`: a
     document as written, whose top-level keys and metadata fields are checked too; what
     the webhook and the operator read, the API server has decoded (an unknown field there
     is a newer Kubernetes' own). `images`: the operator's serving images, which decide
-    whether a model may leave spec.image out (None: the installed ones, runtimes.install)."""
+    whether a model may leave spec.image out (the operator's --runtime-image-* settings)."""
     spec, problems = _check(obj, kind, from_file, images)
     if problems or spec is None:
         raise InvalidSpec(problems)
@@ -135,7 +137,7 @@ def review(
     model_config: Mapping[str, Any] | None = None,
     *,
     from_file: bool = False,
-    images: runtimes.RuntimeImages | None = None,
+    images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
 ) -> Review:
     """Every problem of a SpyreModel (or SpyreCache) object, or the model and its
     known-config warning (`model_config`: the model's config.json, to find its entry by
@@ -161,7 +163,7 @@ def _check(
     obj: object,
     kind: str = KIND,
     from_file: bool = False,
-    images: runtimes.RuntimeImages | None = None,
+    images: runtimes.RuntimeImages = runtimes.DEFAULT_IMAGES,
 ) -> tuple[SpyreModelSpec | None, list[Problem]]:
     if not isinstance(obj, Mapping):
         return None, [Problem("", f"expected a {kind} object (a mapping), got {_described(obj)}")]
@@ -199,7 +201,7 @@ def _check(
         return None, _bounded([*problems, Problem("spec", "required field is missing")])
     spec, spec_problems = validate_spec(obj["spec"])
     if spec is not None:  # the operator's images, not the spec alone, decide this one
-        spec_problems += image_rules.card_image(spec, images or runtimes.installed())
+        spec_problems += image_rules.card_image(spec, images)
     return spec, _bounded(problems + spec_problems)
 
 

@@ -18,7 +18,7 @@ import yaml
 from spyre_operator import settings
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.api.imageref import repository_problem
-from spyre_operator.api.runtimes import IMAGE_REPOSITORY, PLATFORMS, RuntimeImages
+from spyre_operator.api.runtimes import DEFAULT_IMAGES, IMAGE_REPOSITORY, PLATFORMS, RuntimeImages
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
 from spyre_operator.render.children import desired
 from spyre_operator.render.weights_job import is_commit
@@ -186,7 +186,7 @@ def load(
     files: list[str],
     namespace: str,
     model_config: dict[str, Any] | None = None,
-    images: RuntimeImages | None = None,
+    images: RuntimeImages = DEFAULT_IMAGES,
 ) -> Loaded:
     """The models of `files`, each judged as the operator with `images` would."""
     out = Loaded()

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from spyre_operator.api.runtimes import DEFAULT_IMAGES, RuntimeImages
 from spyre_operator.kube.entries import Preset, pack, plain
 from spyre_operator.kube.watches import Store
 from spyre_operator.reconcile import compile_queue
@@ -35,9 +36,12 @@ class Entry(NamedTuple):
         return found
 
 
-def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], Entry]:
+def model_entry(
+    body: Mapping[str, Any], images: RuntimeImages = DEFAULT_IMAGES
+) -> dict[tuple[str, str], Entry]:
     """A SpyreModel as the index keeps it, for its reconciles to read (`stored`) and the
-    compile queue (the resync counts the keys)."""
+    compile queue (the resync counts the keys); `images`: the operator's serving images
+    (which judge a spec without spec.image)."""
     metadata = body["metadata"]
     kept = plain({k: v for k, v in body.items() if k != "metadata"})
     kept["metadata"] = plain({k: v for k, v in metadata.items() if k != "managedFields"})
@@ -45,7 +49,7 @@ def model_entry(body: Mapping[str, Any]) -> dict[tuple[str, str], Entry]:
     written = bool((kept.get("status") or {}).get("conditions"))  # a status the operator wrote
     packed, preset, with_preset = pack(str(body.get("kind")), text, written)
     key = (metadata["namespace"], metadata["name"])
-    return {key: Entry(packed, compile_queue.wanted(kept), preset, with_preset)}
+    return {key: Entry(packed, compile_queue.wanted(kept, images), preset, with_preset)}
 
 
 def stored(index: Mapping[Any, Any], namespace: str, name: str) -> dict[str, Any] | None:

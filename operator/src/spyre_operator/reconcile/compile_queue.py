@@ -15,6 +15,7 @@ from typing import Any
 
 from spyre_operator.api.names import KIND
 from spyre_operator.api.problem import InvalidSpec
+from spyre_operator.api.runtimes import DEFAULT_IMAGES, RuntimeImages
 from spyre_operator.api.status import DEGRADED
 from spyre_operator.api.validation import parse
 from spyre_operator.reconcile.conditions import find
@@ -148,13 +149,14 @@ def is_compile_start(verb: str, obj: dict[str, Any]) -> bool:
     return verb == "create" and meta.component(obj) == meta.COMPILE
 
 
-def wanted(body: dict[str, Any]) -> Want | None:
+def wanted(body: dict[str, Any], images: RuntimeImages = DEFAULT_IMAGES) -> Want | None:
     """The compile Job a SpyreModel wants, from its spec and stored status; None when it
     wants none (invalid, deleted, weights not downloaded yet, or its key compiled), or
     when the API server refused what it wrote last (it keeps no place ahead of others).
     kopf's index asks at every event of the object: the key a reconcile decided from this
     spec is its status' targetCacheKey, so it is computed here only for a spec no status
-    was decided from yet (a new object, a spec changed)."""
+    was decided from yet (a new object, a spec changed), which `images` (the operator's
+    serving images) judge as the reconcile does."""
     metadata = body["metadata"]
     status = body.get("status") or {}
     reason = find(status.get("conditions") or [], DEGRADED).get("reason")
@@ -165,7 +167,7 @@ def wanted(body: dict[str, Any]) -> Want | None:
     if status.get("observedGeneration") == metadata.get("generation", 1):
         key = None if status.get("phase") == "Invalid" else status.get("targetCacheKey")
     else:
-        key = spec_key(body, kind, status)
+        key = spec_key(body, kind, status, images)
     if key is None:
         return None
     cache = status.get("cache") or {}
@@ -177,11 +179,13 @@ def wanted(body: dict[str, Any]) -> Want | None:
     return Want(created, namespace, metadata["name"], job, kind)
 
 
-def spec_key(body: dict[str, Any], kind: str, status: dict[str, Any]) -> str | None:
+def spec_key(
+    body: dict[str, Any], kind: str, status: dict[str, Any], images: RuntimeImages
+) -> str | None:
     """The cache key of the object's spec (None: invalid, or a hub model's weights not
     downloaded yet)."""
     try:
-        spec = parse(body, kind=kind).spec
+        spec = parse(body, kind=kind, images=images).spec
     except InvalidSpec:
         return None
     commit = weights_commit(status.get("weights"))

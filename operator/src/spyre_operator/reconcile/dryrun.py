@@ -24,8 +24,10 @@ from spyre_operator.render.children import desired, manifest_hash
 from spyre_operator.settings import Settings
 
 # A hub model's commit is known once its weights are downloaded; the manifests have the
-# same shape with any commit, so one stands in, before and after the download.
+# same shape with any commit and key, so one of each stands in, before and after the
+# download (the compile config the key hashes is in the manifests as it is).
 STAND_IN_COMMIT = "0" * 40
+STAND_IN_KEY = "0" * 64
 MESSAGE_LIMIT = 1000
 PARALLEL = 4  # dry runs of one reconcile at once (3 for a new SpyreModel, 4 at most)
 
@@ -42,21 +44,24 @@ class DryRuns:
         self._guard = threading.Lock()
 
     def refusal(
-        self, model: SpyreModel, uid: str, written: Collection[tuple[str, str]]
+        self, model: SpyreModel, uid: str, key: str | None, written: Collection[tuple[str, str]]
     ) -> str | None:
         """Why the API server would refuse one of the children, in its words; None when it
-        takes them all. `written`: (kind, name) of what this reconcile writes itself, which
-        that write checks, and of what exists. The rest go at once, in parallel (one round
-        trip of latency).
+        takes them all. `key`: the spec's cache key, as the reconcile computed it (a hub
+        model's stands in); `written`: (kind, name) of what this reconcile writes itself,
+        which that write checks, and of what exists. The rest go at once, in parallel (one
+        round trip of latency).
         A timeout or a 5xx raises (the reconcile is tried again)."""
-        commit = STAND_IN_COMMIT if model.spec.model.from_hub else None
+        commit = None
+        if model.spec.model.from_hub:
+            commit, key = STAND_IN_COMMIT, STAND_IN_KEY
         objects = desired(
-            model, uid, self.settings.platform, commit, self.settings.runtime_images
+            model, uid, self.settings.platform, commit, self.settings.runtime_images, key=key
         ).objects()
         digest = manifest_hash({"objects": objects})
-        key = (model.namespace, model.name)
+        ref = (model.namespace, model.name)
         with self._guard:
-            if self._admitted.get(key) == digest:
+            if self._admitted.get(ref) == digest:
                 return None
         later = [o for o in objects if (o["kind"], o["metadata"]["name"]) not in written]
         with ThreadPoolExecutor(max_workers=max(min(len(later), PARALLEL), 1)) as pool:
@@ -68,7 +73,7 @@ class DryRuns:
                 raise err
             return refusal_message(obj, err)
         with self._guard:
-            self._admitted[key] = digest
+            self._admitted[ref] = digest
         return None
 
     def _try(self, obj: dict[str, Any]) -> ApiError | None:

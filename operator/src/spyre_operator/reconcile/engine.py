@@ -138,12 +138,20 @@ class Reconciler:
         return queue.with_started(self.shared.starts.unseen(queue.known))
 
     def plan(self, body: dict[str, Any], now: str) -> Plan:
+        """observe -> decide (`decided`)."""
+        return self.decided(body, now)[0]
+
+    def decided(
+        self, body: dict[str, Any], now: str, key: str | None = None
+    ) -> tuple[Plan, str | None]:
         """observe -> decide; when the decision asks for more (it starts a Job, it has
-        deferred actions), what it asks is read and the same decide runs again with it."""
+        deferred actions), what it asks is read and the same decide runs again with it.
+        The plan and the spec's cache key (None: not known yet, or an invalid spec);
+        `key`: the one a plan before it in this reconcile computed."""
         try:
-            model = parse(body, kind=self.kind)
+            model = parse(body, kind=self.kind, images=self.settings.runtime_images)
         except InvalidSpec as invalid:
-            return decide_invalid(body, invalid.problems, now)
+            return decide_invalid(body, invalid.problems, now), None
         observed = observe(
             self.kube,
             body,
@@ -152,10 +160,13 @@ class Reconciler:
             self.shared.progress,
             self.shared.start_reports,
             pulls=sharing_for(model.spec, self.settings.cache_sharing) is not None,
+            key=key,
         )
         plan = decide(observed, model, now, self.settings)
         asked = self._asked(observed, model, plan)
-        return plan if asked is observed else decide(asked, model, now, self.settings)
+        if asked is not observed:
+            plan = decide(asked, model, now, self.settings)
+        return plan, observed.key
 
     def _asked(self, observed: Observed, model: SpyreModel, plan: Plan) -> Observed:
         """The facts `plan` depends on that observe does not read: starting a Job, would
@@ -166,7 +177,8 @@ class Reconciler:
         if starts_job(plan):
             written = {(a.obj["kind"], a.obj["metadata"]["name"]) for a in plan.actions}
             claim = model.spec.cache.volume.claim_name
-            refusal = self.dry_runs.refusal(model, observed.uid, written | observed.children(claim))
+            present = written | observed.children(claim)
+            refusal = self.dry_runs.refusal(model, observed.uid, observed.key, present)
             if refusal is not None:
                 return replace(observed, refusal=refusal)
         if not plan.deferred:
@@ -180,14 +192,14 @@ class Reconciler:
 
     def _once(self, body: dict[str, Any]) -> Result:
         now = self.shared.clock()
-        plan = self.plan(body, now)
+        plan, key = self.decided(body, now)
         if self.shared.compile_queue is not None and any(
             is_compile_start(a.verb, a.obj) for a in plan.actions
         ):
             # Starting a compile: decide again under the lock, counting the Jobs the ones
             # before just started, so concurrent reconciles never exceed the limits.
             with self.shared.starts.lock:
-                plan = self.plan(body, now)
+                plan, _ = self.decided(body, now, key)
                 self._carry_out(body, plan, now)
         else:
             self._carry_out(body, plan, now)

@@ -194,18 +194,20 @@ def observe(
     progress: ProgressReader | None = None,
     starts: StartReader | None = None,
     pulls: bool = False,
+    key: str | None = None,
 ) -> Observed:
     """`compile_queue` reads the compile queue (None: no limits); `progress` a running
     compile's progress (None: not read); `starts` the ready serving pods' start-up
     reports (None: not read); `pulls`: a cache registry is configured (the key's pull Job
-    is read while its compile Job does not exist)."""
+    is read while its compile Job does not exist); `key`: the spec's cache key, when this
+    reconcile computed it already (once per reconcile: a second plan under the compile
+    lock reads the same body)."""
     ns, spec = model.namespace, model.spec
     status = body.get("status") or {}
     pvc_exists = None
     if spec.cache.volume.create:
         pvc_exists = kube.get("PersistentVolumeClaim", ns, spec.cache.volume.claim_name) is not None
     weights_job, weights, job, commit, queue, cleanup_job = None, None, None, None, None, None
-    key = None
     pull_job = None
     reading, progress_seconds = None, None
     inventory = model.kind == CACHE_KIND and meta.is_inventory(body)
@@ -222,7 +224,7 @@ def observe(
         )
         weights = weights_summary(spec, weights_job, status.get("weights") or {})
         commit = weights_commit(weights)
-    key = spec_key(spec, commit)
+    key = key or spec_key(spec, commit)
     if key is not None:
         job = _job(
             kube,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spyre_operator.api.runtimes import DEFAULT_IMAGES, RuntimeImages
 from spyre_operator.api.validation import review
 
 
@@ -19,16 +20,22 @@ class Answer:
     warnings: list[str] = field(default_factory=list)
 
 
-def answer(operation: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> Answer:
-    """The webhook's answer. An update that leaves the spec as it is (labels, annotations,
-    finalizers, deletion) is admitted without a look: an object admitted before (while
-    the webhook was away, or under older rules) must stay editable and deletable; its
-    status says InvalidSpec anyway."""
+def answer(
+    operation: str,
+    obj: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    images: RuntimeImages = DEFAULT_IMAGES,
+) -> Answer:
+    """The webhook's answer, judged with the operator's serving images (`images`). An
+    update that leaves the spec as it is (labels, annotations, finalizers, deletion) is
+    admitted without a look: an object admitted before (while the webhook was away, or
+    under older rules) must stay editable and deletable; its status says InvalidSpec
+    anyway."""
     if operation not in ("CREATE", "UPDATE"):
         return Answer()
     if operation == "UPDATE" and old is not None and old.get("spec") == obj.get("spec"):
         return Answer()
-    verdict = review(obj)
+    verdict = review(obj, images=images)
     if verdict.problems:
         return Answer(refusal="\n".join(str(problem) for problem in verdict.problems))
     return Answer(warnings=[verdict.warning] if verdict.warning else [])

@@ -22,6 +22,7 @@ from typing import Literal
 import aiohttp.web
 import kopf
 
+from spyre_operator.api.runtimes import RuntimeImages
 from spyre_operator.kube.client import Kube, load_api_client
 from spyre_operator.settings import Settings
 from spyre_operator.webhook.keeper import CertDirectory, CertSource, SecretKeeper
@@ -34,9 +35,15 @@ PATH = f"/{HANDLER_ID}"
 OPERATIONS: tuple[Literal["CREATE"], Literal["UPDATE"]] = ("CREATE", "UPDATE")
 
 
-def admit(operation: str, body: kopf.Body, old: kopf.Body | None, warnings: list[str]) -> None:
+def admit(
+    operation: str,
+    body: kopf.Body,
+    old: kopf.Body | None,
+    warnings: list[str],
+    images: RuntimeImages,
+) -> None:
     """The `@kopf.on.validate` handler's work: kopf turns the error into the refusal."""
-    verdict = answer(operation, body, old)
+    verdict = answer(operation, body, old, images)
     warnings.extend(verdict.warnings)
     if verdict.refusal is not None:
         raise kopf.AdmissionError(verdict.refusal, code=422)
