@@ -197,11 +197,14 @@ class ControlPlane:
             raise
         return state
 
-    def spawn(self, state: State, name: str, binary: Path, args: list[str]) -> Process:
+    def spawn(
+        self, state: State, name: str, binary: Path, args: list[str], prefix: Sequence[str] = ()
+    ) -> Process:
+        """Start binary (after prefix: a command that execs it, e.g. in other namespaces)."""
         log = self.run / f"{name}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
-                [str(binary), *args],
+                [*prefix, str(binary), *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
