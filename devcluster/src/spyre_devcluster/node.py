@@ -163,8 +163,8 @@ class Node:
         apiserver_port: int | None = None,
         cards: dict[str, int] | None = None,
     ) -> State:
-        """`cards`: fake Spyre cards per resource (ibm.com/spyre_pf: 8), advertised by
-        the node's device plugin (spyre_devcluster/deviceplugin.py); none without."""
+        """`cards`: fake Spyre cards per resource (ibm.com/spyre_pf: 8) on each node,
+        advertised by its device plugin (spyre_devcluster/deviceplugin.py); none without."""
         found = preflight.problems()
         if found:
             raise NodeError(preflight.report(found))
@@ -189,9 +189,9 @@ class Node:
             other = Path(MACHINE_RECORD.read_text().strip())
             if ControlPlane(other).running() is not None:
                 raise NodeError(
-                    f"a node already runs on this machine, from {other} (one node per "
-                    "machine: kube-proxy's iptables chains and the kubelet's cgroups have "
-                    f"fixed names); use it, or stop it with "
+                    f"a node already runs on this machine, from {other} (one cluster per "
+                    "machine: the first node's iptables chains and cgroups have fixed "
+                    f"names); use it, or stop it with "
                     f"`spyre-operator cluster down --dir {other}`"
                 )
             stale = Node(other)  # a node that was not shut down cleanly
