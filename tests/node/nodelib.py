@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from spyre_devcluster import node_operator
@@ -11,30 +13,33 @@ from spyre_devcluster.images import recipes
 from spyre_devcluster.images.store import locked
 from spyre_devcluster.kubectl import Kubectl
 from spyre_devcluster.node import Node
-from spyre_devcluster.node_config import SPYRE_PF
+from spyre_devcluster.node_config import SPYRE_PF, Layout
 
-__all__ = ["Kubectl", "SharedNode", "apply", "import_python_image", "pod"]
+__all__ = ["Kubectl", "Requests", "SharedNode", "apply", "import_python_image", "pod"]
 
 
 class SharedNode:
-    """The session's node, started when first asked for."""
+    """The session's node (cluster), started when first asked for; asked for another
+    number of nodes, it starts again with that many."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.node: Node | None = None
         self.operator_on: Node | None = None
 
-    def get(self) -> Node:
+    def get(self, nodes: int = 1) -> Node:
+        if self.node is not None and len(self.node.members) != nodes:
+            self.stop()
         if self.node is None:
-            node = Node(self.folder)
+            node = Node(self.folder, nodes)
             node.up(cards={SPYRE_PF: node_operator.NODE_CARDS})
             self.node = node
         return self.node
 
-    def with_operator(self) -> Node:
+    def with_operator(self, nodes: int = 1) -> Node:
         """The node with the project's images pushed to its registry and the chart
         installed."""
-        node = self.get()
+        node = self.get(nodes)
         if self.operator_on is not node:
             node_operator.push_images(node, print)
             node_operator.install_chart(node)
@@ -47,12 +52,12 @@ class SharedNode:
             self.node = None
 
 
-def import_python_image(node: Node) -> str:
+def import_python_image(node: Node, layout: Layout | None = None) -> str:
     """A small image with Python (Debian minbase + the host's Python), built once, kept
-    in the node's image store across `up`s; returns its name."""
+    in a node's image store across `up`s (default: the first node's); returns its name."""
     with locked():
         image = recipes.python_image(recipes.python_prefix())
-    node.import_image(image)
+    node.import_image(image, layout)
     return image.name
 
 
@@ -76,3 +81,31 @@ def apply(kubectl: Kubectl, *docs: Mapping[str, object]) -> None:
     kubectl(
         "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
     )
+
+
+class Requests(threading.Thread):
+    """Completions through a Service's ClusterIP, one after another, while a change goes
+    on; `between` runs after each (e.g. to sample the replicas)."""
+
+    def __init__(self, ip: str, port: int, between: Callable[[], None] = lambda: None) -> None:
+        super().__init__(daemon=True)
+        self.ip, self.port, self.between = ip, port, between
+        self.ok = self.failed = 0
+        self.failures: list[str] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                node_operator.complete(self.ip, self.port, "Hello", timeout=0)
+                self.ok += 1
+            except Exception as exc:
+                self.failed += 1
+                self.failures.append(repr(exc))
+                time.sleep(1)
+            self.between()
+
+    def stop(self) -> tuple[int, int]:
+        self.stopping.set()
+        self.join(timeout=120)
+        return self.ok, self.failed

@@ -9,7 +9,6 @@ answered throughout."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodelib import Kubectl, SharedNode
+from nodelib import Kubectl, Requests, SharedNode
 
 from spyre_devcluster import node_operator
 from spyre_devcluster.kubectl import KubectlError
@@ -74,30 +73,6 @@ def cards(pod: dict[str, Any]) -> int:
         int(c.get("resources", {}).get("requests", {}).get(SPYRE_PF, "0"))
         for c in pod["spec"]["containers"]
     )
-
-
-class Requests(threading.Thread):
-    """Completions through the Service, one after another, while a change goes on."""
-
-    def __init__(self, ip: str, port: int) -> None:
-        super().__init__(daemon=True)
-        self.ip, self.port = ip, port
-        self.ok = self.failed = 0
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                node_operator.complete(self.ip, self.port, "Hello", timeout=0)
-                self.ok += 1
-            except Exception:
-                self.failed += 1
-                time.sleep(1)
-
-    def stop(self) -> tuple[int, int]:
-        self.stopping.set()
-        self.join(timeout=120)
-        return self.ok, self.failed
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,21 @@
-"""`cluster up --node` then `down` leaves the host as it was: no process, mount, cgroup,
-link, address, iptables chain, sysctl change or fixed-path folder of the node remains."""
+"""`cluster up --node --nodes 2` then `down` leaves the host as it was: no process, mount,
+cgroup, link, route, address, iptables chain, sysctl change or fixed-path folder of either
+node remains, and no process in the second node's network or mount namespace (whose
+links, pod networks, iptables chains and mounts go with it)."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 from nodelib import Kubectl, SharedNode, import_python_image
 
 from spyre_devcluster import host
-from spyre_devcluster.node import MACHINE_RECORD, Node, NodeError
-from spyre_devcluster.node_config import NODE_IP
+from spyre_devcluster.node import FURTHER, MACHINE_RECORD, NAMESPACES, Node, NodeError
+from spyre_devcluster.node_config import FIRST, NODE_IP, Member
 
 pytestmark = pytest.mark.node
 
@@ -22,7 +26,14 @@ def host_snapshot() -> dict[str, object]:
         "links": sorted(os.listdir("/sys/class/net")),
         "node address on lo": host.lo_has(NODE_IP),
         "iptables chains": host.all_our_chains(),
-        "pod cgroups": host.pod_cgroups(),
+        "pod cgroups": host.pod_cgroups(m.cgroup_root for m in [FIRST, *FURTHER]),
+        "node cgroup roots": [
+            h / m.name for h in host.cgroup_hierarchies() for m in FURTHER if (h / m.name).exists()
+        ],
+        "routes": subprocess.run(["ip", "route"], capture_output=True, text=True).stdout,
+        "named network namespaces": sorted(os.listdir("/run/netns"))
+        if os.path.isdir("/run/netns")
+        else [],
         "fixed paths": [p for p in host.FIXED_PATHS if os.path.lexists(p)],
         "machine record": MACHINE_RECORD.exists(),
     }
@@ -30,9 +41,53 @@ def host_snapshot() -> dict[str, object]:
 
 def node_processes(node: Node, binaries: list[str]) -> list[int]:
     return [
-        *host.pids_with_cmdline("containerd-shim", str(node.layout.containerd_socket)),
+        *(
+            pid
+            for layout in node.layouts
+            for pid in host.pids_with_cmdline("containerd-shim", str(layout.containerd_socket))
+        ),
         *(pid for b in binaries for pid in host.pids_with_cmdline(b, str(node.dir))),
     ]
+
+
+def namespaces(pid: int) -> set[str]:
+    """A process's network and mount namespaces ("net:[4026532]")."""
+    return {os.readlink(f"/proc/{pid}/ns/{kind}") for kind in ("net", "mnt")}
+
+
+def in_namespaces(held: set[str]) -> list[int]:
+    """Every process in any of these namespaces."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if namespaces(int(entry)) & held:
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def sleeper(name: str, image: str, node_name: str) -> dict[str, object]:
+    """A pod on one node with the claim "data" mounted (a volume, a network and shm)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["python3", "-c", "import time; time.sleep(3600)"],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                }
+            ],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        },
+    }
 
 
 def test_down_leaves_nothing_behind(
@@ -41,15 +96,20 @@ def test_down_leaves_nothing_behind(
     shared_node.stop()  # one node per machine: this test needs its own
     before = host_snapshot()
     folder = tmp_path_factory.mktemp("own")
-    node = Node(folder)
+    node = Node(folder, nodes=2)
     state = node.up()
+    second = Member(1)
     try:
         binaries = [p.binary for p in state.processes]
         assert host.pod_cgroups() and host.lo_has(NODE_IP)
         with pytest.raises(NodeError, match="a node already runs on this machine"):
             Node(folder.with_name("second")).up()
-        # a pod with a volume, so the bridge, veths, netns, shm and volume mounts exist
-        image = import_python_image(node)
+        (holder,) = [p for p in state.processes if p.name == second.process(NAMESPACES)]
+        held = namespaces(holder.pid) - namespaces(os.getpid())
+        assert len(held) == 2  # a network and a mount namespace of its own
+        # a pod with a volume on each node, so the bridges, veths, netns, shm and volume
+        # mounts exist on both
+        images = {layout.member.name: import_python_image(node, layout) for layout in node.layouts}
         kubectl = Kubectl(node.kubeconfig, "default")
         claim = {
             "apiVersion": "v1",
@@ -60,37 +120,35 @@ def test_down_leaves_nothing_behind(
                 "resources": {"requests": {"storage": "1Mi"}},
             },
         }
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "sleeper"},
-            "spec": {
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": image,
-                        "imagePullPolicy": "Never",
-                        "command": ["python3", "-c", "import time; time.sleep(3600)"],
-                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                    }
-                ],
-                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
-            },
-        }
+        pods = [sleeper(f"sleeper-{i}", images[n], n) for i, n in enumerate(images)]
         kubectl(
             "apply",
             "-f",
             "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, pod]}),
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, *pods]}),
         )
-        kubectl.wait("pod/sleeper", "condition=Ready")
+        for pod in pods:
+            kubectl.wait(f"pod/{pod['metadata']['name']}", "condition=Ready")  # type: ignore[index]
         assert host.all_our_chains()
         assert host.mounts_under([node.dir])
+        assert host.pod_cgroups([second.cgroup_root])
+
+        def inside(*cmd: str) -> str:
+            enter = ["nsenter", f"--target={holder.pid}", "--net", "--mount", "--"]
+            return subprocess.run([*enter, *cmd], capture_output=True, text=True).stdout
+
+        assert "-N KUBE-SERVICES" in inside("iptables", "-t", "nat", "-S")
+        assert second.bridge in inside("ip", "-o", "link")  # its pods' bridge, its own
+        volumes = str(node.layouts[1].kubelet_root)
+        assert volumes in inside("cat", "/proc/self/mountinfo")  # its pods' mounts: its own
+        assert volumes not in Path("/proc/self/mountinfo").read_text()
     finally:
         node.down()
     assert node_processes(node, binaries) == []
-    assert host.mounts_under([node.dir, node.layout.containerd_root]) == []
+    assert in_namespaces(held) == []  # and so its links, chains and mounts are gone
+    assert host.mounts_under([node.dir, *(layout.containerd_root for layout in node.layouts)]) == []
     assert host_snapshot() == before
     assert not (node.dir / "node").exists()
-    # the image store stays for the next `up`
-    assert (node.layout.containerd_root / "io.containerd.metadata.v1.bolt").is_dir()
+    # the image stores stay for the next `up`
+    for layout in node.layouts:
+        assert (layout.containerd_root / "io.containerd.metadata.v1.bolt").is_dir()

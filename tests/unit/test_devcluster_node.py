@@ -12,7 +12,17 @@ import pytest
 
 from spyre_devcluster import binaries, preflight, registry
 from spyre_devcluster.node import Node, NodeError
-from spyre_devcluster.node_config import STORAGE_CLASS, Layout, containerd_config
+from spyre_devcluster.node_config import (
+    STORAGE_CLASS,
+    Layout,
+    Member,
+    cni_conflist,
+    containerd_config,
+    kubelet_args,
+    kubelet_config,
+    proxy_config,
+)
+from spyre_devcluster.node_member import image_store
 from spyre_devcluster.provisioner import volume_for, wants_volume
 from spyre_operator.cli import main
 
@@ -120,6 +130,8 @@ def test_down_and_status_work_where_containerd_is_not_installed(
     [
         (["--cards", "2"], "--cards and --vf-cards need --node"),
         (["--node", "--vf-cards", "-1"], "count cards: use 0 or more"),
+        (["--nodes", "2"], "--nodes needs --node"),
+        (["--node", "--nodes", "0"], "--nodes 0: a cluster has 1 to 8 nodes"),
     ],
 )
 def test_card_options_are_checked_before_anything_starts(
@@ -147,3 +159,36 @@ def test_the_registry_pull_secret_is_what_kubectl_makes_and_containerd_trusts_it
     config_path = f'config_path = "{layout.registry_hosts}"'
     assert config_path in containerd_config(layout, "pause:1", tmp_path / "shim", tmp_path / "cni")
     assert reg.reference("operator", "0.1.0") == "127.0.0.1:5123/spyre-serving/operator:0.1.0"
+
+
+def test_a_further_node_has_its_own_name_address_pod_range_sockets_and_cgroup_root(
+    tmp_path: Path,
+) -> None:
+    first = Layout(tmp_path / "node", tmp_path / "root")
+    second = Layout(tmp_path / "node", tmp_path / "root-2", Member(1))
+    assert first.kubelet_root == tmp_path / "node" / "kubelet"  # the single node's, as before
+    assert second.kubelet_root == tmp_path / "node" / "spyre-node-2" / "kubelet"
+    assert (second.pki, second.registry_hosts) == (first.pki, first.registry_hosts)
+    configs = {
+        layout.member.name: (
+            kubelet_config(layout, 10250, 10248),
+            kubelet_args(layout),
+            cni_conflist(layout)["plugins"][0],
+            proxy_config(layout, 10256, 10249),
+            containerd_config(layout, "pause:1", tmp_path / "shim", tmp_path / "cni"),
+        )
+        for layout in (first, second)
+    }
+    kubelet, args, network, proxy, containerd = configs["spyre-node-2"]
+    assert kubelet["address"] == kubelet["healthzBindAddress"] == "10.234.1.2"
+    assert kubelet["cgroupRoot"] == "/spyre-node-2"
+    assert configs["spyre-node"][0]["cgroupRoot"] == "/"
+    assert "--hostname-override=spyre-node-2" in args and "--node-ip=10.234.1.2" in args
+    assert network["bridge"] == "spyre1"
+    assert network["ipam"]["ranges"] == [[{"subnet": "10.233.1.0/24"}]]
+    assert configs["spyre-node"][2]["ipam"]["ranges"] == [[{"subnet": "10.233.0.0/24"}]]
+    assert proxy["hostnameOverride"] == "spyre-node-2"
+    assert proxy["clusterCIDR"] == "10.233.0.0/16"  # every node's pods
+    assert 'address = "/run/spyre-node/spyre-node-2/containerd.sock"' in containerd
+    assert f'root = "{tmp_path / "root-2"}"' in containerd
+    assert image_store(Member(1)).name == f"{image_store().name}-spyre-node-2"

@@ -13,7 +13,7 @@ from spyre_devcluster.controlplane import ControlPlane, ControlPlaneError
 from spyre_devcluster.images import cli as images_cli
 from spyre_devcluster.install import InstallError, install
 from spyre_devcluster.node import Node
-from spyre_devcluster.node_config import SPYRE_PF, SPYRE_VF
+from spyre_devcluster.node_config import MAX_NODES, NODE_NAME, NODES_NETWORK, SPYRE_PF, SPYRE_VF
 from spyre_devcluster.tools import ToolMissing, install_tools
 
 
@@ -83,22 +83,31 @@ def register(sub: Any) -> None:
     up.add_argument(
         "--node",
         action="store_true",
-        help="also run a real node (root; one per machine): see docs/node.md",
+        help="also run a real node (root; one cluster per machine): see docs/node.md",
+    )
+    up.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help=f"with --node: N nodes (1 to {MAX_NODES}, default 1), each with its own "
+        "containerd, kubelet, kube-proxy and cards; the first in the host's network, each "
+        f"other in a network namespace of its own ({NODE_NAME}-2 at {NODES_NETWORK}.2, ...)",
     )
     up.add_argument(
         "--cards",
         type=int,
         default=0,
         metavar="N",
-        help=f"with --node: N fake Spyre cards ({SPYRE_PF}) from the node's device plugin, "
-        "which the kubelet allocates to pods as real ones (default: none)",
+        help=f"with --node: N fake Spyre cards ({SPYRE_PF}) on each node, from its device "
+        "plugin, which the kubelet allocates to pods as real ones (default: none)",
     )
     up.add_argument(
         "--vf-cards",
         type=int,
         default=0,
         metavar="N",
-        help=f"with --node: N fake virtual-function cards ({SPYRE_VF})",
+        help=f"with --node: N fake virtual-function cards ({SPYRE_VF}) on each node",
     )
     up.set_defaults(func=_up)
 
@@ -138,7 +147,11 @@ def _up(args: argparse.Namespace) -> int:
         return _fail("--cards and --vf-cards need --node (cards are a node's)")
     if args.cards < 0 or args.vf_cards < 0:
         return _fail("--cards and --vf-cards count cards: use 0 or more")
-    node = Node(args.dir) if args.node else None
+    if args.nodes != 1 and not args.node:
+        return _fail("--nodes needs --node (without it there is no node)")
+    if not 1 <= args.nodes <= MAX_NODES:
+        return _fail(f"--nodes {args.nodes}: a cluster has 1 to {MAX_NODES} nodes")
+    node = Node(args.dir, args.nodes) if args.node else None
     plane = node.plane if node else ControlPlane(args.dir)
     ports = {"etcd_port": args.etcd_port, "apiserver_port": args.apiserver_port}
     try:
@@ -175,8 +188,7 @@ def _status(args: argparse.Namespace) -> int:
     for proc in state.processes:
         print(f"{proc.name}: pid {proc.pid}, log {proc.log}")
     print(f"server: {state.server}\nkubeconfig: {node.kubeconfig}")
-    found = node.status()
-    if found:
+    for found in node.statuses():
         print(f"node: {found.name}, {'Ready' if found.ready else 'NotReady'}")
         print(f"containerd: {found.containerd} (images kept in {found.image_store})")
     return 0

@@ -242,11 +242,14 @@ class ControlPlane:
         if controller_manager:
             self._start_controller_manager(state, bins)
 
-    def spawn(self, state: State, name: str, binary: Path, args: list[str]) -> Process:
+    def spawn(
+        self, state: State, name: str, binary: Path, args: list[str], prefix: Sequence[str] = ()
+    ) -> Process:
+        """Start binary (after prefix: a command that execs it, e.g. in other namespaces)."""
         log = self.run / f"{name}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
-                [str(binary), *args],
+                [*prefix, str(binary), *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

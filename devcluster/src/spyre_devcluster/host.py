@@ -115,19 +115,27 @@ def unmount_under(roots: Iterable[Path]) -> None:
 
 
 # ----- cgroups ------------------------------------------------------------------------
-def pod_cgroups() -> list[Path]:
-    """The kubelet's pod cgroups in every v1 hierarchy, deepest first."""
+def cgroup_hierarchies() -> list[Path]:
+    if not CGROUP_ROOT.is_dir():
+        return []
+    return sorted(h for h in CGROUP_ROOT.iterdir() if h.is_dir() and not h.is_symlink())
+
+
+def pod_cgroups(roots: Iterable[str] = ("/",)) -> list[Path]:
+    """The kubelets' pod cgroups in every v1 hierarchy, below each of their cgroup roots
+    (a kubelet's --cgroup-root), deepest first."""
     found: list[Path] = []
-    for hierarchy in sorted(CGROUP_ROOT.iterdir()) if CGROUP_ROOT.is_dir() else []:
-        top = hierarchy / POD_CGROUP
-        if top.is_dir() and not top.is_symlink():
-            found.extend(Path(folder) for folder, _, _ in os.walk(top))
+    for hierarchy in cgroup_hierarchies():
+        for root in roots:
+            top = hierarchy / root.lstrip("/") / POD_CGROUP
+            if top.is_dir() and not top.is_symlink():
+                found.extend(Path(folder) for folder, _, _ in os.walk(top))
     return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
 
-def kill_pod_processes() -> None:
+def kill_pod_processes(roots: Iterable[str] = ("/",)) -> None:
     """SIGKILL whatever still runs in a pod cgroup (containers whose shim is gone)."""
-    for group in pod_cgroups():
+    for group in pod_cgroups(roots):
         try:
             pids = (group / "cgroup.procs").read_text().split()
         except OSError:
@@ -136,19 +144,20 @@ def kill_pod_processes() -> None:
             kill(int(pid))
 
 
-def remove_pod_cgroups(timeout: float = 10.0) -> list[Path]:
+def remove_pod_cgroups(roots: Iterable[str] = ("/",), timeout: float = 10.0) -> list[Path]:
     """rmdir the pod cgroups; returns those still there after timeout."""
+    roots = list(roots)
     deadline = time.monotonic() + timeout
     while True:
         left = []
-        for group in pod_cgroups():
+        for group in pod_cgroups(roots):
             try:
                 group.rmdir()
             except OSError:
                 left.append(group)
         if not left or time.monotonic() > deadline:
             return left
-        kill_pod_processes()
+        kill_pod_processes(roots)
         time.sleep(0.2)
 
 

@@ -1,20 +1,23 @@
-"""`cluster up --node`: the local control plane plus a real node that runs pods.
+"""`cluster up --node [--nodes N]`: the local control plane plus real nodes that run pods.
 
 On top of the plane (with the flags and controllers a kubelet needs), `up` starts
-kube-scheduler, a private image registry (spyre_devcluster/registry.py), containerd, the kubelet,
-kube-proxy and a hostPath volume provisioner,
+kube-scheduler, a private image registry (spyre_devcluster/registry.py), a hostPath volume
+provisioner and, for each node, containerd, the kubelet, kube-proxy (and the card plugin),
 all recorded in the plane's state so `down` stops exactly them: all of them built from
 Go modules by `cluster install --node` (binaries.node_builds). Files live in DIR/node,
-except containerd's root: it is kept in the cache folder, keyed by containerd's version,
-so images imported once survive `down` and the next `up`.
+except containerd's roots: they are kept in the cache folder, keyed by containerd's
+version (and the node), so images imported once survive `down` and the next `up`. The
+first node runs in the host's namespaces; each further one in its own
+(spyre_devcluster/node_netns.py).
 
-One node per machine: kube-proxy's iptables chains and the kubelet's cgroups have fixed
-names. The folder of the running node is recorded in /run/spyre-node/folder.
+One cluster per machine: the first node's kube-proxy chains and the kubelet's cgroups
+have fixed names. The folder of the running cluster is recorded in /run/spyre-node/folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import secrets
 import subprocess
@@ -24,19 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spyre_devcluster import host, node_config, preflight, registry
-from spyre_devcluster.binaries import (
-    CONTAINERD,
-    KUBELET,
-    PROXY,
-    SCHEDULER,
-    SHIM,
-    NodeBinaries,
-    cache_root,
-    containerd,
-    ctr_binary,
-    node_binaries,
-)
+from spyre_devcluster import host, node_config, node_member, node_netns, preflight, registry
+from spyre_devcluster.binaries import CONTAINERD, KUBELET, PROXY, SCHEDULER, node_binaries
 from spyre_devcluster.controlplane import (
     SERVICE_CIDR,
     ControlPlane,
@@ -47,27 +39,28 @@ from spyre_devcluster.controlplane import (
     free_port,
     tail,
 )
-from spyre_devcluster.images import recipes
-from spyre_devcluster.images.containerd import Ctr, import_image
+from spyre_devcluster.images.containerd import Ctr
 from spyre_devcluster.images.store import Image
 from spyre_devcluster.kubeapi import Api, ApiError
 from spyre_devcluster.node_config import (
-    BRIDGE,
     CARD_RESOURCES,
-    DEVICE_PLUGIN_DIR,
+    FIRST,
+    MAX_NODES,
     NODE_IP,
-    NODE_NAME,
     RUN_DIR,
     SOCKET_PATH_MAX,
     Layout,
+    Member,
 )
+from spyre_devcluster.node_member import DEVICE_PLUGIN, NAMESPACES, image_store
 
 MACHINE_RECORD = RUN_DIR / "folder"
 NODE_STATE = "node.json"
 READY_TIMEOUT = 120.0
-DEVICE_PLUGIN = "deviceplugin"
-# stopped before containers are removed
+# stopped before containers are removed (each node's, Member.process)
 NODE_PROCESSES = ("provisioner", DEVICE_PLUGIN, PROXY, KUBELET)
+# every further node a cluster may have: a stale one is cleaned whatever its size was
+FURTHER = [Member(i) for i in range(1, MAX_NODES)]
 
 
 class NodeError(ControlPlaneError):
@@ -82,12 +75,6 @@ class NodeStatus:
     image_store: Path
 
 
-def image_store() -> Path:
-    """containerd's root in the cache: images imported once stay for the next `up`
-    (keyed by the version gomod/containerd/go.mod builds: a new one starts a new store)."""
-    return cache_root() / "node" / f"containerd-{containerd().version}"
-
-
 def _run(cmd: list[str], what: str) -> str:
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -96,17 +83,24 @@ def _run(cmd: list[str], what: str) -> str:
 
 
 class Node:
-    """A node (and its control plane) rooted at a folder."""
+    """The nodes (and their control plane) rooted at a folder: `nodes` of them (default:
+    as many as the running cluster there has, else one)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, nodes: int | None = None) -> None:
         self.dir = directory.resolve()
-        self.layout = Layout(self.dir / "node", image_store())
         self.state_file = self.dir / NODE_STATE
-        self.tokens = {
-            "kubelet": secrets.token_hex(16),
-            "proxy": secrets.token_hex(16),
-        }
+        self.members = [Member(i) for i in range(nodes or self._recorded_nodes())]
+        self.layouts = [Layout(self.dir / "node", image_store(m), m) for m in self.members]
+        self.layout = self.layouts[0]  # the first node's
+        self.tokens = {m.name: secrets.token_hex(16) for m in self.members}
+        self.tokens["proxy"] = secrets.token_hex(16)
         self.plane = ControlPlane(self.dir, self._profile())
+
+    def _recorded_nodes(self) -> int:
+        try:
+            return int(json.loads(self.state_file.read_text()).get("nodes", 1))
+        except (OSError, ValueError):
+            return 1
 
     @property
     def kubeconfig(self) -> Path:
@@ -131,7 +125,10 @@ class Node:
                 f"--flex-volume-plugin-dir={self.layout.dir / 'flexvolume'}",
             ),
             tokens=(
-                f'{self.tokens["kubelet"]},system:node:{NODE_NAME},kubelet,"system:nodes"',
+                *(
+                    f'{self.tokens[m.name]},system:node:{m.name},{m.name},"system:nodes"'
+                    for m in self.members
+                ),
                 f"{self.tokens['proxy']},system:kube-proxy,kube-proxy",
             ),
         )
@@ -140,13 +137,23 @@ class Node:
     def is_node(self) -> bool:
         return self.state_file.exists()
 
-    def status(self) -> NodeStatus | None:
+    def statuses(self) -> list[NodeStatus]:
+        """Each node's, when the cluster runs."""
         if not self.is_node() or self.plane.running() is None:
-            return None
-        ready = False
-        with contextlib.suppress(ApiError, OSError):
-            ready = self._ready(Api.from_kubeconfig(self.kubeconfig))
-        return NodeStatus(NODE_NAME, ready, self.layout.containerd_socket, image_store())
+            return []
+        api = Api.from_kubeconfig(self.kubeconfig)
+        found = []
+        for layout in self.layouts:
+            ready = False
+            with contextlib.suppress(ApiError, OSError):
+                ready = self._ready(api, layout.member.name)
+            name, socket = layout.member.name, layout.containerd_socket
+            found.append(NodeStatus(name, ready, socket, layout.containerd_root))
+        return found
+
+    def status(self) -> NodeStatus | None:
+        """The first node's, when the cluster runs."""
+        return next(iter(self.statuses()), None)
 
     # ----- up ----------------------------------------------------------------------
     def up(
@@ -156,12 +163,14 @@ class Node:
         apiserver_port: int | None = None,
         cards: dict[str, int] | None = None,
     ) -> State:
-        """`cards`: fake Spyre cards per resource (ibm.com/spyre_pf: 8), advertised by
-        the node's device plugin (spyre_devcluster/deviceplugin.py); none without."""
+        """`cards`: fake Spyre cards per resource (ibm.com/spyre_pf: 8) on each node,
+        advertised by its device plugin (spyre_devcluster/deviceplugin.py); none without."""
         found = preflight.problems()
         if found:
             raise NodeError(preflight.report(found))
-        longest = len(str(self.layout.kubelet_socket))
+        if not 1 <= len(self.members) <= MAX_NODES:
+            raise NodeError(f"--nodes {len(self.members)}: a cluster has 1 to {MAX_NODES} nodes")
+        longest = max(len(str(layout.kubelet_socket)) for layout in self.layouts)
         if longest > SOCKET_PATH_MAX:
             raise NodeError(
                 f"the folder {self.dir} is too long for the kubelet's unix sockets "
@@ -180,9 +189,9 @@ class Node:
             other = Path(MACHINE_RECORD.read_text().strip())
             if ControlPlane(other).running() is not None:
                 raise NodeError(
-                    f"a node already runs on this machine, from {other} (one node per "
-                    "machine: kube-proxy's iptables chains and the kubelet's cgroups have "
-                    f"fixed names); use it, or stop it with "
+                    f"a node already runs on this machine, from {other} (one cluster per "
+                    "machine: the first node's iptables chains and cgroups have fixed "
+                    f"names); use it, or stop it with "
                     f"`spyre-operator cluster down --dir {other}`"
                 )
             stale = Node(other)  # a node that was not shut down cleanly
@@ -194,10 +203,15 @@ class Node:
                 f"iptables already has KUBE-/CNI-/SPYRE- chains ({', '.join(chains)}): "
                 "another kube-proxy, CNI network or node runs on this machine; stop it first"
             )
-        if host.pod_cgroups():
+        if host.pod_cgroups(m.cgroup_root for m in [FIRST, *FURTHER]):
             raise NodeError(
                 f"cgroups named {host.POD_CGROUP} exist under {host.CGROUP_ROOT}: another "
                 "kubelet runs (or ran) on this machine; stop it first"
+            )
+        if host.link_exists(node_config.NODES_BRIDGE):
+            raise NodeError(
+                f"the link {node_config.NODES_BRIDGE} exists: another cluster's nodes run on "
+                f"this machine; stop them first (or `ip link delete {node_config.NODES_BRIDGE}`)"
             )
         if self.plane.running() is not None:
             raise NodeError(
@@ -207,6 +221,7 @@ class Node:
         self.dir.mkdir(parents=True, exist_ok=True)
         # recorded before anything changes, so `down` can put it back whatever happens
         saved = {
+            "nodes": len(self.members),
             "sysctls": host.read_sysctls(),
             "absent_paths": host.absent_fixed_paths(),
             "lo_address": not host.lo_has(NODE_IP),
@@ -229,8 +244,9 @@ class Node:
         def step(message: str) -> None:
             log(f"[{time.monotonic() - started:5.1f}s] {message}")
 
-        for folder in (self.layout.dir, self.layout.pki, self.layout.cni / "net.d"):
-            folder.mkdir(parents=True, exist_ok=True)
+        for layout in self.layouts:
+            for folder in (layout.home, layout.pki, layout.cni / "net.d"):
+                folder.mkdir(parents=True, exist_ok=True)
         self._write_pki()
         if not host.lo_has(NODE_IP):
             host.add_lo_address(NODE_IP)
@@ -241,12 +257,11 @@ class Node:
         )
         api = Api(state.server, state.token)
         ca = self.dir / "run" / "certs" / "apiserver.crt"
-        for user, name in (
-            (self.tokens["kubelet"], "kubelet"),
-            (self.tokens["proxy"], "kube-proxy"),
-        ):
-            config = node_config.kubeconfig(state.server, ca, name, user)
-            self._write_json(f"{name}.kubeconfig", config)
+        for layout in self.layouts:
+            for user, name in ((self.tokens[layout.member.name], "kubelet"),
+                               (self.tokens["proxy"], "kube-proxy")):  # fmt: skip
+                config = node_config.kubeconfig(state.server, ca, name, user)
+                self._write_json(layout, f"{name}.kubeconfig", config)
         step("scheduler")
         self.plane.spawn(
             state,
@@ -260,25 +275,12 @@ class Node:
         )
         step("registry")
         self._start_registry(state)
-        step("containerd")
-        self._start_containerd(state, found)
-        step("pause image")
-        self._import_pause()
-        step("kubelet")
-        self._write_json("cni/net.d/10-spyre.conflist", node_config.cni_conflist(self.layout))
-        port, healthz = free_port(), free_port()
-        self._write_json("kubelet.json", node_config.kubelet_config(self.layout, port, healthz))
-        kubelet = self.plane.spawn(
-            state, KUBELET, bins[KUBELET], node_config.kubelet_args(self.layout)
-        )
-        self.plane.wait_ready(kubelet, "kubelet", f"http://127.0.0.1:{healthz}/healthz")
-        step("kube-proxy")
-        healthz, metrics = free_port(), free_port()
-        self._write_json("kube-proxy.json", node_config.proxy_config(self.layout, healthz, metrics))
-        proxy = self.plane.spawn(
-            state, PROXY, bins[PROXY], [f"--config={self.layout.file('kube-proxy.json')}"]
-        )
-        self.plane.wait_ready(proxy, "kube-proxy", f"http://127.0.0.1:{healthz}/healthz")
+
+        def until(what: str, check: Callable[[], bool], log: str | Path) -> None:
+            self._until(what, check, state, log)
+
+        for layout in self.layouts:
+            node_member.start(self.plane, state, layout, found, cards, until, step)
         step("storage")
         api.create("/apis/storage.k8s.io/v1/storageclasses", node_config.storage_class())
         self.plane.spawn(
@@ -292,24 +294,9 @@ class Node:
                 f"--root={self.layout.volumes}",
             ],
         )
-        if cards:
-            step("cards")
-            args = [f"--resource={name}={count}" for name, count in cards.items()]
-            plugin = self.plane.spawn(
-                state,
-                DEVICE_PLUGIN,
-                Path(sys.executable),
-                ["-m", "spyre_devcluster.deviceplugin", f"--dir={DEVICE_PLUGIN_DIR}", *args],
-            )
-        step("node Ready")
-        self._until("the node to be Ready", lambda: self._ready(api), state, kubelet.log)
-        if cards:
-            self._until(
-                f"the node to show its cards ({cards})",
-                lambda: self.allocatable_cards(api) == cards,
-                state,
-                plugin.log,
-            )
+        for member in self.members:
+            step(f"{member.name} Ready")
+            self._wait_member(api, state, member, cards)
         self._until(
             # a pod's projected service-account token needs both (the controller manager's)
             "the default ServiceAccount and the kube-root-ca.crt ConfigMap",
@@ -324,8 +311,22 @@ class Node:
         step("ready")
         return state
 
-    def _write_json(self, name: str, doc: object) -> None:
-        self.layout.file(name).write_text(json.dumps(doc, indent=2))
+    def _wait_member(self, api: Api, state: State, member: Member, cards: dict[str, int]) -> None:
+        kubelet = self.plane.run / f"{member.process(KUBELET)}.log"
+        ready = functools.partial(self._ready, api, member.name)
+        self._until(f"{member.name} to be Ready", ready, state, kubelet)
+        if cards:
+            plugin = self.plane.run / f"{member.process(DEVICE_PLUGIN)}.log"
+            self._until(
+                f"{member.name} to show its cards ({cards})",
+                lambda: self.allocatable_cards(api, member.name) == cards,
+                state,
+                plugin,
+            )
+
+    @staticmethod
+    def _write_json(layout: Layout, name: str, doc: object) -> None:
+        layout.file(name).write_text(json.dumps(doc, indent=2))
 
     def _write_pki(self) -> None:
         """A CA the kubelet trusts, and the API server's client certificate from it."""
@@ -359,42 +360,13 @@ class Node:
         self._until("the registry", lambda: registry.answers(reg), state, proc.log)
         registry.write_containerd_hosts(reg, self.layout.registry_hosts)
 
-    def _start_containerd(self, state: State, found: NodeBinaries) -> None:
-        self.layout.containerd_root.mkdir(parents=True, exist_ok=True)
-        config = self.layout.file("containerd.toml")
-        text = node_config.containerd_config(
-            self.layout, recipes.PAUSE, found.programs[SHIM], found.cni_dir
-        )
-        config.write_text(text)
-        proc = self.plane.spawn(
-            state, CONTAINERD, found.programs[CONTAINERD], [f"--config={config}"]
-        )
-        self._until("containerd", self._containerd_answers, state, proc.log)
-        self._remove_containers()  # left by a node that was killed
+    def ctr(self, layout: Layout | None = None) -> Ctr:
+        """A client of a node's containerd (default: the first node's)."""
+        return node_member.ctr(layout or self.layout)
 
-    def _import_pause(self) -> None:
-        (pause,) = recipes.build_images(["pause"])  # cached after the first build
-        self.import_image(pause)
-
-    def ctr(self) -> Ctr:
-        """A client of the node's containerd (ctr of the same build), in the CRI's namespace."""
-        return Ctr(str(self.layout.containerd_socket), ctr=ctr_binary())
-
-    def import_image(self, image: Image) -> None:
-        import_image(image, str(self.layout.containerd_socket), ctr=ctr_binary())
-
-    def _ctr(self, *args: str) -> list[str]:
-        return self.ctr().cmd(*args)
-
-    def _containerd_answers(self) -> bool:
-        return subprocess.run(self._ctr("version"), capture_output=True).returncode == 0
-
-    def _remove_containers(self) -> None:
-        ids = subprocess.run(self._ctr("containers", "ls", "-q"), capture_output=True, text=True)
-        for cid in ids.stdout.split():
-            subprocess.run(self._ctr("tasks", "kill", "-s", "SIGKILL", cid), capture_output=True)
-            subprocess.run(self._ctr("tasks", "delete", "-f", cid), capture_output=True)
-            subprocess.run(self._ctr("containers", "delete", cid), capture_output=True)
+    def import_image(self, image: Image, layout: Layout | None = None) -> None:
+        """Into a node's containerd (default: the first node's)."""
+        node_member.import_into(image, layout or self.layout)
 
     def restart_kubelet(self) -> None:
         """Stop the kubelet and start it again with the same settings (as an upgrade or
@@ -409,17 +381,17 @@ class Node:
         self.plane.spawn(state, KUBELET, kubelet, node_config.kubelet_args(self.layout))
 
     @staticmethod
-    def allocatable_cards(api: Api) -> dict[str, int]:
-        """The node's allocatable Spyre cards, per resource that has any."""
-        node = api.get(f"/api/v1/nodes/{NODE_NAME}")
+    def allocatable_cards(api: Api, name: str = FIRST.name) -> dict[str, int]:
+        """A node's allocatable Spyre cards, per resource that has any."""
+        node = api.get(f"/api/v1/nodes/{name}")
         allocatable = node.get("status", {}).get("allocatable", {})
         found = {name: int(allocatable.get(name, "0")) for name in CARD_RESOURCES}
         return {name: count for name, count in found.items() if count}
 
     @staticmethod
-    def _ready(api: Api) -> bool:
+    def _ready(api: Api, name: str) -> bool:
         try:
-            node = api.get(f"/api/v1/nodes/{NODE_NAME}")
+            node = api.get(f"/api/v1/nodes/{name}")
         except ApiError:
             return False
         conditions = node.get("status", {}).get("conditions", [])
@@ -454,11 +426,18 @@ class Node:
         state = self.plane.load_state()
         procs = state.processes if state else []
         ours = self._owns_machine()  # never touch the containerd or host of another node
-        stopped = [p for p in procs if p.name in NODE_PROCESSES and self.plane.stop(p)]
-        containerd = [p for p in procs if p.name == CONTAINERD]
-        if ours and containerd and self._containerd_answers():
-            self._remove_containers()
-        stopped += [p for p in containerd if self.plane.stop(p)]
+
+        def stop(names: set[str]) -> list[Process]:
+            return [p for p in procs if p.name in names and self.plane.stop(p)]
+
+        stopped = stop({m.process(n) for m in self.members for n in NODE_PROCESSES})
+        for layout in self.layouts:
+            name = layout.member.process(CONTAINERD)
+            running = any(p.name == name for p in procs)
+            if ours and running and node_member.containerd_answers(layout):
+                node_member.remove_containers(layout)
+        stopped += stop({m.process(CONTAINERD) for m in self.members})
+        stopped += stop({m.process(NAMESPACES) for m in self.members})
         if ours and self.is_node():
             self.clean_host()
         stopped += self.plane.down()
@@ -472,14 +451,20 @@ class Node:
         return MACHINE_RECORD.read_text().strip() == str(self.dir)
 
     def clean_host(self) -> None:
-        """Remove what the node's components leave on the host (idempotent)."""
-        for pid in host.pids_with_cmdline("containerd-shim", str(self.layout.containerd_socket)):
-            host.kill(pid)
-        host.kill_pod_processes()
-        host.unmount_under([self.dir, self.layout.containerd_root])
-        host.remove_pod_cgroups()
+        """Remove what the nodes' components leave on the host (idempotent; whatever
+        number of nodes ran, also when the folder is gone)."""
+        every = [FIRST, *FURTHER]
+        for member in every:
+            socket = str(member.run_dir / "containerd.sock")
+            for pid in host.pids_with_cmdline("containerd-shim", socket):
+                host.kill(pid)
+        roots = [m.cgroup_root for m in every]
+        host.kill_pod_processes(roots)
+        host.unmount_under([self.dir, *(layout.containerd_root for layout in self.layouts)])
+        host.remove_pod_cgroups(roots)
         host.remove_chains()
-        host.delete_link(BRIDGE)
+        host.delete_link(FIRST.bridge)
+        node_netns.remove(FURTHER)
 
     def _restore_host(self, ours: bool) -> None:
         host.remove_paths([str(self.layout.dir)])
@@ -489,11 +474,6 @@ class Node:
                 host.delete_lo_address(NODE_IP)
             host.restore_sysctls(saved["sysctls"])
             host.remove_paths([*saved["absent_paths"], str(RUN_DIR)])
-            self._forget_cri_objects()
+            for layout in self.layouts:
+                node_member.forget_cri_objects(layout)
         self.state_file.unlink()
-
-    def _forget_cri_objects(self) -> None:
-        """The CRI plugin's per-sandbox/container folders in the kept root: their
-        containers are gone, only the images stay."""
-        cri = self.layout.containerd_root / "io.containerd.grpc.v1.cri"
-        host.remove_paths([str(cri / "sandboxes"), str(cri / "containers")])

@@ -1,8 +1,10 @@
-"""The node's configuration files, as pure functions of its layout (no processes here).
+"""The nodes' configuration files, as pure functions of their layout (no processes here).
 
-Addresses: the node's own address sits on `lo` (the kernel here has no `dummy` link
+Addresses: the first node's address sits on `lo` (the kernel here has no `dummy` link
 driver), so the kubelet and the API server are not exposed on the machine's network;
-pods live on a bridge network of their own; Services use the plane's range.
+each further node lives in a network namespace of its own, joined to the host by a veth
+on the NODES_BRIDGE; each node's pods live on a bridge network of their own, one /24 of
+CLUSTER_POD_CIDR per node; Services use the plane's range.
 """
 
 from __future__ import annotations
@@ -11,35 +13,102 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-NODE_NAME = "spyre-node"
-NODE_IP = "10.234.0.1"
-POD_CIDR = "10.233.0.0/24"
-BRIDGE = "spyre0"
+NODE_NAME = "spyre-node"  # the first node's; the others' get -2, -3, ...
+NODE_IP = "10.234.0.1"  # the first node's, where the control plane and registry listen
+CLUSTER_POD_CIDR = "10.233.0.0/16"  # node i's pods: 10.233.i.0/24
+NODES_BRIDGE = "spyre-nodes"  # the host's end of the further nodes' network
+NODES_NETWORK = "10.234.1"  # .1 the host on NODES_BRIDGE, .N node N (N >= 2)
+MAX_NODES = 8
 CNI_NETWORK = "spyre"
 STORAGE_CLASS = "spyre-hostpath"
 PROVISIONER_NAME = "spyre.dev/hostpath"
 
 
 # Unix socket paths must stay under 108 bytes, whatever the folder: containerd's sockets
-# live in this fixed folder (one node per machine anyway), beside the machine's record.
+# live in this fixed folder (one cluster per machine anyway), beside the machine's record.
 RUN_DIR = Path("/run/spyre-node")
 SOCKET_PATH_MAX = 107
 
-# The kubelet 1.20 looks for device plugins here whatever --root-dir says (kubelet.sock
+# The kubelet looks for device plugins here whatever --root-dir says (kubelet.sock
 # is its registration socket); the fake card plugin (spyre_devcluster/deviceplugin.py) serves its
-# sockets beside it. Under /var/lib/kubelet, a fixed path `down` removes (host.py).
+# sockets beside it. Under /var/lib/kubelet, a fixed path `down` removes (host.py); a
+# further node sees a folder of its own there (Member.private_paths).
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 SPYRE_PF, SPYRE_VF = "ibm.com/spyre_pf", "ibm.com/spyre_vf"
 CARD_RESOURCES = (SPYRE_PF, SPYRE_VF)
 
 
+# Fixed paths the kubelet writes whatever its flags say and a second kubelet must not
+# share: the device-plugin folder, and the pod logs each kubelet's garbage collector
+# removes for pods it does not know.
+PRIVATE_PATHS = ("/var/lib/kubelet", "/var/log/pods", "/var/log/containers")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One node of the cluster: its name, addresses and machine-wide names. The first
+    (index 0) runs in the host's namespaces, as the single node always did; each other
+    in a network and mount namespace of its own (spyre_devcluster/node_netns.py)."""
+
+    index: int
+
+    @property
+    def first(self) -> bool:
+        return self.index == 0
+
+    @property
+    def name(self) -> str:
+        return NODE_NAME if self.first else f"{NODE_NAME}-{self.index + 1}"
+
+    @property
+    def ip(self) -> str:
+        return NODE_IP if self.first else f"{NODES_NETWORK}.{self.index + 1}"
+
+    @property
+    def pod_cidr(self) -> str:
+        return f"10.233.{self.index}.0/24"
+
+    @property
+    def bridge(self) -> str:
+        return f"spyre{self.index}"
+
+    @property
+    def veth(self) -> str:
+        """The host's end of its link to NODES_BRIDGE (the node's end is eth0)."""
+        return self.name
+
+    @property
+    def run_dir(self) -> Path:
+        return RUN_DIR if self.first else RUN_DIR / self.name
+
+    @property
+    def cgroup_root(self) -> str:
+        """The kubelet's --cgroup-root: its kubepods go below it in every hierarchy."""
+        return "/" if self.first else f"/{self.name}"
+
+    def process(self, name: str) -> str:
+        """The name of one of its processes in the plane's state (and its log)."""
+        return name if self.first else f"{name}-{self.name}"
+
+
+FIRST = Member(0)
+
+
 @dataclass(frozen=True)
 class Layout:
-    """Where the node keeps its files: under DIR/node, except containerd's sockets (in
-    RUN_DIR) and its root (kept in the cache so imported images survive `down`)."""
+    """Where a node keeps its files: under DIR/node (a further node's under
+    DIR/node/<name>), except containerd's sockets (in its run dir) and its root (kept in
+    the cache so imported images survive `down`). The PKI and the registry's files are
+    the cluster's, in DIR/node."""
 
     dir: Path  # DIR/node
     containerd_root: Path
+    member: Member = FIRST
+
+    @property
+    def home(self) -> Path:
+        """The node's own files."""
+        return self.dir if self.member.first else self.dir / self.member.name
 
     @property
     def pki(self) -> Path:
@@ -47,11 +116,16 @@ class Layout:
 
     @property
     def containerd_state(self) -> Path:
-        return self.dir / "containerd"
+        return self.home / "containerd"
 
     @property
     def containerd_socket(self) -> Path:
-        return RUN_DIR / "containerd.sock"
+        return self.member.run_dir / "containerd.sock"
+
+    @property
+    def private(self) -> Path:
+        """A further node's own PRIVATE_PATHS, bound over them in its mount namespace."""
+        return self.home / "private"
 
     @property
     def kubelet_socket(self) -> Path:
@@ -60,11 +134,11 @@ class Layout:
 
     @property
     def cni(self) -> Path:
-        return self.dir / "cni"
+        return self.home / "cni"
 
     @property
     def kubelet_root(self) -> Path:
-        return self.dir / "kubelet"
+        return self.home / "kubelet"
 
     @property
     def volumes(self) -> Path:
@@ -81,7 +155,7 @@ class Layout:
         return self.dir / "certs.d"
 
     def file(self, name: str) -> Path:
-        return self.dir / name
+        return self.home / name
 
 
 def _toml(value: object) -> str:
@@ -104,7 +178,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   address = {_toml(str(layout.containerd_socket))}
 
 [ttrpc]
-  address = {_toml(str(RUN_DIR / "containerd.ttrpc.sock"))}
+  address = {_toml(str(layout.member.run_dir / "containerd.ttrpc.sock"))}
 
 [plugins."io.containerd.internal.v1.opt"]
   path = {_toml(str(layout.containerd_state / "opt"))}
@@ -156,13 +230,13 @@ def cni_conflist(layout: Layout) -> dict[str, object]:
         "plugins": [
             {
                 "type": "bridge",
-                "bridge": BRIDGE,
+                "bridge": layout.member.bridge,
                 "isGateway": True,
                 "ipMasq": True,
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": POD_CIDR}]],
+                    "ranges": [[{"subnet": layout.member.pod_cidr}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                     "dataDir": str(layout.cni / "ipam"),
                 },
@@ -176,10 +250,11 @@ def kubelet_config(layout: Layout, port: int, healthz_port: int) -> dict[str, ob
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": NODE_IP,
+        "address": layout.member.ip,
         "port": port,
         "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1",
+        # the node's address: a further node's 127.0.0.1 is in its own namespace
+        "healthzBindAddress": layout.member.ip,
         "healthzPort": healthz_port,
         "authentication": {
             "anonymous": {"enabled": False},
@@ -188,6 +263,7 @@ def kubelet_config(layout: Layout, port: int, healthz_port: int) -> dict[str, ob
         },
         "authorization": {"mode": "Webhook"},
         "cgroupDriver": "cgroupfs",
+        "cgroupRoot": layout.member.cgroup_root,
         "failSwapOn": False,
         "evictionHard": {
             "memory.available": "100Mi",
@@ -203,7 +279,7 @@ def kubelet_config(layout: Layout, port: int, healthz_port: int) -> dict[str, ob
         # these machines boot cgroup v1 (hybrid; v2 holds only hugetlb), which the kubelet
         # refuses since 1.35 unless told; it still runs on it (maintenance mode upstream)
         "failCgroupV1": False,
-        "volumePluginDir": str(layout.dir / "volume-plugins"),
+        "volumePluginDir": str(layout.home / "volume-plugins"),
         "nodeStatusUpdateFrequency": "1s",  # Ready in ~6 s instead of ~16 s
         "rotateCertificates": False,
         "serializeImagePulls": False,
@@ -217,8 +293,8 @@ def kubelet_args(layout: Layout) -> list[str]:
         f"--kubeconfig={layout.file('kubelet.kubeconfig')}",
         f"--root-dir={layout.kubelet_root}",
         f"--cert-dir={layout.kubelet_root / 'pki'}",
-        f"--node-ip={NODE_IP}",
-        f"--hostname-override={NODE_NAME}",
+        f"--node-ip={layout.member.ip}",
+        f"--hostname-override={layout.member.name}",
     ]
 
 
@@ -228,12 +304,12 @@ def proxy_config(layout: Layout, healthz_port: int, metrics_port: int) -> dict[s
         "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(layout.file("kube-proxy.kubeconfig"))},
         "mode": "iptables",
-        "bindAddress": NODE_IP,
-        "healthzBindAddress": f"127.0.0.1:{healthz_port}",
-        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
-        "clusterCIDR": POD_CIDR,
-        "hostnameOverride": NODE_NAME,
-        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "bindAddress": layout.member.ip,
+        "healthzBindAddress": f"{layout.member.ip}:{healthz_port}",
+        "metricsBindAddress": f"{layout.member.ip}:{metrics_port}",
+        "clusterCIDR": CLUSTER_POD_CIDR,
+        "hostnameOverride": layout.member.name,
+        "nodePortAddresses": [f"{layout.member.ip}/32"],
         "oomScoreAdj": 0,
         # leave the host's conntrack sysctls alone
         "conntrack": {
