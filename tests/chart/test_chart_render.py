@@ -214,7 +214,7 @@ def test_namespaced_mode_watches_exactly_the_list() -> None:
     (cluster_role,) = find(docs, "ClusterRole", f"{FULLNAME}-framework")
     for rule in cluster_role["rules"]:
         assert set(rule["verbs"]) <= {"list", "watch"}, rule
-        assert set(rule["resources"]) <= {"customresourcedefinitions", "namespaces"}, rule
+        assert set(rule["resources"]) <= {"customresourcedefinitions", "namespaces", "nodes"}, rule
 
 
 @pytest.mark.parametrize("mode", ["cluster", "namespaced"])

@@ -15,6 +15,16 @@ watches a list of namespaces, the namespaces (to notice them appear and go). Rea
 {{- end }}
 
 {{/*
+The nodes, read-only: the Spyre cards they have for pods, which spec.autoscaling's maximum
+is checked against (status.autoscaling). Not in a namespace, so in both modes' ClusterRole.
+*/}}
+{{- define "spyre-operator.nodeRules" -}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
+{{- end }}
+
+{{/*
 What the operator does in a watched namespace: exactly the calls of kopf and of
 spyre_operator.reconcile (tests/chart/test_rbac.py checks each one as this identity).
 */}}
@@ -58,4 +68,9 @@ spyre_operator.reconcile (tests/chart/test_rbac.py checks each one as this ident
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+# KEDA's ScaledObject of a SpyreModel with spec.autoscaling: read (a 404 without KEDA says
+# it is not installed), server-side applied, deleted when spec.autoscaling goes.
+- apiGroups: [keda.sh]
+  resources: [scaledobjects]
+  verbs: [get, create, patch, delete]
 {{- end }}

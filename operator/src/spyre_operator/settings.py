@@ -28,16 +28,6 @@ from spyre_runtime.contract import HEARTBEAT_SECONDS
 from spyre_runtime.ociregistry import RegistryError, Repository
 
 ENV_PREFIX = "SPYRE_OPERATOR_"
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"^(\d+)([smhd]?)$")
-
-
-def duration_seconds(text: str) -> int:
-    """A duration such as 7d, 12h, 30m, 45s (a bare number is seconds); 0 is 0."""
-    found = _DURATION.match(text.strip())
-    if found is None:
-        raise ValueError(f"{text!r}: use a whole number with a unit, e.g. 7d, 12h, 30m, 45s or 0")
-    return int(found.group(1)) * _UNITS[found.group(2) or "s"]
 
 
 def _opt(
@@ -128,7 +118,7 @@ class Settings(BaseModel):
         chart=True,
         default="7d",
         metavar="DURATION",
-        pattern=_DURATION.pattern,
+        pattern=runtimes.DURATION.pattern,
     )
     platform: Platform = _opt(
         "where the compile and serving pods run: openshift leaves their fsGroup to the "
@@ -187,6 +177,14 @@ class Settings(BaseModel):
         default="",
         metavar="NAME",
     )
+    prometheus_address: runtimes.PrometheusAddress = _opt(
+        "the Prometheus server the ScaledObjects of spec.autoscaling read vLLM's metrics "
+        "from, e.g. http://prometheus-operated.monitoring:9090; empty: they wait for it",
+        chart=True,
+        default="",
+        metavar="URL",
+        pattern=runtimes.PROMETHEUS_URL.pattern,
+    )
     webhook_port: Port = _opt(
         "serve the admission webhook over HTTPS on this port (0: off)", metavar="PORT", default=0
     )
@@ -238,7 +236,7 @@ class Settings(BaseModel):
     @field_validator("cache_retention")
     @classmethod
     def _duration(cls, value: str) -> str:
-        duration_seconds(value)
+        runtimes.duration_seconds(value)
         return value
 
     @field_validator(
@@ -319,7 +317,7 @@ class Settings(BaseModel):
     @property
     def cache_retention_seconds(self) -> int:
         """Seconds an unused cache key stays on the volume before its clean-up; 0: forever."""
-        return duration_seconds(self.cache_retention)
+        return runtimes.duration_seconds(self.cache_retention)
 
     @property
     def compile_limits(self) -> tuple[int, int]:

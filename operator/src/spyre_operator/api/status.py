@@ -9,7 +9,14 @@ from pydantic import Field, WithJsonSchema
 from spyre_operator.api.base import ApiModel
 
 ConditionType = Literal[
-    "Ready", "CacheReady", "Available", "Progressing", "Degraded", "Reconciling", "Stalled"
+    "Ready",
+    "CacheReady",
+    "Available",
+    "Progressing",
+    "Degraded",
+    "Autoscaling",
+    "Reconciling",
+    "Stalled",
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]
 READY: Final = "Ready"
@@ -17,6 +24,7 @@ CACHE_READY: Final = "CacheReady"
 AVAILABLE: Final = "Available"
 PROGRESSING: Final = "Progressing"
 DEGRADED: Final = "Degraded"
+AUTOSCALING: Final = "Autoscaling"  # with spec.autoscaling: its ScaledObject and capacity
 # kstatus' (kubernetes-sigs/cli-utils): what Flux, kpt and `kubectl wait` tools built on it
 # read. Derived from Ready and Degraded (reconcile/conditions.py: kstatus).
 RECONCILING: Final = "Reconciling"
@@ -27,6 +35,7 @@ CONDITION_TYPES: tuple[ConditionType, ...] = (
     AVAILABLE,
     PROGRESSING,
     DEGRADED,
+    AUTOSCALING,
     RECONCILING,
     STALLED,
 )
@@ -197,6 +206,26 @@ class SpyreCacheStatus(CompileStatus):
     last one went (the retention counts from here, or from compiledAt)."""
 
 
+class AutoscalingStatus(StatusModel):
+    """With spec.autoscaling: the autoscaler the operator made and the replicas the cards
+    allow (the Autoscaling condition says why no more)."""
+
+    scaled_object: str | None = None
+    """The KEDA ScaledObject (same name as the SpyreModel), once made."""
+    min_replicas: Annotated[int, Field(ge=0)] | None = None
+    """The ScaledObject's minimum."""
+    max_replicas: Annotated[int, Field(ge=0)] | None = None
+    """The ScaledObject's maximum: spec.autoscaling.maxReplicas, or fewer when the nodes'
+    cards hold fewer replicas."""
+    cards_per_replica: Annotated[int, Field(ge=0)] | None = None
+    """Spyre cards one replica holds (spec.accelerator)."""
+    replicas_on_nodes: Annotated[int, Field(ge=0)] | None = None
+    """Replicas the nodes' cards hold in all (unset: a replica holds no cards)."""
+    replicas_now: Annotated[int, Field(ge=0)] | None = None
+    """Replicas that can run now: those placed on a node and those the free cards hold
+    (pods waiting for cards do not count)."""
+
+
 class SpyreModelStatus(CompileStatus):
     """What the operator observed (written by the operator only)."""
 
@@ -217,3 +246,5 @@ class SpyreModelStatus(CompileStatus):
     """Label selector of the serving pods (scale subresource)."""
     endpoint: str | None = None
     """OpenAI-compatible base URL inside the cluster."""
+    autoscaling: AutoscalingStatus | None = None
+    """With spec.autoscaling (and until its ScaledObject is deleted once it is removed)."""

@@ -123,6 +123,8 @@ KINDS = {
     "PodDisruptionBudget": ("apis/policy/v1", "poddisruptionbudgets"),
     "SpyreModel": ("apis/serving.spyre.dev/v1alpha1", "spyremodels"),
     "SpyreCache": ("apis/serving.spyre.dev/v1alpha1", "spyrecaches"),
+    "ScaledObject": ("apis/keda.sh/v1alpha1", "scaledobjects"),  # KEDA's (spec.autoscaling)
+    "Node": ("api/v1", "nodes"),  # not in a namespace: watched (capacity of cards) only
 }
 
 

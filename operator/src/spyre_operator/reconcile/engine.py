@@ -152,6 +152,7 @@ class Reconciler:
             self.shared.progress,
             self.shared.start_reports,
             pulls=sharing_for(model.spec, self.settings.cache_sharing) is not None,
+            cards=self.shared.cards,
         )
         plan = decide(observed, model, now, self.settings)
         asked = self._asked(observed, model, plan)

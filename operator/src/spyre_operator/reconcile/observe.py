@@ -18,7 +18,7 @@ from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.kube.client import Kube
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile.compile_queue import Queue
 from spyre_operator.reconcile.pods import (
     PodIssue,
@@ -53,6 +53,18 @@ class Later:
 
 
 @dataclass(frozen=True)
+class Autoscaler:
+    """With spec.autoscaling (or one made before): does the API server serve KEDA's
+    ScaledObjects, and this model's as it is (None: none)."""
+
+    served: bool
+    live: dict[str, Any] | None
+
+
+Cards = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # the nodes, the operator's pods
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything decide() needs about one SpyreModel and its children."""
 
@@ -75,6 +87,8 @@ class Observed:
     pod_issues: tuple[PodIssue, ...] = field(default_factory=tuple)
     unschedulable: tuple[Unschedulable, ...] = ()  # serving pods no node takes
     starts: tuple[Start, ...] = ()  # the ready serving pods' start-ups (compile reports)
+    autoscaler: Autoscaler | None = None  # read with spec.autoscaling, or one made before
+    cards: Cards | None = None  # with spec.autoscaling: what capacity.py counts
     # Read when a first decision asks (it starts a Job, it has deferred actions), for the
     # same decide again: the API server's answer to a dry run of the other children
     # (dryrun.py; None: all taken, or not asked), and what decides the deferred actions.
@@ -186,6 +200,16 @@ def spec_key(spec: SpyreModelSpec, commit: str | None) -> str | None:
     return cache_key(spec, commit) if commit is not None or not spec.model.from_hub else None
 
 
+def read_autoscaler(kube: Kube, namespace: str, name: str) -> Autoscaler:
+    """The model's ScaledObject, or that KEDA is not installed (404 without details)."""
+    try:
+        return Autoscaler(True, kube.request("GET", kube.path("ScaledObject", namespace, name)))
+    except ApiError as err:
+        if not err.not_found:
+            raise
+        return Autoscaler(not err.kind_unserved, None)
+
+
 def observe(
     kube: Kube,
     body: dict[str, Any],
@@ -194,11 +218,13 @@ def observe(
     progress: ProgressReader | None = None,
     starts: StartReader | None = None,
     pulls: bool = False,
+    cards: Callable[[], Cards | None] | None = None,
 ) -> Observed:
     """`compile_queue` reads the compile queue (None: no limits); `progress` a running
     compile's progress (None: not read); `starts` the ready serving pods' start-up
     reports (None: not read); `pulls`: a cache registry is configured (the key's pull Job
-    is read while its compile Job does not exist)."""
+    is read while its compile Job does not exist); `cards`: the nodes and the operator's
+    pods, for spec.autoscaling (None: not read)."""
     ns, spec = model.namespace, model.spec
     status = body.get("status") or {}
     pvc_exists = None
@@ -263,6 +289,10 @@ def observe(
         service = kube.get("Service", ns, model.name)
         network_policy = kube.get("NetworkPolicy", ns, model.name)
         budget = kube.get("PodDisruptionBudget", ns, model.name)
+    autoscaler, seen = None, None
+    if model.serves and (spec.autoscaling is not None or status.get("autoscaling")):
+        autoscaler = read_autoscaler(kube, ns, model.name)
+        seen = cards() if cards is not None and spec.autoscaling is not None else None
     return Observed(
         body=body,
         key=key,
@@ -283,4 +313,6 @@ def observe(
         pod_issues=issues,
         unschedulable=waiting,
         starts=started,
+        autoscaler=autoscaler,
+        cards=seen,
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from spyre_operator.api.status import AVAILABLE, SpyreModelStatus
 from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile.autoscale_step import AutoscaleStep
 from spyre_operator.reconcile.compile_step import CompileStep
 from spyre_operator.reconcile.conditions import render_conditions, transition_events
 from spyre_operator.reconcile.drift import needs_apply
@@ -116,6 +117,7 @@ def model_plan(
     cache: CompileStep,
     serve: ServeStep,
     now: str,
+    scale: AutoscaleStep,
 ) -> Plan:
     """A SpyreModel's plan: the steps' actions, its status and the Events of its changes."""
     status, deploy, key = obs.status, obs.deployment, cache.key
@@ -130,6 +132,7 @@ def model_plan(
         cache.queued,
         cache.cleaning,
     )
+    conds += [scale.condition] if scale.condition else []
     generation = obs.generation
     available = next(c for c in conds if c.type == AVAILABLE).status == "True"
     new_status = SpyreModelStatus(
@@ -146,6 +149,7 @@ def model_plan(
         unschedulable_replicas=len(obs.unschedulable) if deploy else 0,
         selector=meta.selector_string(model.name),
         endpoint=endpoint_url(model) if available else None,
+        autoscaling=scale.status,
     )
     events = transition_events(status, new_status) + revision_event(status, obs.weights)
     again = sooner(cache.requeue_after, obs.progress_seconds)
