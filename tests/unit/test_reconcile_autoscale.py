@@ -14,6 +14,7 @@ from apilib import example, merge
 from test_reconcile_decide import applied, body, cond, ready_state, step
 
 from spyre_operator.api.validation import parse, validate
+from spyre_operator.cli import main
 from spyre_operator.kube.entries import index_entry
 from spyre_operator.reconcile.capacity import capacity, eligible
 from spyre_operator.reconcile.observe import Autoscaler
@@ -271,3 +272,25 @@ def test_a_maximum_above_the_cards_is_lowered_and_said() -> None:
         **kwargs,
     )
     assert cond(none, "Autoscaling") == ("False", "NoCards")
+
+
+def test_render_prints_the_scaled_object_given_the_prometheus_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(merge(example("micro-granite-cpu"), {"spec": SCALING})))
+    assert main(["render", str(path)]) == 0
+    assert "ScaledObject" not in capsys.readouterr().out  # no Prometheus to read from
+    assert main(["render", str(path), "--prometheus-address", PROM.prometheus_address]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    (made,) = [d for d in docs if d["kind"] == "ScaledObject"]
+    assert made == scaled_object(parse(path_doc(path)), None, PROM.prometheus_address, 4)
+    with pytest.raises(SystemExit):
+        main(["render", str(path), "--prometheus-address", "prometheus:9090"])
+    assert "use http(s)://HOST[:PORT][/PATH]" in capsys.readouterr().err
+
+
+def path_doc(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(path.read_text())
+    doc["metadata"].setdefault("namespace", "default")
+    return doc

@@ -281,10 +281,10 @@ def duration_seconds(text: str) -> int:
     return int(found.group(1)) * _UNITS[found.group(2) or "s"]
 
 
-def _prometheus_address(value: str) -> str:
+def prometheus_address(value: str) -> str:
     if not PROMETHEUS_URL.match(value):
         raise ValueError(f"{value!r}: use http(s)://HOST[:PORT][/PATH], or empty")
     return value
 
 
-PrometheusAddress = Annotated[str, AfterValidator(_prometheus_address)]
+PrometheusAddress = Annotated[str, AfterValidator(prometheus_address)]

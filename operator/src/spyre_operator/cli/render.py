@@ -18,8 +18,14 @@ import yaml
 from spyre_operator import settings
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.api.imageref import repository_problem
-from spyre_operator.api.runtimes import IMAGE_REPOSITORY, PLATFORMS, RuntimeImages
+from spyre_operator.api.runtimes import (
+    IMAGE_REPOSITORY,
+    PLATFORMS,
+    RuntimeImages,
+    prometheus_address,
+)
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
+from spyre_operator.render.autoscaler import scaled_object
 from spyre_operator.render.children import desired
 from spyre_operator.render.weights_job import is_commit
 from spyre_operator.render.yamlio import MAX_CHARS, dump_documents, load_documents
@@ -81,6 +87,14 @@ def register(sub: Any) -> None:
         "operator:<version>, where a release puts it)",
     )
     _cards_flag(render)
+    render.add_argument(
+        "--prometheus-address",
+        type=_prometheus,
+        metavar="URL",
+        help="as the operator's: with it, a SpyreModel with spec.autoscaling gets its KEDA "
+        "ScaledObject (at spec.autoscaling.maxReplicas: the operator lowers it to what the "
+        "nodes' cards hold)",
+    )
     render.add_argument(
         "--commit",
         type=_commit,
@@ -243,6 +257,13 @@ def _repository(text: str) -> str:
     return text
 
 
+def _prometheus(text: str) -> str:
+    try:
+        return prometheus_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _render(args: argparse.Namespace) -> int:
     try:
         images = RuntimeImages(
@@ -268,6 +289,10 @@ def _render(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             docs += want.objects()
+            scaling = model.spec.autoscaling
+            if scaling and args.prometheus_address and want.deployment is not None:
+                address, most = args.prometheus_address, scaling.max_replicas
+                docs.append(scaled_object(model, args.uid, address, most))
         sys.stdout.write(dump_documents(docs))
     return status
 

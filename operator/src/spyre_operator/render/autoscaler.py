@@ -35,11 +35,11 @@ def query(metric: Metric, namespace: str, name: str) -> str:
 
 
 def scaled_object(
-    model: SpyreModel, uid: str, prometheus: str, max_replicas: int
+    model: SpyreModel, uid: str | None, prometheus: str, max_replicas: int
 ) -> dict[str, Any]:
-    """The ScaledObject of `model` (spec.autoscaling set), owned by it; `prometheus`: the
-    server's address (the operator's setting); `max_replicas`: the maximum the cards allow
-    (never above spec.autoscaling.maxReplicas)."""
+    """The ScaledObject of `model` (spec.autoscaling set), owned by it (given its uid);
+    `prometheus`: the server's address (the operator's setting); `max_replicas`: the
+    maximum the cards allow (never above spec.autoscaling.maxReplicas)."""
     scaling = model.spec.autoscaling
     assert scaling is not None
     metric, per_replica = scaling.metric
@@ -75,6 +75,7 @@ def scaled_object(
             ],
         },
     }
-    obj["metadata"]["ownerReferences"] = [meta.owner_reference(model.name, uid)]
+    if uid is not None:
+        obj["metadata"]["ownerReferences"] = [meta.owner_reference(model.name, uid)]
     obj["metadata"]["annotations"] = {meta.APPLIED_ANNOTATION: manifest_hash(obj)}
     return obj
