@@ -15,9 +15,10 @@ from test_reconcile_decide import applied, body, cond, ready_state, step
 
 from spyre_operator.api.validation import parse, validate
 from spyre_operator.cli import main
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.kube.entries import index_entry
 from spyre_operator.reconcile.capacity import capacity, eligible
-from spyre_operator.reconcile.observe import Autoscaler
+from spyre_operator.reconcile.observe import Autoscaler, read_autoscaler
 from spyre_operator.render.autoscaler import query, scaled_object
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.settings import Settings
@@ -294,3 +295,29 @@ def path_doc(path: Path) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(path.read_text())
     doc["metadata"].setdefault("namespace", "default")
     return doc
+
+
+class Answers(Kube):
+    """Answers every request with `answer` (raised when an ApiError)."""
+
+    def __init__(self, answer: dict[str, Any] | ApiError) -> None:
+        super().__init__(None)
+        self.answer = answer
+
+    def request(self, method: str, url: str, *args: Any, **kw: Any) -> dict[str, Any]:
+        assert url == "/apis/keda.sh/v1alpha1/namespaces/ns/scaledobjects/m"
+        if isinstance(self.answer, ApiError):
+            raise self.answer
+        return self.answer
+
+
+def test_a_404_without_details_means_keda_is_not_installed() -> None:
+    unserved = ApiError(404, "Not Found", {"reason": "NotFound", "details": {}})
+    assert read_autoscaler(Answers(unserved), "ns", "m") == Autoscaler(False, None)
+    details = {"name": "m", "group": "keda.sh", "kind": "scaledobjects"}
+    missing = ApiError(404, "Not Found", {"reason": "NotFound", "details": details})
+    assert read_autoscaler(Answers(missing), "ns", "m") == Autoscaler(True, None)
+    live = {"metadata": {"name": "m"}}
+    assert read_autoscaler(Answers(live), "ns", "m") == Autoscaler(True, live)
+    with pytest.raises(ApiError):
+        read_autoscaler(Answers(ApiError(403, "Forbidden", {})), "ns", "m")
