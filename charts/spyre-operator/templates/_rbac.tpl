@@ -73,4 +73,45 @@ spyre_operator.reconcile (tests/chart/test_rbac.py checks each one as this ident
 - apiGroups: [keda.sh]
   resources: [scaledobjects]
   verbs: [get, create, patch, delete]
+# spec.routing: the InferencePool and the HTTPRoute read (a 404 without the CRDs says
+# they are not installed), server-side applied, deleted when spec.routing goes (the
+# endpoint picker's objects are the pool's: the garbage collector deletes them); the named
+# Gateway read; the picker's ServiceAccount and its RoleBinding to the picker ClusterRole
+# (bind: that one ClusterRole only).
+- apiGroups: [inference.networking.k8s.io]
+  resources: [inferencepools]
+  verbs: [get, create, patch, delete]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [httproutes]
+  verbs: [get, create, patch, delete]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gateways]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [create, patch]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [rolebindings]
+  verbs: [create, patch]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [clusterroles]
+  verbs: [bind]
+  resourceNames: [{{ include "spyre-operator.fullname" . }}-endpoint-picker]
+{{- end }}
+
+{{/*
+What an endpoint picker of spec.routing reads in its namespace (the operator binds it
+there): the serving pods and their InferencePool (and the inference extension's
+objectives, which it watches when their CRD is installed).
+*/}}
+{{- define "spyre-operator.pickerRules" -}}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
+- apiGroups: [inference.networking.k8s.io]
+  resources: [inferencepools]
+  verbs: [get, list, watch]
+- apiGroups: [inference.networking.x-k8s.io]
+  resources: [inferenceobjectives, inferencemodelrewrites]
+  verbs: [get, list, watch]
 {{- end }}

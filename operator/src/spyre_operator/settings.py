@@ -185,6 +185,21 @@ class Settings(BaseModel):
         metavar="URL",
         pattern=runtimes.PROMETHEUS_URL.pattern,
     )
+    picker_image: str = _opt(
+        "the endpoint picker of spec.routing (the Gateway API Inference Extension's EPP, "
+        "built from its Go module sigs.k8s.io/gateway-api-inference-extension cmd/epp)",
+        chart=True,
+        default="registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0",
+        metavar="IMAGE",
+        min_length=1,
+    )
+    picker_cluster_role: str = _opt(
+        "the ClusterRole the endpoint pickers' RoleBindings grant (the chart's "
+        "<release>-endpoint-picker: read pods and InferencePools)",
+        default="spyre-endpoint-picker",
+        metavar="NAME",
+        min_length=1,
+    )
     webhook_port: Port = _opt(
         "serve the admission webhook over HTTPS on this port (0: off)", metavar="PORT", default=0
     )

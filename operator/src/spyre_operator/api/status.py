@@ -15,6 +15,7 @@ ConditionType = Literal[
     "Progressing",
     "Degraded",
     "Autoscaling",
+    "Routing",
     "Reconciling",
     "Stalled",
 ]
@@ -25,6 +26,7 @@ AVAILABLE: Final = "Available"
 PROGRESSING: Final = "Progressing"
 DEGRADED: Final = "Degraded"
 AUTOSCALING: Final = "Autoscaling"  # with spec.autoscaling: its ScaledObject and capacity
+ROUTING: Final = "Routing"  # with spec.routing: its InferencePool, picker and HTTPRoute
 # kstatus' (kubernetes-sigs/cli-utils): what Flux, kpt and `kubectl wait` tools built on it
 # read. Derived from Ready and Degraded (reconcile/conditions.py: kstatus).
 RECONCILING: Final = "Reconciling"
@@ -36,6 +38,7 @@ CONDITION_TYPES: tuple[ConditionType, ...] = (
     PROGRESSING,
     DEGRADED,
     AUTOSCALING,
+    ROUTING,
     RECONCILING,
     STALLED,
 )
@@ -226,6 +229,18 @@ class AutoscalingStatus(StatusModel):
     (pods waiting for cards do not count)."""
 
 
+class RoutingStatus(StatusModel):
+    """With spec.routing: the objects the operator made (the Routing condition says whether
+    requests reach the pool)."""
+
+    inference_pool: str | None = None
+    """The InferencePool (same name as the SpyreModel)."""
+    endpoint_picker: str | None = None
+    """The picker's Deployment and Service (<name>-epp)."""
+    http_route: str | None = None
+    """The HTTPRoute from spec.routing.gateway (same name as the SpyreModel)."""
+
+
 class SpyreModelStatus(CompileStatus):
     """What the operator observed (written by the operator only)."""
 
@@ -248,3 +263,5 @@ class SpyreModelStatus(CompileStatus):
     """OpenAI-compatible base URL inside the cluster."""
     autoscaling: AutoscalingStatus | None = None
     """With spec.autoscaling (and until its ScaledObject is deleted once it is removed)."""
+    routing: RoutingStatus | None = None
+    """With spec.routing (and until its objects are deleted once it is removed)."""

@@ -27,6 +27,7 @@ from spyre_operator.reconcile.pods import (
     unschedulable,
 )
 from spyre_operator.reconcile.progress import ProgressReader, Reading
+from spyre_operator.reconcile.routes import Router, read_router
 from spyre_operator.reconcile.starts import Start, StartReader
 from spyre_operator.reconcile.views import DeploymentView, JobView, deployment_view, job_view
 from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
@@ -89,6 +90,7 @@ class Observed:
     starts: tuple[Start, ...] = ()  # the ready serving pods' start-ups (compile reports)
     autoscaler: Autoscaler | None = None  # read with spec.autoscaling, or one made before
     cards: Cards | None = None  # with spec.autoscaling: what capacity.py counts
+    router: Router | None = None  # read with spec.routing, or objects made before
     # Read when a first decision asks (it starts a Job, it has deferred actions), for the
     # same decide again: the API server's answer to a dry run of the other children
     # (dryrun.py; None: all taken, or not asked), and what decides the deferred actions.
@@ -293,6 +295,11 @@ def observe(
     if model.serves and (spec.autoscaling is not None or status.get("autoscaling")):
         autoscaler = read_autoscaler(kube, ns, model.name)
         seen = cards() if cards is not None and spec.autoscaling is not None else None
+    router = None
+    if model.serves and (spec.routing is not None or status.get("routing")):
+        gateway = spec.routing.gateway if spec.routing else None
+        routed = bool((status.get("routing") or {}).get("httpRoute"))
+        router = read_router(kube, ns, model.name, gateway, routed)
     return Observed(
         body=body,
         key=key,
@@ -315,4 +322,5 @@ def observe(
         starts=started,
         autoscaler=autoscaler,
         cards=seen,
+        router=router,
     )

@@ -18,6 +18,7 @@ from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.model_status import model_conditions
 from spyre_operator.reconcile.observe import Observed
 from spyre_operator.reconcile.plan import Action, Plan, apply_child, sooner
+from spyre_operator.reconcile.route_step import RouteStep
 from spyre_operator.reconcile.weights_step import revision_event
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
@@ -118,6 +119,7 @@ def model_plan(
     serve: ServeStep,
     now: str,
     scale: AutoscaleStep,
+    route: RouteStep,
 ) -> Plan:
     """A SpyreModel's plan: the steps' actions, its status and the Events of its changes."""
     status, deploy, key = obs.status, obs.deployment, cache.key
@@ -132,7 +134,7 @@ def model_plan(
         cache.queued,
         cache.cleaning,
     )
-    conds += [scale.condition] if scale.condition else []
+    conds += [c for c in (scale.condition, route.condition) if c]
     generation = obs.generation
     available = next(c for c in conds if c.type == AVAILABLE).status == "True"
     new_status = SpyreModelStatus(
@@ -150,6 +152,7 @@ def model_plan(
         selector=meta.selector_string(model.name),
         endpoint=endpoint_url(model) if available else None,
         autoscaling=scale.status,
+        routing=route.status,
     )
     events = transition_events(status, new_status) + revision_event(status, obs.weights)
     again = sooner(cache.requeue_after, obs.progress_seconds)
