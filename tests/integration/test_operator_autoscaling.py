@@ -7,16 +7,13 @@ the condition says to install KEDA."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import cluster_sim as sim
+import module_crds
 import pytest
-import yaml
 
 from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.render.autoscaler import query
@@ -26,49 +23,25 @@ pytestmark = pytest.mark.integration
 # KEDA's module at the release the node's KEDA is built from (gomod/keda's go.mod).
 KEDA = "github.com/kedacore/keda/v2@v2.21.0"
 CRD = "scaledobjects.keda.sh"
-CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 PROMETHEUS = "http://prometheus.monitoring.svc:9090"
 RESOURCE = "ibm.com/spyre_pf"
 
 
 def keda_crd() -> dict[str, Any]:
-    """KEDA's ScaledObject CRD, as its module ships it (downloaded once by the go command)."""
-    go = shutil.which("go") or "go"
-    found = subprocess.run(
-        [go, "mod", "download", "-json", KEDA], capture_output=True, text=True, check=True
-    )
-    folder = Path(json.loads(found.stdout)["Dir"]) / "config" / "crd" / "bases"
-    crd: dict[str, Any] = yaml.safe_load((folder / f"keda.sh_{CRD.split('.')[0]}.yaml").read_text())
-    return crd
-
-
-def crd_state(kube: Kube) -> str | None:
-    """None: absent; else whether it is Established."""
-    try:
-        crd = kube.request("GET", f"{CRDS}/{CRD}")
-    except ApiError as err:
-        if err.not_found:
-            return None
-        raise
-    conditions = crd.get("status", {}).get("conditions") or []
-    established = any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-    return "Established" if established else "Pending"
+    """KEDA's ScaledObject CRD, as its module ships it."""
+    return module_crds.module_crd(KEDA, f"config/crd/bases/keda.sh_{CRD.split('.')[0]}.yaml")
 
 
 @pytest.fixture
 def without_keda(kube: Kube) -> None:
-    if crd_state(kube) is not None:
-        kube.request("DELETE", f"{CRDS}/{CRD}")
-    sim.wait_for(lambda: crd_state(kube) is None or None, f"no CRD {CRD}")
+    module_crds.remove(kube, CRD)
 
 
 @pytest.fixture
 def with_keda(kube: Kube) -> Iterator[None]:
-    if crd_state(kube) is None:
-        kube.request("POST", CRDS, keda_crd())
-    sim.wait_for(lambda: crd_state(kube) == "Established" or None, f"the CRD {CRD}")
+    module_crds.install(kube, keda_crd())
     yield
-    kube.request("DELETE", f"{CRDS}/{CRD}")
+    module_crds.remove(kube, CRD)
 
 
 @pytest.fixture
