@@ -197,6 +197,16 @@ def test_namespaced_mode_refuses_secrets_pod_writes_deletes(
     assert not any(got.values()), {c: ok for c, ok in got.items() if ok}
 
 
+def in_mode(
+    mode: str, kubectl: Kubectl, namespace: str, make_namespace: Any
+) -> Iterator[Installed]:
+    """The chart's RBAC installed in `mode` (namespaced: watching one new namespace)."""
+    values: dict[str, Any] = {"rbac.mode": mode}
+    if mode == "namespaced":
+        values["watchNamespaces"] = [make_namespace()]
+    yield from install_rbac(kubectl, namespace, values)
+
+
 # The webhook's own certificate (webhook/keeper.py): one Secret in the operator's namespace
 # (it reads its CA and certificate, stores a renewed one) and one
 # ValidatingWebhookConfiguration (its caBundle), each by name. test_operator_with_chart_rbac
@@ -213,10 +223,7 @@ WEBHOOK_CALLS = (
 def test_the_webhook_may_read_and_patch_its_own_secret_and_configuration_only(
     mode: str, kubectl: Kubectl, namespace: str, kubeconfig: Any, make_namespace: Any
 ) -> None:
-    values: dict[str, Any] = {"rbac.mode": mode}
-    if mode == "namespaced":
-        values["watchNamespaces"] = [make_namespace()]
-    for installed in install_rbac(kubectl, namespace, values):
+    for installed in in_mode(mode, kubectl, namespace, make_namespace):
         ask = asker(str(kubeconfig), installed.user)
         (configuration,) = find(installed.docs, "ValidatingWebhookConfiguration")
         name = configuration["metadata"]["name"]
@@ -245,10 +252,7 @@ PICKER_BIND = Call("bind", "clusterroles", "rbac.authorization.k8s.io")
 def test_the_operator_binds_the_picker_role_only(
     mode: str, kubectl: Kubectl, namespace: str, kubeconfig: Any, make_namespace: Any
 ) -> None:
-    values: dict[str, Any] = {"rbac.mode": mode}
-    if mode == "namespaced":
-        values["watchNamespaces"] = [make_namespace()]
-    for installed in install_rbac(kubectl, namespace, values):
+    for installed in in_mode(mode, kubectl, namespace, make_namespace):
         ask = asker(str(kubeconfig), installed.user)
         (picker,) = (
             d["metadata"]["name"]

@@ -15,7 +15,7 @@ import cluster_sim as sim
 import module_crds
 import pytest
 
-from spyre_operator.kube.client import ApiError, Kube
+from spyre_operator.kube.client import Kube
 from spyre_operator.render.autoscaler import query
 
 pytestmark = pytest.mark.integration
@@ -80,13 +80,7 @@ def scaled_model(namespace: str) -> dict[str, Any]:
 
 
 def scaled_object(kube: Kube, namespace: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = kube.request("GET", kube.path("ScaledObject", namespace, "m"))
-    except ApiError as err:
-        if err.not_found:
-            return None
-        raise
-    return found
+    return kube.get("ScaledObject", namespace, "m")
 
 
 def autoscaling(kube: Kube, namespace: str, reason: str) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ import module_crds
 import pytest
 
 from spyre_devcluster import simulate
-from spyre_operator.kube.client import ApiError, Kube
+from spyre_operator.kube.client import Kube
 
 pytestmark = pytest.mark.integration
 
@@ -77,16 +77,6 @@ def routed_model(namespace: str, gateway: str) -> dict[str, Any]:
     return doc
 
 
-def read(kube: Kube, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = kube.request("GET", kube.path(kind, namespace, name))
-    except ApiError as err:
-        if err.not_found:
-            return None
-        raise
-    return found
-
-
 def routing(kube: Kube, namespace: str, reason: str) -> dict[str, Any] | None:
     st = sim.status(kube, namespace, "m")
     return st if sim.condition(st, "Routing")[1] == reason else None
@@ -123,7 +113,7 @@ def test_the_pool_picker_and_route_are_made_reported_and_go_with_the_spec(
     gateway(kube, namespace, "gw")
     with sim.running_operator(kubeconfig, namespace, tmp_path / "op.log", 3, *flags()):
         sim.to_ready(kube, routed_model(namespace, "gw"))
-        pool = sim.wait_for(lambda: read(kube, "InferencePool", namespace, "m"), "the pool")
+        pool = sim.wait_for(lambda: kube.get("InferencePool", namespace, "m"), "the pool")
         assert pool["spec"]["selector"]["matchLabels"] == {
             "serving.spyre.dev/model": "m",
             "app.kubernetes.io/component": "server",
@@ -132,14 +122,14 @@ def test_the_pool_picker_and_route_are_made_reported_and_go_with_the_spec(
         assert pool["spec"]["endpointPickerRef"]["name"] == PICKER
         deploy = sim.wait_for(lambda: kube.get("Deployment", namespace, PICKER), "the picker")
         for kind in ("ServiceAccount", "RoleBinding", "Service", "Deployment"):
-            made = read(kube, kind, namespace, PICKER)  # applied before the Deployment
+            made = kube.get(kind, namespace, PICKER)  # applied before the Deployment
             assert made is not None, kind
             assert made["metadata"]["ownerReferences"][0]["uid"] == pool["metadata"]["uid"]
-        binding = read(kube, "RoleBinding", namespace, PICKER)
+        binding = kube.get("RoleBinding", namespace, PICKER)
         assert binding is not None and binding["roleRef"]["name"] == picker_role()
         (container,) = deploy["spec"]["template"]["spec"]["containers"]
         assert container["image"] == "epp:test"
-        route = sim.wait_for(lambda: read(kube, "HTTPRoute", namespace, "m"), "the route")
+        route = sim.wait_for(lambda: kube.get("HTTPRoute", namespace, "m"), "the route")
         assert route["spec"]["parentRefs"][0]["name"] == "gw"
         (rule,) = route["spec"]["rules"]
         assert rule["backendRefs"][0]["kind"] == "InferencePool"
@@ -167,11 +157,9 @@ def test_the_pool_picker_and_route_are_made_reported_and_go_with_the_spec(
         }
         # routing removed: the pool, its picker and the route go
         sim.spec_patch(kube, namespace, "m", {"routing": None})
-        sim.wait_for(lambda: read(kube, "InferencePool", namespace, "m") is None or None, "no pool")
-        sim.wait_for(lambda: read(kube, "HTTPRoute", namespace, "m") is None or None, "no route")
-        sim.wait_for(
-            lambda: read(kube, "Deployment", namespace, PICKER) is None or None, "no picker"
-        )
+        sim.wait_for(lambda: kube.get("InferencePool", namespace, "m") is None or None, "no pool")
+        sim.wait_for(lambda: kube.get("HTTPRoute", namespace, "m") is None or None, "no route")
+        sim.wait_for(lambda: kube.get("Deployment", namespace, PICKER) is None or None, "no picker")
         sim.wait_for(
             lambda: "routing" not in sim.status(kube, namespace, "m") or None, "no status.routing"
         )
