@@ -5,6 +5,7 @@ status and Routing condition."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from apilib import example, merge
 from test_reconcile_decide import applied, body, cond, ready_state, step
 
 from spyre_operator.api.validation import parse, validate
+from spyre_operator.cli import main
 from spyre_operator.reconcile.routes import Router
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.router import http_route, inference_pool, picker_objects
@@ -241,3 +243,29 @@ def test_routing_removed_deletes_the_pool_and_the_route_until_they_are_gone() ->
     assert [(a.verb, a.obj["kind"]) for a in plan.actions if a.verb == "delete"] == [
         ("delete", "HTTPRoute")
     ]
+
+
+def test_render_prints_the_pool_the_picker_and_the_route(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(merge(example("micro-granite-cpu"), {"spec": GATEWAY})))
+    assert main(["render", str(path), "--uid", "u1"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    kinds = [d["kind"] for d in docs]
+    assert kinds[-6:] == [
+        "InferencePool",
+        "ServiceAccount",
+        "RoleBinding",
+        "Service",
+        "Deployment",
+        "HTTPRoute",
+    ]
+    doc = yaml.safe_load(path.read_text())
+    doc["metadata"] |= {"namespace": "default", "uid": "u1"}
+    assert docs[-6] == inference_pool(parse(doc), "u1")
+    picker = docs[-2]
+    assert "ownerReferences" not in picker["metadata"]  # the pool's uid: once it is made
+    (container,) = picker["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == Settings().picker_image
+    assert docs[-4]["roleRef"]["name"] == "spyre-operator-endpoint-picker"  # the chart's

@@ -170,8 +170,9 @@ class Settings(BaseModel):
     )
     picker_cluster_role: str = setting(
         "the ClusterRole the endpoint pickers' RoleBindings grant (the chart's "
-        "<release>-endpoint-picker: read pods and InferencePools)",
-        default="spyre-endpoint-picker",
+        "<release>-endpoint-picker, which it passes: read pods and InferencePools); the "
+        "default is the chart's and the OLM bundle's as release spyre-operator",
+        default="spyre-operator-endpoint-picker",
         metavar="NAME",
         min_length=1,
     )

@@ -27,6 +27,7 @@ from spyre_operator.api.runtimes import (
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
 from spyre_operator.render.autoscaler import scaled_object
 from spyre_operator.render.children import desired
+from spyre_operator.render.router import http_route, inference_pool, picker_objects
 from spyre_operator.render.weights_job import is_commit
 from spyre_operator.render.yamlio import MAX_CHARS, dump_documents, load_documents
 
@@ -293,8 +294,20 @@ def _render(args: argparse.Namespace) -> int:
             if scaling and args.prometheus_address and want.deployment is not None:
                 address, most = args.prometheus_address, scaling.max_replicas
                 docs.append(scaled_object(model, args.uid, address, most))
+            docs += _routing(model, args.uid)
         sys.stdout.write(dump_documents(docs))
     return status
+
+
+def _routing(model: SpyreModel, uid: str | None) -> list[dict[str, Any]]:
+    """spec.routing's objects: the pool, the picker's (with the default picker image and
+    ClusterRole, and no owner: the pool's uid exists once it is made) and the route."""
+    if model.spec.routing is None:
+        return []
+    defaults = settings.Settings()
+    picker = picker_objects(model, None, defaults.picker_image, defaults.picker_cluster_role)
+    route = http_route(model, uid)
+    return [inference_pool(model, uid), *picker, *([route] if route else [])]
 
 
 def _model_config(path: str) -> dict[str, Any]:
