@@ -155,6 +155,7 @@ def test_operator_deployment_is_one_restricted_replica() -> None:
         webhook_secret=f"ops/{WEBHOOK}-cert",
         webhook_hosts=(f"{WEBHOOK}.ops.svc",),
         webhook_configuration=WEBHOOK,
+        picker_cluster_role=f"{FULLNAME}-endpoint-picker",
     )
     assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
     assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
@@ -214,7 +215,7 @@ def test_namespaced_mode_watches_exactly_the_list() -> None:
     (cluster_role,) = find(docs, "ClusterRole", f"{FULLNAME}-framework")
     for rule in cluster_role["rules"]:
         assert set(rule["verbs"]) <= {"list", "watch"}, rule
-        assert set(rule["resources"]) <= {"customresourcedefinitions", "namespaces"}, rule
+        assert set(rule["resources"]) <= {"customresourcedefinitions", "namespaces", "nodes"}, rule
 
 
 @pytest.mark.parametrize("mode", ["cluster", "namespaced"])
@@ -235,6 +236,9 @@ def test_rbac_has_no_wildcards_no_secrets_and_no_pod_writes(mode: str) -> None:
                 assert rule["resourceNames"] in ([f"{WEBHOOK}-cert"], [WEBHOOK]), rule
                 continue
             assert "secrets" not in rule["resources"], rule
+            if rule["verbs"] == ["bind"]:  # the endpoint pickers' ClusterRole, by name
+                assert rule["resourceNames"] == [f"{FULLNAME}-endpoint-picker"], rule
+                continue
             assert not rule.get("resourceNames"), rule
             if "pods" in rule["resources"]:
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule

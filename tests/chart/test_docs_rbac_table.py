@@ -18,11 +18,14 @@ CODE = re.compile(r"`([^`]+)`")
 
 
 def chart_grants() -> dict[str, set[str]]:
-    """Verbs per resource over every Role and ClusterRole the chart renders, in both modes."""
+    """Verbs per resource over every Role and ClusterRole the chart renders for the operator,
+    in both modes (the endpoint pickers' ClusterRole is the pickers', not the operator's:
+    docs/install.md, Routing, says what it grants)."""
     grants: dict[str, set[str]] = defaultdict(set)
     for values in ({}, {"rbac.mode": "namespaced", "watchNamespaces": ["a"]}):
         for doc in render("spyre-system", values):
-            if doc["kind"] in ("Role", "ClusterRole"):
+            picker = doc["metadata"]["name"].endswith("-endpoint-picker")
+            if doc["kind"] in ("Role", "ClusterRole") and not picker:
                 for rule in doc["rules"]:
                     for resource in rule["resources"]:
                         grants[resource] |= set(rule["verbs"])

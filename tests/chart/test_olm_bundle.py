@@ -74,11 +74,16 @@ def test_the_csv_carries_the_charts_rbac_deployment_and_webhook() -> None:
     (csv,) = [d for d in yaml.safe_load_all(CSV.read_text()) if d]
     # as generate.py renders the chart: a release's values (no card image of ours)
     values = {"webhook.certificates.source": "cert-manager", "runtimeImage.cards": False}
-    docs = render("spyre-system", values)
+    docs = render("spyre-system", values, release="spyre-operator")  # generate.py's release
     install = csv["spec"]["install"]["spec"]
     (permissions,) = install["clusterPermissions"]
-    (role,) = find(docs, "ClusterRole")
+    roles = find(docs, "ClusterRole")
+    (picker,) = [r for r in roles if r["metadata"]["name"].endswith("-endpoint-picker")]
+    (role,) = [r for r in roles if r is not picker]
     assert permissions["rules"] == role["rules"]
+    bundled = yaml.safe_load((CSV.parent / "endpoint-picker.clusterrole.yaml").read_text())
+    assert bundled["metadata"]["name"] == picker["metadata"]["name"]
+    assert bundled["rules"] == picker["rules"]
     (deployment,) = install["deployments"]
     (chart_deploy,) = find(docs, "Deployment")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]

@@ -63,7 +63,7 @@ REFUSED = (
     Call("get", "configmaps"),
     Call("create", "serviceaccounts", subresource="token"),
     Call("create", "roles", "rbac.authorization.k8s.io"),
-    Call("create", "rolebindings", "rbac.authorization.k8s.io"),
+    # RoleBindings: the endpoint pickers' only (test_the_operator_binds_the_picker_role_only)
     Call("patch", "events"),
     Call("create", "kopfpeerings", "kopf.dev"),
 )
@@ -87,7 +87,8 @@ REFUSED_CLUSTER = (
 def test_the_record_covers_every_resource_the_operator_touches() -> None:
     """The integration tier exercised every kind of the operator's client and each
     resource a kopf handler watches (their calls are in the record, so checked below)."""
-    resources = {c.resource for c in OPERATOR_CALLS}
+    # in a namespace, and not (the nodes)
+    resources = {c.resource for c in (*OPERATOR_CALLS, *RECORDED.cluster)}
     client_kinds = {plural for _, plural in operator_kube.KINDS.values()}
     assert client_kinds <= resources, client_kinds - resources
     registry = kopf.get_default_registry()
@@ -196,6 +197,16 @@ def test_namespaced_mode_refuses_secrets_pod_writes_deletes(
     assert not any(got.values()), {c: ok for c, ok in got.items() if ok}
 
 
+def in_mode(
+    mode: str, kubectl: Kubectl, namespace: str, make_namespace: Any
+) -> Iterator[Installed]:
+    """The chart's RBAC installed in `mode` (namespaced: watching one new namespace)."""
+    values: dict[str, Any] = {"rbac.mode": mode}
+    if mode == "namespaced":
+        values["watchNamespaces"] = [make_namespace()]
+    yield from install_rbac(kubectl, namespace, values)
+
+
 # The webhook's own certificate (webhook/keeper.py): one Secret in the operator's namespace
 # (it reads its CA and certificate, stores a renewed one) and one
 # ValidatingWebhookConfiguration (its caBundle), each by name. test_operator_with_chart_rbac
@@ -212,10 +223,7 @@ WEBHOOK_CALLS = (
 def test_the_webhook_may_read_and_patch_its_own_secret_and_configuration_only(
     mode: str, kubectl: Kubectl, namespace: str, kubeconfig: Any, make_namespace: Any
 ) -> None:
-    values: dict[str, Any] = {"rbac.mode": mode}
-    if mode == "namespaced":
-        values["watchNamespaces"] = [make_namespace()]
-    for installed in install_rbac(kubectl, namespace, values):
+    for installed in in_mode(mode, kubectl, namespace, make_namespace):
         ask = asker(str(kubeconfig), installed.user)
         (configuration,) = find(installed.docs, "ValidatingWebhookConfiguration")
         name = configuration["metadata"]["name"]
@@ -233,6 +241,30 @@ def test_the_webhook_may_read_and_patch_its_own_secret_and_configuration_only(
             assert not ask(Call(verb, "secrets"), namespace, secret_name), verb
         hooks = Call("create", "validatingwebhookconfigurations", "admissionregistration.k8s.io")
         assert not ask(hooks, "")
+
+
+# The endpoint pickers' RoleBindings (spec.routing): the operator may bind the chart's
+# picker ClusterRole, by name, and no other (binding is not a request: not in the record).
+PICKER_BIND = Call("bind", "clusterroles", "rbac.authorization.k8s.io")
+
+
+@pytest.mark.parametrize("mode", ["cluster", "namespaced"])
+def test_the_operator_binds_the_picker_role_only(
+    mode: str, kubectl: Kubectl, namespace: str, kubeconfig: Any, make_namespace: Any
+) -> None:
+    for installed in in_mode(mode, kubectl, namespace, make_namespace):
+        ask = asker(str(kubeconfig), installed.user)
+        (picker,) = (
+            d["metadata"]["name"]
+            for d in installed.docs
+            if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-endpoint-picker")
+        )
+        assert f"--picker-cluster-role={picker}" in installed.operator_args
+        watched = installed.watched[0] if installed.watched else make_namespace()
+        assert ask(PICKER_BIND, watched, picker)
+        for other in ("cluster-admin", "admin", "edit"):
+            assert not ask(PICKER_BIND, watched, other), other
+        assert not ask(Call("create", "roles", "rbac.authorization.k8s.io"), watched)
 
 
 def test_rendered_rules_grant_exactly_the_listed_calls() -> None:
@@ -255,7 +287,7 @@ def test_rendered_rules_grant_exactly_the_listed_calls() -> None:
     def plain(calls: tuple[Call, ...]) -> set[Call]:
         return {Call(c.verb, c.resource, c.group, c.subresource) for c in calls}
 
-    assert granted(role["rules"]) == plain(OPERATOR_CALLS)
+    assert granted(role["rules"]) == plain((*OPERATOR_CALLS, PICKER_BIND))
     assert granted(framework["rules"]) == plain(KOPF_CLUSTER_CALLS + KOPF_NAMESPACE_SCAN)
     (secret_role,) = find(docs, "Role", f"{RELEASE}-spyre-operator-webhook")
     (hook_role,) = find(docs, "ClusterRole", f"{RELEASE}-spyre-operator-webhook")
@@ -263,9 +295,13 @@ def test_rendered_rules_grant_exactly_the_listed_calls() -> None:
     result = template("ops", {"rbac.mode": "cluster"})
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     (cluster_role,) = find(docs, "ClusterRole", f"{RELEASE}-spyre-operator")
-    assert granted(cluster_role["rules"]) == plain(OPERATOR_CALLS + KOPF_CLUSTER_CALLS)
+    assert granted(cluster_role["rules"]) == plain(
+        OPERATOR_CALLS + KOPF_CLUSTER_CALLS + (PICKER_BIND,)
+    )
     # No progress reads: the logs are still read once per serving pod (its start-up).
     result = template("ops", {"rbac.mode": "cluster", "operator.progressSeconds": 0})
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     (cluster_role,) = find(docs, "ClusterRole", f"{RELEASE}-spyre-operator")
-    assert granted(cluster_role["rules"]) == plain(OPERATOR_CALLS + KOPF_CLUSTER_CALLS)
+    assert granted(cluster_role["rules"]) == plain(
+        OPERATOR_CALLS + KOPF_CLUSTER_CALLS + (PICKER_BIND,)
+    )

@@ -169,6 +169,22 @@ def test_wait_synced_returns_false_once_stopped() -> None:
     assert watches.wait_synced() is False
 
 
+def test_the_nodes_are_watched_once_unselected_and_the_start_does_not_wait_for_them() -> None:
+    store = Store("nodes")
+    raw = {"metadata": {"name": "n1", "resourceVersion": "4"}, "status": {"allocatable": {}}}
+    server = Server([page([raw], "9")], [], threading.Event())
+    nodes = Source("Node", store, None, selector=None, cluster=True, awaited=False)
+    watches = Watches(server, [nodes, Source("Job", Store("jobs"), None)], ["a", "b"])
+    server.stop = watches.stop  # the scripts' end ends the watches
+    assert [t.namespace for t in watches.threads if t.source is nodes] == [None]
+    (thread,) = [t for t in watches.threads if t.source is nodes]
+    thread.run()
+    assert server.urls[0] == "/api/v1/nodes" and "labelSelector" not in server.queries[0]
+    assert [e["metadata"]["name"] for e in store.values()] == ["n1"]
+    assert watches.synced("Node") and not watches.synced("Job")
+    assert watches.wait_synced() is False  # it waited for the Jobs, not for the nodes
+
+
 def serving_pod(name: str, namespace: str, model: str) -> dict[str, Any]:
     waiting = {"reason": "CrashLoopBackOff", "message": "back-off"}
     return {

@@ -553,6 +553,12 @@ def test_the_triggers_only_queue_keys_and_an_echo_of_a_status_write_none() -> No
     triggers.child_changed(reconcilers, "MODIFIED", service)
     drain(q)
     assert rec.runs == [A, ("SpyreCache", "ns", "a"), B]
+    # the endpoint picker's Deployment: owned by model c's InferencePool (spec.routing)
+    pool = {"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool", "name": "c"}
+    picker = {"metadata": {"namespace": "ns", "name": "c-epp", "ownerReferences": [pool]}}
+    triggers.child_changed(reconcilers, "MODIFIED", picker)
+    drain(q)
+    assert rec.runs.pop() == (KIND, "ns", "c")
     reconcilers[KIND].echoes.wrote("ns", "a", "8")  # what its status write returned
     echo = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "8"}}
     triggers.model_event(reconcilers[KIND], "MODIFIED", echo)

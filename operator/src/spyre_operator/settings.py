@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from spyre_operator.api import runtimes
 from spyre_operator.api.base import DNS_SUBDOMAIN
 from spyre_operator.api.runtimes import (
     IMAGE_REPOSITORY,
@@ -23,76 +24,41 @@ from spyre_operator.api.runtimes import (
     Platform,
     RuntimeImages,
 )
+from spyre_operator.setting import Names, Port, setting
 from spyre_runtime.contract import HEARTBEAT_SECONDS
 from spyre_runtime.ociregistry import RegistryError, Repository
 
 ENV_PREFIX = "SPYRE_OPERATOR_"
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"^(\d+)([smhd]?)$")
-
-
-def duration_seconds(text: str) -> int:
-    """A duration such as 7d, 12h, 30m, 45s (a bare number is seconds); 0 is 0."""
-    found = _DURATION.match(text.strip())
-    if found is None:
-        raise ValueError(f"{text!r}: use a whole number with a unit, e.g. 7d, 12h, 30m, 45s or 0")
-    return int(found.group(1)) * _UNITS[found.group(2) or "s"]
-
-
-def _opt(
-    help: str,
-    *,
-    flag: str | bool | None = None,
-    metavar: str | None = None,
-    chart: bool = False,
-    env: str | None = None,
-    short: str | None = None,
-    pattern: str | None = None,
-    **bounds: Any,
-) -> Any:
-    """A field's help and how it is reached: `flag` overrides the flag's name (--NAME from
-    the field's; False: none, the environment only), `chart`: a value of the chart's
-    `operator:` section (same name, camelCase), `env` overrides the variable's name
-    (SPYRE_OPERATOR_NAME); `pattern`: of the chart's schema (the field's own validator
-    says more than a pattern would)."""
-    extra = {"flag": flag, "metavar": metavar, "chart": chart, "env": env, "short": short}
-    extra["pattern"] = pattern
-    kept: dict[str, Any] = {k: v for k, v in extra.items() if v is not None and v != ""}
-    return Field(description=help, json_schema_extra=kept, **bounds)
-
-
-Port = Annotated[int, Field(ge=0, le=65535)]
-Names = tuple[str, ...]
 
 
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    namespaces: Names = _opt(
+    namespaces: Names = setting(
         "watch only this namespace (repeatable; default: all namespaces)",
         flag="namespace",
         short="-n",
         default=(),
         metavar="NS",
     )
-    kubeconfig: str | None = _opt(
+    kubeconfig: str | None = setting(
         "kubeconfig file (default: in-cluster)", env="KUBECONFIG", metavar="FILE", default=None
     )
-    metrics_port: Port = _opt(
+    metrics_port: Port = setting(
         "serve Prometheus metrics on this port (0: off)", metavar="PORT", default=0
     )
     # A level-based safety net against lost watch events; spread over the period, so its
     # cost is a steady trickle of reads from the stores (docs/operator.md, "Resync").
-    resync_seconds: float = _opt(
+    resync_seconds: float = setting(
         "reconcile every SpyreModel and SpyreCache once in this period, spread evenly over it",
         chart=True,
         gt=0,
         default=300.0,
         metavar="SECONDS",
     )
-    workers: int = _opt("threads for reconciles", chart=True, ge=1, default=16, metavar="N")
+    workers: int = setting("threads for reconciles", chart=True, ge=1, default=16, metavar="N")
     # A compile holds CPU and memory (or cards) for 20-60 min: a few at once, the rest queue.
-    max_compiles: int = _opt(
+    max_compiles: int = setting(
         "compile Jobs running at once in the watched namespaces; the rest wait in status "
         "(CacheReady reason Queued), oldest SpyreModel first; 0: unlimited",
         chart=True,
@@ -100,7 +66,7 @@ class Settings(BaseModel):
         default=4,
         metavar="N",
     )
-    max_compiles_per_namespace: int = _opt(
+    max_compiles_per_namespace: int = setting(
         "compile Jobs running at once in one namespace; 0: unlimited",
         chart=True,
         ge=0,
@@ -109,7 +75,7 @@ class Settings(BaseModel):
     )
     # The compile pod logs its step at least this often (its heartbeat): reading more often
     # would show the same step.
-    progress_seconds: float = _opt(
+    progress_seconds: float = setting(
         "how often a running compile's progress (status.cache.progress) is read from the "
         "end of its pod's log (needs get on pods/log); 0: never",
         chart=True,
@@ -120,29 +86,29 @@ class Settings(BaseModel):
     # A key costs disk (GBs) while unused and a compile (20-60 min of CPU or cards) when it
     # is needed again: a week keeps what a fleet rolled away from over a weekend or a
     # release cycle, and still frees it within one.
-    cache_retention: str = _opt(
+    cache_retention: str = setting(
         "remove a cache key from its volume this long after the last SpyreModel using it "
         "went (a clean-up Job; never a key in use, compiling or asked for by a SpyreCache of "
         "yours), e.g. 7d, 12h, 30m; 0: never",
         chart=True,
         default="7d",
         metavar="DURATION",
-        pattern=_DURATION.pattern,
+        pattern=runtimes.DURATION.pattern,
     )
-    platform: Platform = _opt(
+    platform: Platform = setting(
         "where the compile and serving pods run: openshift leaves their fsGroup to the "
         "restricted-v2 SCC",
         chart=True,
         default=PLATFORMS[0],
     )
-    runtime_image_repository: str = _opt(
+    runtime_image_repository: str = setting(
         "the serving images' repository, e.g. a mirror or an air-gapped copy: a SpyreModel "
         "without spec.image runs REPOSITORY:<operator version>-<flavour>-<version>; moving it "
         "keeps every cache key",
         default=IMAGE_REPOSITORY,
         metavar="REPOSITORY",
     )
-    runtime_image_pull_secrets: Names = _opt(
+    runtime_image_pull_secrets: Names = setting(
         "a docker-registry Secret every workload pod pulls with, before the SpyreModel's own "
         "imagePullSecrets; create it in each namespace with SpyreModels (the kubelet pulls "
         "without a missing one) (repeatable)",
@@ -152,14 +118,14 @@ class Settings(BaseModel):
     )
     # A release publishes CPU serving images only (no registry we reach has IBM's Spyre
     # base): its chart says false, so a card model names IBM's or Red Hat's image.
-    runtime_image_cards: bool = _opt(
+    runtime_image_cards: bool = setting(
         "the serving images' repository has images for Spyre cards; false: a SpyreModel on "
         "cards (backend sendnn) without spec.image is refused, by the webhook and in its "
         "status (InvalidSpec), with what to set",
         default=True,
         metavar="true|false",
     )
-    runtime_injector_image: str | None = _opt(
+    runtime_injector_image: str | None = setting(
         "the operator's image, whose init container brings spyre-runtime to an image of an "
         "upstream runtime.imageProfile (an air-gapped copy, a digest); unset: "
         "<the serving repository's parent>/operator:<operator version>, where a release "
@@ -169,7 +135,7 @@ class Settings(BaseModel):
     )
     # A key compiles once per fleet: every cluster and namespace with the registry pulls
     # what one of them compiled (docs/cache-sharing.md).
-    cache_registry: str = _opt(
+    cache_registry: str = setting(
         "share compiled caches through this OCI repository (host[:port]/path): a cache key "
         "is pulled from it (a pull Job, no card) before it would compile, and a finished "
         "compile publishes its key there; empty: off",
@@ -177,7 +143,7 @@ class Settings(BaseModel):
         default="",
         metavar="REPOSITORY",
     )
-    cache_registry_secret: str = _opt(
+    cache_registry_secret: str = setting(
         "the Secret the pull and compile Jobs mount for --cache-registry, in each namespace "
         "with SpyreModels: .dockerconfigjson (the credentials, as `kubectl create secret "
         "docker-registry` writes it) and, for a private certificate, ca.crt; empty: "
@@ -186,34 +152,58 @@ class Settings(BaseModel):
         default="",
         metavar="NAME",
     )
-    webhook_port: Port = _opt(
+    prometheus_address: runtimes.PrometheusAddress = setting(
+        "the Prometheus server the ScaledObjects of spec.autoscaling read vLLM's metrics "
+        "from, e.g. http://prometheus-operated.monitoring:9090; empty: they wait for it",
+        chart=True,
+        default="",
+        metavar="URL",
+        pattern=runtimes.PROMETHEUS_URL.pattern,
+    )
+    picker_image: str = setting(
+        "the endpoint picker of spec.routing (the Gateway API Inference Extension's EPP, "
+        "built from its Go module sigs.k8s.io/gateway-api-inference-extension cmd/epp)",
+        chart=True,
+        default="registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0",
+        metavar="IMAGE",
+        min_length=1,
+    )
+    picker_cluster_role: str = setting(
+        "the ClusterRole the endpoint pickers' RoleBindings grant (the chart's "
+        "<release>-endpoint-picker, which it passes: read pods and InferencePools); the "
+        "default is the chart's and the OLM bundle's as release spyre-operator",
+        default="spyre-operator-endpoint-picker",
+        metavar="NAME",
+        min_length=1,
+    )
+    webhook_port: Port = setting(
         "serve the admission webhook over HTTPS on this port (0: off)", metavar="PORT", default=0
     )
-    webhook_secret: str | None = _opt(
+    webhook_secret: str | None = setting(
         "keep a self-signed CA and serving certificate in this Secret (issued when missing, "
         "renewed at 2/3 of their year)",
         metavar="NAMESPACE/NAME",
         default=None,
     )
-    webhook_hosts: Names = _opt(
+    webhook_hosts: Names = setting(
         "a name the API server reaches the operator by, for the certificate: "
         "SERVICE.NAMESPACE.svc in a cluster, or an IP address (repeatable)",
         flag="webhook-host",
         metavar="NAME",
         default=(),
     )
-    webhook_configuration: str | None = _opt(
+    webhook_configuration: str | None = setting(
         "the ValidatingWebhookConfiguration whose caBundle the operator keeps current",
         metavar="NAME",
         default=None,
     )
-    webhook_cert_dir: str | None = _opt(
+    webhook_cert_dir: str | None = setting(
         "instead of --webhook-secret: serve DIR/tls.crt and DIR/tls.key, which someone else "
         "keeps (e.g. cert-manager, whose cainjector sets the caBundle)",
         metavar="DIR",
         default=None,
     )
-    webhook_check_seconds: float = _opt(
+    webhook_check_seconds: float = setting(
         "how often the certificate (and the caBundle) is checked",
         gt=0,
         default=300.0,
@@ -222,7 +212,7 @@ class Settings(BaseModel):
 
     # glibc reads it itself at start-up; set, it wins over the operator's own limit
     # (controller/allocator.py).
-    malloc_arena_max: int | None = _opt(
+    malloc_arena_max: int | None = setting(
         "glibc's arena count", env="MALLOC_ARENA_MAX", flag=False, ge=1, default=None
     )
 
@@ -237,7 +227,7 @@ class Settings(BaseModel):
     @field_validator("cache_retention")
     @classmethod
     def _duration(cls, value: str) -> str:
-        duration_seconds(value)
+        runtimes.duration_seconds(value)
         return value
 
     @field_validator(
@@ -318,7 +308,7 @@ class Settings(BaseModel):
     @property
     def cache_retention_seconds(self) -> int:
         """Seconds an unused cache key stays on the volume before its clean-up; 0: forever."""
-        return duration_seconds(self.cache_retention)
+        return runtimes.duration_seconds(self.cache_retention)
 
     @property
     def compile_limits(self) -> tuple[int, int]:

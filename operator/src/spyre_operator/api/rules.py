@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 from spyre_operator.api import runtimes
 from spyre_operator.api.arg_rules import CB, argument_values, extra_args
+from spyre_operator.api.autoscaling_rules import autoscaling_rules
 from spyre_operator.api.base import is_zero
 from spyre_operator.api.image_rules import architecture, image_profile
 from spyre_operator.api.model import ModelSpec
@@ -300,6 +301,7 @@ RULES: tuple[Rule, ...] = (
     continuous_batching,
     accelerators,
     rollout,
+    autoscaling_rules,
     inductor_batching,
     compile_step,
     precompiled_pooling,

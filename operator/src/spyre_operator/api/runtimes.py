@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator
 
 from spyre_operator import __version__
 from spyre_operator.api import imageref
@@ -251,3 +253,26 @@ def is_reserved_env(name: str) -> bool:
 def is_graph_neutral_env(name: str) -> bool:
     knob = _knob(name)
     return name in GRAPH_NEUTRAL_ENV or (knob is not None and knob[1] in GRAPH_NEUTRAL_KNOBS)
+
+
+# Values of the operator's settings (settings.py) that need a check of their own.
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION = re.compile(r"^(\d+)([smhd]?)$")
+PROMETHEUS_URL = re.compile(r"^(https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?)?$")
+
+
+def duration_seconds(text: str) -> int:
+    """A duration such as 7d, 12h, 30m, 45s (a bare number is seconds); 0 is 0."""
+    found = DURATION.match(text.strip())
+    if found is None:
+        raise ValueError(f"{text!r}: use a whole number with a unit, e.g. 7d, 12h, 30m, 45s or 0")
+    return int(found.group(1)) * _UNITS[found.group(2) or "s"]
+
+
+def prometheus_address(value: str) -> str:
+    if not PROMETHEUS_URL.match(value):
+        raise ValueError(f"{value!r}: use http(s)://HOST[:PORT][/PATH], or empty")
+    return value
+
+
+PrometheusAddress = Annotated[str, AfterValidator(prometheus_address)]

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from spyre_operator.api import profiles, runtimes
+from spyre_operator.api.autoscaling import Autoscaling
 from spyre_operator.api.base import (
     ApiModel,
     IntOrPercent,
@@ -33,6 +34,7 @@ from spyre_operator.api.k8s_types import (
 )
 from spyre_operator.api.labels import ANNOTATIONS_MAX_BYTES
 from spyre_operator.api.model import ModelSpec
+from spyre_operator.api.routing import Routing
 from spyre_runtime.contract import FLAVOURS, SENDNN_INFERENCE, Flavour, FlavourName
 from spyre_runtime.ociregistry import REPOSITORY_PATTERN
 
@@ -268,7 +270,12 @@ class SpyreModelSpec(ApiModel):
     batching: Batching
     cache: CacheSpec = Field(default_factory=CacheSpec)
     replicas: Annotated[int, Field(ge=0, le=1000)] = 1
-    """Serving replicas; `kubectl scale`, HPA and KEDA set it through the scale subresource."""
+    """Serving replicas; `kubectl scale`, HPA and KEDA set it through the scale subresource
+    (with spec.autoscaling the operator's ScaledObject does: leave it out of manifests)."""
+    autoscaling: Autoscaling | None = None
+    """Replicas by vLLM's load, through a KEDA ScaledObject the operator makes."""
+    routing: Routing | None = None
+    """An InferencePool of the serving pods with its endpoint picker, and a Gateway's route."""
     rollout: Rollout = Field(default_factory=Rollout)
     image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
     """Serving image; defaults to <repository>:<operator>-<flavour>-<version>, the repository

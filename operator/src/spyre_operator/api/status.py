@@ -9,7 +9,15 @@ from pydantic import Field, WithJsonSchema
 from spyre_operator.api.base import ApiModel
 
 ConditionType = Literal[
-    "Ready", "CacheReady", "Available", "Progressing", "Degraded", "Reconciling", "Stalled"
+    "Ready",
+    "CacheReady",
+    "Available",
+    "Progressing",
+    "Degraded",
+    "Autoscaling",
+    "Routing",
+    "Reconciling",
+    "Stalled",
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]
 READY: Final = "Ready"
@@ -17,6 +25,8 @@ CACHE_READY: Final = "CacheReady"
 AVAILABLE: Final = "Available"
 PROGRESSING: Final = "Progressing"
 DEGRADED: Final = "Degraded"
+AUTOSCALING: Final = "Autoscaling"  # with spec.autoscaling: its ScaledObject and capacity
+ROUTING: Final = "Routing"  # with spec.routing: its InferencePool, picker and HTTPRoute
 # kstatus' (kubernetes-sigs/cli-utils): what Flux, kpt and `kubectl wait` tools built on it
 # read. Derived from Ready and Degraded (reconcile/conditions.py: kstatus).
 RECONCILING: Final = "Reconciling"
@@ -27,6 +37,8 @@ CONDITION_TYPES: tuple[ConditionType, ...] = (
     AVAILABLE,
     PROGRESSING,
     DEGRADED,
+    AUTOSCALING,
+    ROUTING,
     RECONCILING,
     STALLED,
 )
@@ -197,6 +209,38 @@ class SpyreCacheStatus(CompileStatus):
     last one went (the retention counts from here, or from compiledAt)."""
 
 
+class AutoscalingStatus(StatusModel):
+    """With spec.autoscaling: the autoscaler the operator made and the replicas the cards
+    allow (the Autoscaling condition says why no more)."""
+
+    scaled_object: str | None = None
+    """The KEDA ScaledObject (same name as the SpyreModel), once made."""
+    min_replicas: Annotated[int, Field(ge=0)] | None = None
+    """The ScaledObject's minimum."""
+    max_replicas: Annotated[int, Field(ge=0)] | None = None
+    """The ScaledObject's maximum: spec.autoscaling.maxReplicas, or fewer when the nodes'
+    cards hold fewer replicas."""
+    cards_per_replica: Annotated[int, Field(ge=0)] | None = None
+    """Spyre cards one replica holds (spec.accelerator)."""
+    replicas_on_nodes: Annotated[int, Field(ge=0)] | None = None
+    """Replicas the nodes' cards hold in all (unset: a replica holds no cards)."""
+    replicas_now: Annotated[int, Field(ge=0)] | None = None
+    """Replicas that can run now: those placed on a node and those the free cards hold
+    (pods waiting for cards do not count)."""
+
+
+class RoutingStatus(StatusModel):
+    """With spec.routing: the objects the operator made (the Routing condition says whether
+    requests reach the pool)."""
+
+    inference_pool: str | None = None
+    """The InferencePool (same name as the SpyreModel)."""
+    endpoint_picker: str | None = None
+    """The picker's Deployment and Service (<name>-epp)."""
+    http_route: str | None = None
+    """The HTTPRoute from spec.routing.gateway (same name as the SpyreModel)."""
+
+
 class SpyreModelStatus(CompileStatus):
     """What the operator observed (written by the operator only)."""
 
@@ -217,3 +261,7 @@ class SpyreModelStatus(CompileStatus):
     """Label selector of the serving pods (scale subresource)."""
     endpoint: str | None = None
     """OpenAI-compatible base URL inside the cluster."""
+    autoscaling: AutoscalingStatus | None = None
+    """With spec.autoscaling (and until its ScaledObject is deleted once it is removed)."""
+    routing: RoutingStatus | None = None
+    """With spec.routing (and until its objects are deleted once it is removed)."""

@@ -18,9 +18,17 @@ import yaml
 from spyre_operator import settings
 from spyre_operator.api.crd import CACHE_CRD_FILES, CRD_FILES, build_cache_crd, build_crd
 from spyre_operator.api.imageref import repository_problem
-from spyre_operator.api.runtimes import DEFAULT_IMAGES, IMAGE_REPOSITORY, PLATFORMS, RuntimeImages
+from spyre_operator.api.runtimes import (
+    DEFAULT_IMAGES,
+    IMAGE_REPOSITORY,
+    PLATFORMS,
+    RuntimeImages,
+    prometheus_address,
+)
 from spyre_operator.api.validation import DNS_1035, SpyreModel, is_dns_label, review
+from spyre_operator.render.autoscaler import scaled_object
 from spyre_operator.render.children import desired
+from spyre_operator.render.router import http_route, inference_pool, picker_objects
 from spyre_operator.render.weights_job import is_commit
 from spyre_operator.render.yamlio import MAX_CHARS, dump_documents, load_documents
 
@@ -81,6 +89,14 @@ def register(sub: Any) -> None:
         "operator:<version>, where a release puts it)",
     )
     _cards_flag(render)
+    render.add_argument(
+        "--prometheus-address",
+        type=_prometheus,
+        metavar="URL",
+        help="as the operator's: with it, a SpyreModel with spec.autoscaling gets its KEDA "
+        "ScaledObject (at spec.autoscaling.maxReplicas: the operator lowers it to what the "
+        "nodes' cards hold)",
+    )
     render.add_argument(
         "--commit",
         type=_commit,
@@ -243,6 +259,13 @@ def _repository(text: str) -> str:
     return text
 
 
+def _prometheus(text: str) -> str:
+    try:
+        return prometheus_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _render(args: argparse.Namespace) -> int:
     try:
         images = RuntimeImages(
@@ -268,8 +291,24 @@ def _render(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             docs += want.objects()
+            scaling = model.spec.autoscaling
+            if scaling and args.prometheus_address and want.deployment is not None:
+                address, most = args.prometheus_address, scaling.max_replicas
+                docs.append(scaled_object(model, args.uid, address, most))
+            docs += _routing(model, args.uid)
         sys.stdout.write(dump_documents(docs))
     return status
+
+
+def _routing(model: SpyreModel, uid: str | None) -> list[dict[str, Any]]:
+    """spec.routing's objects: the pool, the picker's (with the default picker image and
+    ClusterRole, and no owner: the pool's uid exists once it is made) and the route."""
+    if model.spec.routing is None:
+        return []
+    defaults = settings.Settings()
+    picker = picker_objects(model, None, defaults.picker_image, defaults.picker_cluster_role)
+    route = http_route(model, uid)
+    return [inference_pool(model, uid), *picker, *([route] if route else [])]
 
 
 def _model_config(path: str) -> dict[str, Any]:

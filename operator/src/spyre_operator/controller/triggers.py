@@ -17,7 +17,7 @@ from spyre_operator.kube.client import KINDS, METADATA_ONLY, ApiError, Kube, one
 from spyre_operator.kube.entries import plain
 from spyre_operator.reconcile import compile_queue, inventory
 from spyre_operator.reconcile.views import job_view
-from spyre_operator.render import meta
+from spyre_operator.render import meta, router
 
 log = logging.getLogger(__name__)
 
@@ -185,9 +185,13 @@ def model_event(controller: Controller, event_type: str | None, body: Mapping[st
 
 def owners(obj: Mapping[str, Any], kind: str = KIND) -> list[str]:
     """Names of the SpyreModels (or SpyreCaches) owning a child (a shared compile Job has
-    several)."""
+    several). The endpoint picker's Deployment and Service are owned by the model's
+    InferencePool, named as the model (spec.routing): its SpyreModel's too."""
     refs = obj.get("metadata", {}).get("ownerReferences") or []
-    return [r["name"] for r in refs if r.get("kind") == kind and r.get("apiVersion") == API_VERSION]
+    owning = {(kind, API_VERSION)} | (
+        {(router.POOL, router.POOL_API_VERSION)} if kind == KIND else set()
+    )
+    return [r["name"] for r in refs if (r.get("kind"), r.get("apiVersion")) in owning]
 
 
 def reconcile_owners(controllers: Controllers, obj: Mapping[str, Any]) -> None:

@@ -36,6 +36,7 @@ from spyre_operator.kube.watches import Source, Store, Watches
 from spyre_operator.reconcile import compile_queue
 from spyre_operator.reconcile.dryrun import PARALLEL
 from spyre_operator.reconcile.engine import Reconciler
+from spyre_operator.reconcile.observe import Cards
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.result import Result
 from spyre_operator.reconcile.shared import Shared
@@ -71,6 +72,7 @@ def configure(
     }
     # The pods are selected by their model (serving) or their Job (compile, weights).
     stores["pods"] = Store("pods", by=(meta.MODEL_LABEL, meta.JOB_NAME_LABEL))
+    stores["nodes"] = Store("nodes")  # every node: the cards they have (spec.autoscaling)
     kube = IndexedKube(api, stores, policy)
     memo.events = EventPoster(kube)
     limits = compile_queue.Limits(*config.compile_limits)
@@ -96,6 +98,7 @@ def configure(
         start_reports=StartReader(kube),
         statuses=told,
         busy=lambda: not memo.queue.idle(),
+        cards=functools.partial(cards_seen, memo, stores),
     )
     watched = {KIND: indexes[MODELS], CACHE_KIND: indexes[CACHES]}
     memo.controllers = {}
@@ -126,6 +129,14 @@ def configure(
     memo.resync.start()
 
 
+def cards_seen(memo: kopf.Memo, stores: Mapping[str, Store]) -> Cards | None:
+    """The nodes and the operator's pods, once the nodes are listed (None before: the
+    capacity of spec.autoscaling is not known yet)."""
+    if "watches" not in memo or not memo.watches.synced("Node"):
+        return None
+    return stores["nodes"].values(), stores["pods"].values()
+
+
 def start_watches(
     config: Settings,
     controllers: triggers.Controllers,
@@ -145,6 +156,7 @@ def start_watches(
     sources += [
         Source("PersistentVolumeClaim", stores["persistentvolumeclaims"], None),
         Source("Pod", stores["pods"], handle(triggers.pod_changed)),
+        Source("Node", stores["nodes"], None, selector=None, cluster=True, awaited=False),
     ]
     namespaces = list(config.namespaces)
     # Their own connections: a watch holds one for minutes.

@@ -123,6 +123,15 @@ KINDS = {
     "PodDisruptionBudget": ("apis/policy/v1", "poddisruptionbudgets"),
     "SpyreModel": ("apis/serving.spyre.dev/v1alpha1", "spyremodels"),
     "SpyreCache": ("apis/serving.spyre.dev/v1alpha1", "spyrecaches"),
+    "ScaledObject": ("apis/keda.sh/v1alpha1", "scaledobjects"),  # KEDA's (spec.autoscaling)
+    # spec.routing: the Gateway API Inference Extension's pool, the Gateway API's route
+    # and Gateway (read only), the endpoint picker's identity
+    "InferencePool": ("apis/inference.networking.k8s.io/v1", "inferencepools"),
+    "HTTPRoute": ("apis/gateway.networking.k8s.io/v1", "httproutes"),
+    "Gateway": ("apis/gateway.networking.k8s.io/v1", "gateways"),
+    "ServiceAccount": ("api/v1", "serviceaccounts"),
+    "RoleBinding": ("apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+    "Node": ("api/v1", "nodes"),  # not in a namespace: watched (capacity of cards) only
 }
 
 

@@ -26,13 +26,14 @@ KEPT_METADATA = (
 SHORT = 64  # characters of the strings `plain` interns (names, labels, kinds, not messages)
 POD_METADATA = ("name", "namespace", "resourceVersion", "labels", "creationTimestamp")
 CONTAINER_STATUS = ("name", "ready", "state", "lastState")
+CARD_PREFIX = "ibm.com/"  # the Spyre device plugin's resources (spec.accelerator)
 
 
 def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
     """A pod as observe and progress read it: its labels (selected by them), age, phase,
     when a node started it, its containers' states (waiting reasons, terminations with
-    their messages) and, while the scheduler cannot place it, why (its PodScheduled
-    condition)."""
+    their messages), while the scheduler cannot place it, why (its PodScheduled
+    condition), and once placed, its node and the cards it holds there."""
     metadata, status = body["metadata"], body.get("status") or {}
     statuses = status.get("containerStatuses") or []
     unplaced = [
@@ -40,8 +41,10 @@ def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
         for c in status.get("conditions") or []
         if c.get("type") == "PodScheduled" and c.get("status") == "False"
     ]
+    placed = placed_cards(body.get("spec") or {})
     return {
         "metadata": {k: plain(metadata[k]) for k in POD_METADATA if k in metadata},
+        **({"spec": placed} if placed else {}),
         "status": {
             "phase": status.get("phase"),
             "containerStatuses": [
@@ -53,14 +56,51 @@ def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def placed_cards(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod's node and the Spyre cards its containers hold there (capacity.py counts the
+    free cards of a node from them)."""
+    cards: dict[str, int] = {}
+    for container in spec.get("containers") or []:
+        for resource, count in ((container.get("resources") or {}).get("limits") or {}).items():
+            if resource.startswith(CARD_PREFIX):
+                cards[intern(resource)] = cards.get(resource, 0) + int(count)
+    node = spec.get("nodeName")
+    return ({"nodeName": intern(node)} if node else {}) | ({"cards": cards} if cards else {})
+
+
+def node_entry(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A node as capacity.py reads it: its labels and taints, cordoned or not, Ready or
+    not, and the Spyre cards it has for pods (allocatable)."""
+    metadata, spec, status = body["metadata"], body.get("spec") or {}, body.get("status") or {}
+    allocatable = status.get("allocatable") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    return {
+        "metadata": plain(
+            {k: metadata[k] for k in ("name", "labels", "resourceVersion") if k in metadata}
+        ),
+        "spec": plain({k: spec[k] for k in ("unschedulable", "taints") if k in spec}),
+        "status": {
+            "ready": ready,
+            "cards": {
+                intern(k): str(v) for k, v in allocatable.items() if k.startswith(CARD_PREFIX)
+            },
+        },
+    }
+
+
 def index_entry(plural: str, body: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """A child as the reconciler reads it, keyed by (namespace, name): only what observe
     and decide look at (no managedFields; of a Job not the pod template; of a PVC that it
     exists; of a pod its labels and its containers' states), so the indexes stay small."""
     metadata = body["metadata"]
-    key = (metadata["namespace"], metadata["name"])
+    key = (metadata.get("namespace", ""), metadata["name"])  # nodes: no namespace
     if plural == "pods":
         return {key: pod_entry(body)}
+    if plural == "nodes":
+        return {key: node_entry(body)}
     entry: dict[str, Any] = {
         "metadata": {k: plain(metadata[k]) for k in KEPT_METADATA if k in metadata}
     }

@@ -143,6 +143,11 @@ class Source:
     kind: str
     store: Store
     deliver: Deliver | None
+    selector: str | None = SELECTOR  # None: every object (the nodes)
+    cluster: bool = False  # not in a namespace (the nodes): one watch, whatever the scope
+    # The reconciles wait for its first listing (the nodes' do not: without them, or the
+    # right to list them, only spec.autoscaling's capacity is unknown)
+    awaited: bool = True
 
 
 class Gone(Exception):
@@ -197,7 +202,7 @@ class Watch(threading.Thread):
         store, token = self.source.store, ""
         items: list[dict[str, Any]] = []
         while True:
-            query = {"labelSelector": SELECTOR, "limit": str(PAGE)}
+            query = self.selecting({"limit": str(PAGE)})
             if token:
                 query["continue"] = token
             try:
@@ -221,13 +226,14 @@ class Watch(threading.Thread):
     def watch(self, version: str) -> str:
         """Events from `version` on, until the API server ends the watch: the last
         resourceVersion seen."""
-        query = {
-            "watch": "true",
-            "labelSelector": SELECTOR,
-            "resourceVersion": version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(WATCH_SECONDS),
-        }
+        query = self.selecting(
+            {
+                "watch": "true",
+                "resourceVersion": version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": str(WATCH_SECONDS),
+            }
+        )
         try:
             for event in self.kube.watch(self.url, query, WATCH_SECONDS + 30):
                 event_type, body = event["type"], event["object"]
@@ -248,6 +254,10 @@ class Watch(threading.Thread):
                 raise Gone() from err
             raise
         return version
+
+    def selecting(self, query: dict[str, str]) -> dict[str, str]:
+        selector = self.source.selector
+        return query | ({"labelSelector": selector} if selector else {})
 
     def _deliver(self, event_type: str, body: dict[str, Any]) -> None:
         if self.source.deliver is None:
@@ -271,7 +281,7 @@ class Watches:
         self.threads = [
             Watch(kube, source, namespace, self._received, self._lock, self.stop)
             for source in sources
-            for namespace in scopes
+            for namespace in ([None] if source.cluster else scopes)
         ]
 
     def start(self) -> None:
@@ -280,11 +290,15 @@ class Watches:
 
     def wait_synced(self) -> bool:
         """Wait until every store holds its first listing (True) or `stop` is set."""
-        for thread in self.threads:
+        for thread in (t for t in self.threads if t.source.awaited):
             while not thread.synced.wait(1.0):
                 if self.stop.is_set():
                     return False
         return True
+
+    def synced(self, kind: str) -> bool:
+        """Every watch of `kind` has its first listing."""
+        return all(t.synced.is_set() for t in self.threads if t.source.kind == kind)
 
     def counts(self) -> dict[str, int]:
         with self._lock:

@@ -4,8 +4,9 @@ One step after the other, each a pure function with a result of its own: the wei
 (weights_step.py: the cache volume, a hub model's download, which resolves its revision
 to a commit) -> the compile (compile_step.py: the cache of the spec's key, pulled from the
 cache registry first, pull.py, else compiled once the compile queue gives it a turn) ->
-the serving objects (serve_step.py), or, for a SpyreCache, its use and clean-up
-(spyrecache_step.py).
+the serving objects (serve_step.py) -> the autoscaler of spec.autoscaling
+(autoscale_step.py) -> the routing of spec.routing (route_step.py), or, for a SpyreCache,
+its use and clean-up (spyrecache_step.py).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from spyre_operator.api.status import (
     SpyreModelStatus,
 )
 from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile.autoscale_step import autoscale_step
 from spyre_operator.reconcile.compile_step import compile_step
 from spyre_operator.reconcile.conditions import Cond, render_conditions, transition_events
 from spyre_operator.reconcile.observe import Observed, object_ref
 from spyre_operator.reconcile.plan import Plan, starts_job
+from spyre_operator.reconcile.route_step import route_step
 from spyre_operator.reconcile.serve_step import model_plan, serve_step
 from spyre_operator.reconcile.spyrecache_step import spyrecache_plan
 from spyre_operator.reconcile.weights_status import weights_commit
@@ -50,7 +53,10 @@ def decide(obs: Observed, model: SpyreModel, now: str, settings: Settings) -> Pl
     if not model.serves:
         return answered(obs, spyrecache_plan(obs, model, actions, cache, settings, now), now)
     serve = serve_step(obs, model, want, cache)
-    return answered(obs, model_plan(obs, model, actions + serve.actions, cache, serve, now), now)
+    scale = autoscale_step(obs, model, want, cache.key, cache.ready, settings.prometheus_address)
+    route = route_step(obs, model, settings.picker_image, settings.picker_cluster_role)
+    actions += serve.actions + scale.actions + route.actions
+    return answered(obs, model_plan(obs, model, actions, cache, serve, now, scale, route), now)
 
 
 def answered(obs: Observed, plan: Plan, now: str) -> Plan:

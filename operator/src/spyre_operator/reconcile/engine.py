@@ -161,6 +161,7 @@ class Reconciler:
             self.shared.start_reports,
             pulls=sharing_for(model.spec, self.settings.cache_sharing) is not None,
             key=key,
+            cards=self.shared.cards,
         )
         plan = decide(observed, model, now, self.settings)
         asked = self._asked(observed, model, plan)

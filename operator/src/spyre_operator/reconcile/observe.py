@@ -18,7 +18,7 @@ from spyre_operator.api.names import CACHE_KIND
 from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.api.validation import SpyreModel
-from spyre_operator.kube.client import Kube
+from spyre_operator.kube.client import ApiError, Kube
 from spyre_operator.reconcile.compile_queue import Queue
 from spyre_operator.reconcile.pods import (
     PodIssue,
@@ -27,6 +27,7 @@ from spyre_operator.reconcile.pods import (
     unschedulable,
 )
 from spyre_operator.reconcile.progress import ProgressReader, Reading
+from spyre_operator.reconcile.routes import Router, read_router
 from spyre_operator.reconcile.starts import Start, StartReader
 from spyre_operator.reconcile.views import DeploymentView, JobView, deployment_view, job_view
 from spyre_operator.reconcile.weights_status import pinned_weights, weights_commit, weights_summary
@@ -53,6 +54,18 @@ class Later:
 
 
 @dataclass(frozen=True)
+class Autoscaler:
+    """With spec.autoscaling (or one made before): does the API server serve KEDA's
+    ScaledObjects, and this model's as it is (None: none)."""
+
+    served: bool
+    live: dict[str, Any] | None
+
+
+Cards = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # the nodes, the operator's pods
+
+
+@dataclass(frozen=True)
 class Observed:
     """Everything decide() needs about one SpyreModel and its children."""
 
@@ -75,6 +88,9 @@ class Observed:
     pod_issues: tuple[PodIssue, ...] = field(default_factory=tuple)
     unschedulable: tuple[Unschedulable, ...] = ()  # serving pods no node takes
     starts: tuple[Start, ...] = ()  # the ready serving pods' start-ups (compile reports)
+    autoscaler: Autoscaler | None = None  # read with spec.autoscaling, or one made before
+    cards: Cards | None = None  # with spec.autoscaling: what capacity.py counts
+    router: Router | None = None  # read with spec.routing, or objects made before
     # Read when a first decision asks (it starts a Job, it has deferred actions), for the
     # same decide again: the API server's answer to a dry run of the other children
     # (dryrun.py; None: all taken, or not asked), and what decides the deferred actions.
@@ -186,6 +202,16 @@ def spec_key(spec: SpyreModelSpec, commit: str | None) -> str | None:
     return cache_key(spec, commit) if commit is not None or not spec.model.from_hub else None
 
 
+def read_autoscaler(kube: Kube, namespace: str, name: str) -> Autoscaler:
+    """The model's ScaledObject, or that KEDA is not installed (404 without details)."""
+    try:
+        return Autoscaler(True, kube.request("GET", kube.path("ScaledObject", namespace, name)))
+    except ApiError as err:
+        if not err.not_found:
+            raise
+        return Autoscaler(not err.kind_unserved, None)
+
+
 def observe(
     kube: Kube,
     body: dict[str, Any],
@@ -195,13 +221,15 @@ def observe(
     starts: StartReader | None = None,
     pulls: bool = False,
     key: str | None = None,
+    cards: Callable[[], Cards | None] | None = None,
 ) -> Observed:
     """`compile_queue` reads the compile queue (None: no limits); `progress` a running
     compile's progress (None: not read); `starts` the ready serving pods' start-up
     reports (None: not read); `pulls`: a cache registry is configured (the key's pull Job
     is read while its compile Job does not exist); `key`: the spec's cache key, when this
     reconcile computed it already (once per reconcile: a second plan under the compile
-    lock reads the same body)."""
+    lock reads the same body); `cards`: the nodes and the operator's pods, for
+    spec.autoscaling (None: not read)."""
     ns, spec = model.namespace, model.spec
     status = body.get("status") or {}
     pvc_exists = None
@@ -265,6 +293,15 @@ def observe(
         service = kube.get("Service", ns, model.name)
         network_policy = kube.get("NetworkPolicy", ns, model.name)
         budget = kube.get("PodDisruptionBudget", ns, model.name)
+    autoscaler, seen = None, None
+    if model.serves and (spec.autoscaling is not None or status.get("autoscaling")):
+        autoscaler = read_autoscaler(kube, ns, model.name)
+        seen = cards() if cards is not None and spec.autoscaling is not None else None
+    router = None
+    if model.serves and (spec.routing is not None or status.get("routing")):
+        gateway = spec.routing.gateway if spec.routing else None
+        routed = bool((status.get("routing") or {}).get("httpRoute"))
+        router = read_router(kube, ns, model.name, gateway, routed)
     return Observed(
         body=body,
         key=key,
@@ -285,4 +322,7 @@ def observe(
         pod_issues=issues,
         unschedulable=waiting,
         starts=started,
+        autoscaler=autoscaler,
+        cards=seen,
+        router=router,
     )

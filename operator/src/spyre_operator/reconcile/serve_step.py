@@ -10,6 +10,7 @@ from typing import Any
 
 from spyre_operator.api.status import AVAILABLE, SpyreModelStatus
 from spyre_operator.api.validation import SpyreModel
+from spyre_operator.reconcile.autoscale_step import AutoscaleStep
 from spyre_operator.reconcile.compile_step import CompileStep
 from spyre_operator.reconcile.conditions import render_conditions, transition_events
 from spyre_operator.reconcile.drift import needs_apply
@@ -17,6 +18,7 @@ from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.model_status import model_conditions
 from spyre_operator.reconcile.observe import Observed
 from spyre_operator.reconcile.plan import Action, Plan, apply_child, sooner
+from spyre_operator.reconcile.route_step import RouteStep
 from spyre_operator.reconcile.weights_step import revision_event
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
@@ -116,6 +118,8 @@ def model_plan(
     cache: CompileStep,
     serve: ServeStep,
     now: str,
+    scale: AutoscaleStep,
+    route: RouteStep,
 ) -> Plan:
     """A SpyreModel's plan: the steps' actions, its status and the Events of its changes."""
     status, deploy, key = obs.status, obs.deployment, cache.key
@@ -130,6 +134,7 @@ def model_plan(
         cache.queued,
         cache.cleaning,
     )
+    conds += [c for c in (scale.condition, route.condition) if c]
     generation = obs.generation
     available = next(c for c in conds if c.type == AVAILABLE).status == "True"
     new_status = SpyreModelStatus(
@@ -146,6 +151,8 @@ def model_plan(
         unschedulable_replicas=len(obs.unschedulable) if deploy else 0,
         selector=meta.selector_string(model.name),
         endpoint=endpoint_url(model) if available else None,
+        autoscaling=scale.status,
+        routing=route.status,
     )
     events = transition_events(status, new_status) + revision_event(status, obs.weights)
     again = sooner(cache.requeue_after, obs.progress_seconds)

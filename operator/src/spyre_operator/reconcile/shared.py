@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from spyre_operator.kube.client import ApiError, one_line
 from spyre_operator.reconcile.compile_queue import JobRef, Queue
 from spyre_operator.reconcile.conditions import now_rfc3339
+from spyre_operator.reconcile.observe import Cards
 from spyre_operator.reconcile.progress import ProgressReader
 from spyre_operator.reconcile.starts import StartReader
 
@@ -117,7 +118,9 @@ class Shared:
     """What both kinds' reconcilers share. `compile_queue` reads the compile queue from the
     cluster (None: no limits); `progress` reads a running compile's progress and
     `start_reports` the serving pods' start-ups (None: not read); `busy`: a reconcile a
-    trigger asked for waits (what can wait, waits behind it); `clock`: the time, RFC 3339."""
+    trigger asked for waits (what can wait, waits behind it); `cards` reads the nodes and
+    the operator's pods (spec.autoscaling's capacity; None: not read); `clock`: the time,
+    RFC 3339."""
 
     starts: Starts = field(default_factory=Starts)
     unserved: Unserved = field(default_factory=Unserved)
@@ -126,4 +129,5 @@ class Shared:
     start_reports: StartReader | None = None
     statuses: Statuses = field(default_factory=Untold)
     busy: Callable[[], bool] = never
+    cards: Callable[[], Cards | None] | None = None
     clock: Callable[[], str] = now_rfc3339

@@ -59,6 +59,19 @@ def server_labels(name: str) -> dict[str, str]:
     return labels(SERVER, name) | {MODEL_LABEL: name}
 
 
+PICKER = "endpoint-picker"  # spec.routing's endpoint picker (render/router.py)
+
+
+def picker_name(model: str) -> str:
+    """The picker's Deployment, Service, ServiceAccount and RoleBinding (a DNS label)."""
+    return label_value(f"{model}-epp")
+
+
+def picker_selector(model: str) -> dict[str, str]:
+    """Selects the endpoint picker's pods of one SpyreModel."""
+    return {"app.kubernetes.io/instance": label_value(model), COMPONENT_LABEL: PICKER}
+
+
 def component(obj: Any) -> str | None:
     """Which child an object is (SERVER, COMPILE, WEIGHTS, ...), from its labels."""
     found: str | None = (obj.get("metadata", {}).get("labels") or {}).get(COMPONENT_LABEL)

@@ -66,6 +66,8 @@ def build_network_policy(model: SpyreModel) -> dict[str, Any]:
     rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": runtimes.SERVING_PORT}]}
     if service.allow_from is not None:
         rule["from"] = [peer.to_k8s() for peer in service.allow_from]
+        if model.spec.routing is not None:  # the endpoint picker reads the pods' /metrics
+            rule["from"].append({"podSelector": {"matchLabels": meta.picker_selector(model.name)}})
     elif service.type not in EXPOSED:
         rule["from"] = SAME_NAMESPACE
     return {
