@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodelib import Kubectl, SharedNode
+from nodelib import EMPTY, Kubectl, SharedNode
 from promlib import KubernetesTargets, Prometheus, scrape_configs
 
 from spyre_devcluster import node_operator
@@ -84,30 +84,25 @@ def monitored(
     (rule,) = [d for d in objects if d["kind"] == "PrometheusRule"]
     folder = tmp_path_factory.mktemp("prometheus")
     prometheus, targets = Prometheus(folder), KubernetesTargets(node.kubeconfig, folder)
-    system = Kubectl(node.kubeconfig, "default")
     namespaces = [f"mon-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     try:
         prometheus.start(scrapes, targets, rule["spec"]["groups"], interval="5s")
         for namespace in namespaces:
-            system("create", "namespace", namespace)
-            node_operator.add_pull_secret(node, namespace)
-        empty = tmp_path_factory.mktemp("models")
-        (empty / "empty").mkdir(mode=0o755)
-        empty.chmod(0o755)
+            node_operator.make_namespace(node, namespace, models)
         failed, stuck = namespaces
-        doc = node_operator.tiny_model(empty, NAME)
-        doc["spec"]["model"]["path"] = "/models/empty"
+        doc = node_operator.tiny_model(NAME)
+        doc["spec"]["model"]["path"] = f"/models/{EMPTY}"
         _deploy(Kubectl(node.kubeconfig, failed), doc)
-        doc = node_operator.tiny_model(empty, NAME)
+        doc = node_operator.tiny_model(NAME)
         doc["spec"]["cache"]["compile"] = {"resources": {"requests": {"cpu": "64"}}}
         _deploy(Kubectl(node.kubeconfig, stuck), doc)
-        doc = node_operator.tiny_model(models, CACHE) | {"kind": "SpyreCache"}
+        doc = node_operator.tiny_model(CACHE) | {"kind": "SpyreCache"}
         _deploy(Kubectl(node.kubeconfig, failed), doc)
         yield Monitored(node, prometheus, objects, failed, stuck)
     finally:
         prometheus.stop()
         for namespace in namespaces:
-            system("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
+            node_operator.delete_namespace(node, namespace)
         node_operator.install_chart(node)  # the defaults again, for the tests after these
 
 
