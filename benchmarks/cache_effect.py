@@ -310,7 +310,7 @@ def measure(node: Node, folder: Path, runs: int, backend: str, logs: Path | None
     node_operator.install_chart(node)
     node_operator.add_pull_secret(node, NAMESPACE)
     models = node_operator.make_tiny_model(folder / "models")
-    model = node_operator.tiny_model(models)
+    model = node_operator.tiny_model(host_path=models)
     model["spec"]["backend"] = backend
     name = model["metadata"]["name"]
     started = time.monotonic()

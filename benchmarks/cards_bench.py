@@ -50,7 +50,7 @@ def change(run: Kubectl, models: Path, name: str, replicas: int, seqs: int) -> d
     """Change -> Ready on the new key, the new compile's own seconds and its pod's wait for
     a node (for cards); `seqs`: the new maxNumSeqs, a key no model of the run compiled
     before (else nothing would compile)."""
-    doc = node_operator.tiny_model(models, name, cards=CARDS)
+    doc = node_operator.tiny_model(name, cards=CARDS, host_path=models)
     doc["spec"]["replicas"] = replicas
     run("apply", "-f", "-", input=json.dumps(doc))
     old = ready(run, name, replicas)["activeCacheKey"]

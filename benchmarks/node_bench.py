@@ -74,7 +74,7 @@ def operator_run(node: Node, folder: Path, figures: dict[str, list[float]]) -> N
     run = Kubectl(node.kubeconfig)
     node_operator.add_pull_secret(node, "default")
     started = time.monotonic()
-    run("apply", "-f", "-", input=json.dumps(node_operator.tiny_model(models)))
+    run("apply", "-f", "-", input=json.dumps(node_operator.tiny_model(host_path=models)))
     ready = "--for=jsonpath={.status.phase}=Ready"
     run("wait", ready, "--timeout=1800s", f"spyremodel/{node_operator.MODEL_NAME}")
     record(figures, "apply -> Ready", time.monotonic() - started)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nodelib import Kubectl, SharedNode, import_python_image
+from nodelib import EMPTY, Kubectl, SharedNode, import_python_image
 
 from spyre_devcluster import node_operator, preflight
 from spyre_devcluster.node import Node
@@ -49,12 +49,20 @@ def node(shared_node: SharedNode) -> Node:
 
 @pytest.fixture
 def kubectl(node: Node) -> Iterator[Kubectl]:
-    """kubectl on the node, in a fresh namespace of its own."""
+    """kubectl on the node, in a fresh namespace of its own (Pod Security: restricted) with
+    the node registry's pull Secret, for SpyreModels' pods."""
     name = f"t-{uuid.uuid4().hex[:10]}"
-    Kubectl(node.kubeconfig, "default")("create", "namespace", name)
-    node_operator.add_pull_secret(node, name)  # the node's registry, for SpyreModels' pods
-    yield Kubectl(node.kubeconfig, name)
-    Kubectl(node.kubeconfig, "default")("delete", "namespace", name, "--wait=false")
+    yield node_operator.make_namespace(node, name)
+    node_operator.delete_namespace(node, name)
+
+
+@pytest.fixture
+def weights(node: Node, kubectl: Kubectl, models: Path) -> Path:
+    """The tiny Granite's claim (node_operator.WEIGHTS_CLAIM) in kubectl's namespace, what
+    node_operator.tiny_model loads; returns the folder it shows."""
+    assert kubectl.namespace is not None
+    node_operator.add_weights(node, kubectl.namespace, models)
+    return models
 
 
 @pytest.fixture
@@ -73,8 +81,12 @@ def operator_node(shared_node: SharedNode) -> Node:
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A hostPath folder with the tiny Granite in granite/ (random weights, no hub)."""
-    return node_operator.make_tiny_model(tmp_path_factory.mktemp("models"))
+    """A folder on the node with the tiny Granite in granite/ (random weights, no hub) and
+    an empty model folder, empty/ (a compile that fails); node_operator.make_namespace
+    hands it to a namespace as its weights claim."""
+    folder = node_operator.make_tiny_model(tmp_path_factory.mktemp("models"))
+    (folder / EMPTY).mkdir(mode=0o755)
+    return folder
 
 
 @pytest.fixture(scope="module")

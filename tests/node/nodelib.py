@@ -15,7 +15,19 @@ from spyre_devcluster.kubectl import Kubectl
 from spyre_devcluster.node import Node
 from spyre_devcluster.node_config import SPYRE_PF, Layout
 
-__all__ = ["Kubectl", "Requests", "SharedNode", "apply", "import_python_image", "pod"]
+__all__ = ["EMPTY", "Kubectl", "Requests", "SharedNode", "apply", "import_python_image", "pod"]
+
+EMPTY = "empty"  # a model folder with nothing in it, beside granite/ in the `models` folder
+
+# What Pod Security's restricted profile asks of a pod (the tests' namespaces enforce it):
+# a non-root user (the Python image's default is root), the runtime's seccomp profile, no
+# privilege escalation, no capabilities.
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 class SharedNode:
@@ -62,18 +74,28 @@ def import_python_image(node: Node, layout: Layout | None = None) -> str:
 
 
 def pod(name: str, image: str, script: str, **spec: object) -> dict[str, object]:
+    """A Pod running `script` with the image's Python, admitted under restricted; `spec`
+    adds to the pod's spec (its securityContext to POD_SECURITY), `container=` to the
+    container's."""
     container = {
         "name": "main",
         "image": image,
         "imagePullPolicy": "Never",
         "command": ["python3", "-c", script],
+        "securityContext": CONTAINER_SECURITY,
         **spec.pop("container", {}),  # type: ignore[dict-item]
     }
+    security = POD_SECURITY | spec.pop("securityContext", {})  # type: ignore[operator]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"restartPolicy": "Never", "containers": [container], **spec},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": security,
+            "containers": [container],
+            **spec,
+        },
     }
 
 

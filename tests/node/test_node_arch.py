@@ -83,11 +83,9 @@ def test_an_arm64_operator_from_the_index_brings_a_model_to_ready(
     assert __version__ in system("exec", name, "--", "spyre-operator", "--version")
 
     namespace = f"arch-{uuid.uuid4().hex[:8]}"
-    Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
     try:
-        node_operator.add_pull_secret(node, namespace)
-        kubectl = Kubectl(node.kubeconfig, namespace)
-        doc = node_operator.tiny_model(models, "arch")
+        kubectl = node_operator.make_namespace(node, namespace, models)
+        doc = node_operator.tiny_model("arch")
         doc["spec"]["batching"]["continuous"] = {
             "maxModelLen": 256,
             "maxNumSeqs": 2,
@@ -113,4 +111,4 @@ def test_an_arm64_operator_from_the_index_brings_a_model_to_ready(
         restarts = operator_pod(system)["status"]["containerStatuses"][0]["restartCount"]
         assert restarts == 0
     finally:
-        Kubectl(node.kubeconfig, "default")("delete", "namespace", namespace, "--wait=false")
+        node_operator.delete_namespace(node, namespace)

@@ -19,12 +19,19 @@ import tarfile
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
-from nodelib import Kubectl, SharedNode
-from test_node_stories import Cluster, assert_started_from_cache, compile_reports, volume_folder
+from nodelib import SharedNode
+from test_node_stories import (
+    Cluster,
+    assert_started_from_cache,
+    compile_reports,
+    place,
+    volume_folder,
+)
 
 from spyre_devcluster import node_operator, registry
 from spyre_operator.render import meta
@@ -38,33 +45,22 @@ NAME = "shared"
 SECRET = "spyre-cache-registry"  # .dockerconfigjson and ca.crt, as docs/cache-sharing.md says
 
 
-def place(shared_node: SharedNode, models: Path, prefix: str) -> Cluster:
-    """A namespace with the image pull Secret and the cache registry's Secret."""
-    node = shared_node.with_operator()
-    namespace = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
-    node_operator.add_pull_secret(node, namespace)
-    kubectl = Kubectl(node.kubeconfig, namespace)
-    kubectl("apply", "-f", "-", input=json.dumps(node.registry.cache_secret(SECRET, namespace)))
-    return Cluster(node, kubectl, namespace, models)
-
-
 @pytest.fixture
 def places(shared_node: SharedNode, models: Path) -> Iterator[tuple[Cluster, Cluster, Cluster]]:
-    made = (
-        place(shared_node, models, "publish"),
-        place(shared_node, models, "pull"),
-        place(shared_node, models, "refuse"),
-    )
-    yield made
-    for cluster in made:
-        Kubectl(cluster.node.kubeconfig, "default")(
-            "delete", "namespace", cluster.namespace, "--wait=false"
+    """Three namespaces, each with the cache registry's Secret too."""
+    with ExitStack() as stack:
+        publish, pull, refuse = (
+            stack.enter_context(place(shared_node, models, prefix))
+            for prefix in ("publish", "pull", "refuse")
         )
+        for cluster in (publish, pull, refuse):
+            secret = cluster.node.registry.cache_secret(SECRET, cluster.namespace)
+            cluster.kubectl("apply", "-f", "-", input=json.dumps(secret))
+        yield publish, pull, refuse
 
 
 def apply(cluster: Cluster, repository: str) -> None:
-    doc = node_operator.tiny_model(cluster.models, NAME)
+    doc = node_operator.tiny_model(NAME)
     doc["spec"]["cache"]["registry"] = {"repository": repository, "secretName": SECRET}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
 

@@ -80,16 +80,14 @@ def kubectl(shared_node: SharedNode, models: Path) -> Iterator[Kubectl]:
     """The chart-installed operator, its node's 8 cards all held by the model."""
     node = shared_node.with_operator()
     namespace = f"cards-{uuid.uuid4().hex[:8]}"
-    Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
-    node_operator.add_pull_secret(node, namespace)
-    kubectl = Kubectl(node.kubeconfig, namespace)
-    doc = node_operator.tiny_model(models, NAME, cards=CARDS)
+    kubectl = node_operator.make_namespace(node, namespace, models)
+    doc = node_operator.tiny_model(NAME, cards=CARDS)
     doc["spec"]["replicas"] = REPLICAS
     kubectl("apply", "-f", "-", input=json.dumps(doc))
     ready(kubectl, REPLICAS)
     yield kubectl
     Kubectl(node.kubeconfig, "default")("uncordon", NODE_NAME)
-    Kubectl(node.kubeconfig, "default")("delete", "namespace", namespace, "--wait=false")
+    node_operator.delete_namespace(node, namespace)
 
 
 def status(kubectl: Kubectl) -> dict[str, Any]:

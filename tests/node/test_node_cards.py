@@ -125,10 +125,10 @@ def test_the_cards_come_back_when_the_kubelet_restarts(
 
 
 def test_a_cpu_stand_in_model_holds_cards_like_a_card_model(
-    operator_node: Node, kubectl: Kubectl, models: Path
+    operator_node: Node, kubectl: Kubectl, weights: Path
 ) -> None:
     wait_cards_free(operator_node)
-    doc = node_operator.tiny_model(models, "stand-in", cards=2)
+    doc = node_operator.tiny_model("stand-in", cards=2)
     kubectl("apply", "-f", "-", input=json.dumps(doc))
 
     def ready() -> dict[str, Any] | None:

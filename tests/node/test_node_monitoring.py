@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
-from nodelib import Kubectl, SharedNode
+from nodelib import EMPTY, Kubectl, SharedNode
 
 from spyre_devcluster import node_operator
 from spyre_devcluster.node import Node
@@ -94,7 +94,6 @@ def monitored(
 ) -> Iterator[Monitored]:
     user_workload = MODES[request.param]
     node = shared_node.with_operator()
-    system = Kubectl(node.kubeconfig, "default")
     namespaces = [f"mon-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     failed, stuck = namespaces
     values = dict(INSTALLED)
@@ -106,22 +105,18 @@ def monitored(
     prometheus = None
     try:
         for namespace in namespaces:
-            system("create", "namespace", namespace)
-            node_operator.add_pull_secret(node, namespace)
+            node_operator.make_namespace(node, namespace, models)
         node_operator.install_chart(node, values)
         objects = node_operator.render_chart(node, values)
         prometheus = prometheus_operator.deploy(request.param, user_workload=user_workload)
-        empty = tmp_path_factory.mktemp("models")
-        (empty / "empty").mkdir(mode=0o755)
-        empty.chmod(0o755)
-        doc = node_operator.tiny_model(empty, NAME)
-        doc["spec"]["model"]["path"] = "/models/empty"
+        doc = node_operator.tiny_model(NAME)
+        doc["spec"]["model"]["path"] = f"/models/{EMPTY}"
         _deploy(Kubectl(node.kubeconfig, failed), doc)
-        doc = node_operator.tiny_model(empty, NAME)
+        doc = node_operator.tiny_model(NAME)
         doc["spec"]["cache"]["compile"] = {"resources": {"requests": {"cpu": "64"}}}
         _deploy(Kubectl(node.kubeconfig, stuck), doc)
         if not user_workload:  # the cache panels (test_every_dashboard_panel_returns_series)
-            doc = node_operator.tiny_model(models, CACHE) | {"kind": "SpyreCache"}
+            doc = node_operator.tiny_model(CACHE) | {"kind": "SpyreCache"}
             _deploy(Kubectl(node.kubeconfig, failed), doc)
         yield Monitored(node, prometheus, objects, failed, stuck, user_workload)
     finally:
@@ -129,7 +124,7 @@ def monitored(
             prometheus.delete()
         node_operator.install_chart(node)  # the defaults again, for the tests after these
         for namespace in namespaces:
-            system("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
+            node_operator.delete_namespace(node, namespace)
 
 
 def _phase(monitored: Monitored, namespace: str) -> str:

@@ -128,13 +128,7 @@ def test_release_install_from_oci_then_move_to_an_air_gapped_mirror(
     namespace = f"rel-{uuid.uuid4().hex[:8]}"
     run([tool("helm"), *kubeconfig, "uninstall", "spyre-operator", "-n",
          node_operator.NAMESPACE, "--ignore-not-found", "--wait"])  # the stories' one  # fmt: skip
-    operators = {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": node_operator.NAMESPACE},
-    }
-    Kubectl(node.kubeconfig, None)("apply", "-f", "-", input=json.dumps(operators))
-    node_operator.add_pull_secret(node, node_operator.NAMESPACE)
+    node_operator.make_namespace(node, node_operator.NAMESPACE)  # restricted, the pull Secret
     run([tool("helm"), *kubeconfig, "install", "spyre-operator", chart, "--version",
          __version__, *helm_auth(registry), "-n", node_operator.NAMESPACE, "--create-namespace",
          f"--set=imagePullSecrets[0].name={node_operator.PULL_SECRET}",
@@ -147,10 +141,9 @@ def test_release_install_from_oci_then_move_to_an_air_gapped_mirror(
     operator_image = f"{published.repository(release.OPERATOR)}:{__version__}"
     assert operator["spec"]["containers"][0]["image"] == operator_image
 
-    Kubectl(node.kubeconfig, None)("create", "namespace", namespace)
-    kubectl = Kubectl(node.kubeconfig, namespace)
-    node_operator.add_pull_secret(node, namespace)  # the chart's runtimeImage.pullSecrets
-    doc = node_operator.tiny_model(models, MODEL)
+    # the pull Secret: the chart's runtimeImage.pullSecrets
+    kubectl = node_operator.make_namespace(node, namespace, models)
+    doc = node_operator.tiny_model(MODEL)
     del doc["spec"]["imagePullSecrets"]  # the chart-level pull Secret only
     try:
         kubectl("apply", "-f", "-", input=json.dumps(doc))
@@ -213,7 +206,7 @@ def test_release_install_from_oci_then_move_to_an_air_gapped_mirror(
         print(kubectl("describe", "spyremodel,pod"))
         raise
     finally:
-        Kubectl(node.kubeconfig, None)("delete", "namespace", namespace, "--wait=false")
+        node_operator.delete_namespace(node, namespace)
 
 
 def wait_ready(kubectl: Kubectl) -> None:

@@ -1,17 +1,20 @@
 """The user stories, on the real node with real pods: the operator installed by its chart,
-the project's own images, the tiny Granite made here (from a hostPath, and from a hub the
-test runs on the host).
+the project's own images, the tiny Granite made here (from a claim of the namespace, and
+from a hub the test runs on the host), every namespace under Pod Security's restricted
+profile.
 
-The tests run in file order in one namespace, each story starting from where the one
-before left the cluster: first deploy, its key's graphs moved off by hand (the serving
-pod refuses at once and the model says why), the images pulled from the node's registry (and a
-model without the pull Secret refused), an autoscaler scaling it to two, a serving pod
-killed, a new cache key rolled out while the old pod answers, a second model sharing the
-compile, a failing compile and its fix, the operator killed during a compile, a model
-deleted, a hub model downloaded once and served with the hub gone, a cache compiled ahead
-by a SpyreCache and served by a later model, an unused key removed from the volume by a
-clean-up Job after the retention, and the chart's `helm test`. Each asserts
-what a user sees: `kubectl get sm`, status, Events, answers, pod logs.
+The stories share one namespace (what one compiled, the next serves: the tier's time), and
+each sets up what it needs there (`Cluster.serving`: the first model Ready, made if
+missing), so any one passes alone or in any order: first deploy (in a namespace where
+nothing was compiled), its key's graphs moved off by hand (the serving pod refuses at once
+and the model says why), the images pulled from the node's registry (and a model without
+the pull Secret refused), an autoscaler scaling it to two, a serving pod killed, a new
+cache key rolled out while the old pod answers, a second model sharing the compile, a
+failing compile and its fix, the operator killed during a compile, a model deleted, a hub
+model downloaded once and served with the hub gone, a cache compiled ahead by a SpyreCache
+and served by a later model, an unused key removed from the volume by a clean-up Job after
+the retention, and the chart's `helm test`. Each asserts what a user sees: `kubectl get
+sm`, status, Events, answers, pod logs.
 """
 
 from __future__ import annotations
@@ -22,14 +25,15 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from external_metrics import ExternalMetrics
-from nodelib import Kubectl, SharedNode
+from nodelib import EMPTY, Kubectl, SharedNode
 
 from kstatuslib import Kstatus, reader
 from spyre_devcluster import node_operator
@@ -57,6 +61,7 @@ PULL_FAILED = (
     "ErrImagePull",
     "ImagePullBackOff",
 )  # the kubelet's waiting reasons  # `hpa` reads v1: no conditions there
+CACHE_CLAIM = "spyre-graph-cache"  # the cache volume's claim, made by the operator
 
 
 @dataclass
@@ -65,9 +70,6 @@ class Cluster:
     kubectl: Kubectl
     namespace: str
     models: Path
-    batching: dict[str, int] = field(
-        default_factory=lambda: {"maxModelLen": 256, "maxNumSeqs": 2, "maxNumBatchedTokens": 128}
-    )
 
     def get(self, *what: str) -> dict[str, Any]:
         return self.kubectl.get(*what)
@@ -79,11 +81,27 @@ class Cluster:
     def status(self, name: str = FIRST) -> dict[str, Any]:
         return self.get(f"spyremodel/{name}").get("status") or {}
 
-    def apply(self, name: str, **model: str) -> None:
-        doc = node_operator.tiny_model(self.models, name)
+    def apply(self, name: str, batching: dict[str, int] | None = None, **model: str) -> None:
+        """The tiny model `name` (tiny_model's batching unless given; `model` over its
+        spec.model)."""
+        doc = node_operator.tiny_model(name)
         doc["spec"]["model"] |= model
-        doc["spec"]["batching"]["continuous"] = dict(self.batching)
+        doc["spec"]["batching"]["continuous"] |= batching or {}
         self.kubectl("apply", "-f", "-", input=json.dumps(doc))
+
+    def batching(self, name: str = FIRST) -> dict[str, int]:
+        """The model's continuous batching now (its cache key's limits)."""
+        found: dict[str, int] = self.get(f"spyremodel/{name}")["spec"]["batching"]["continuous"]
+        return found
+
+    def serving(self, name: str = FIRST, replicas: int | None = None) -> dict[str, Any]:
+        """The model Ready, with `replicas` if given; made with tiny_model's batching if
+        missing (what a story needs, whichever ran before it); its status."""
+        if not self.kubectl("get", "sm", name, "--ignore-not-found", "-o", "name").strip():
+            self.apply(name)
+        if replicas is not None:
+            self.kubectl("scale", f"sm/{name}", f"--replicas={replicas}")
+        return self.ready(name)
 
     def patch(self, name: str, spec: dict[str, Any]) -> None:
         self.kubectl(
@@ -91,7 +109,6 @@ class Cluster:
         )
 
     def rebatch(self, name: str, **limits: int) -> None:
-        self.batching |= limits
         self.patch(name, {"batching": {"continuous": limits}})
 
     def wait(self, what: str, probe: Callable[[], Any], timeout: float = WAIT) -> Any:
@@ -161,17 +178,48 @@ def phases(events: list[tuple[str, str]]) -> list[str]:
     return [r for i, r in enumerate(seen) if i == 0 or seen[i - 1] != r]
 
 
+@contextmanager
+def place(shared_node: SharedNode, models: Path, prefix: str) -> Iterator[Cluster]:
+    """A namespace of its own (restricted, the pull Secret, the weights claim)."""
+    node = shared_node.with_operator()
+    namespace = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    kubectl = node_operator.make_namespace(node, namespace, models)
+    try:
+        yield Cluster(node, kubectl, namespace, models)
+    finally:
+        node_operator.delete_namespace(node, namespace)
+
+
 @pytest.fixture(scope="module")
 def cluster(shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
-    node = shared_node.with_operator()
-    namespace = f"stories-{uuid.uuid4().hex[:8]}"
-    Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
-    node_operator.add_pull_secret(node, namespace)
-    yield Cluster(node, Kubectl(node.kubeconfig, namespace), namespace, models)
-    Kubectl(node.kubeconfig, "default")("delete", "namespace", namespace, "--wait=false")
+    """The stories' shared namespace."""
+    with place(shared_node, models, "stories") as shared:
+        yield shared
 
 
-def test_first_deploy_compiles_then_serves(cluster: Cluster) -> None:
+@pytest.fixture
+def fresh(cluster: Cluster, shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
+    """A namespace where nothing was compiled yet: the stories' own while it has no cache
+    volume (no story before), else one of its own."""
+    if not cluster.kubectl("get", "pvc", CACHE_CLAIM, "--ignore-not-found", "-o", "name"):
+        yield cluster
+        return
+    with place(shared_node, models, "first") as own:
+        yield own
+
+
+@pytest.fixture
+def scratch(cluster: Cluster) -> Iterator[list[str]]:
+    """Names of the models (and SpyreCaches) a story makes for itself alone: deleted after
+    it, passed or failed, so the 2-core node has room for the next."""
+    made: list[str] = []
+    yield made
+    for kind in ("sm", "scache") if made else ():
+        cluster.kubectl("delete", kind, *made, "--ignore-not-found", "--wait=false")
+
+
+def test_first_deploy_compiles_then_serves(fresh: Cluster) -> None:
+    cluster = fresh
     cluster.apply(FIRST)
     # While it compiles, status says how far, from the compile pod's real log (the chart
     # is installed with a 5 s progress interval: the tiny compile takes a minute or two).
@@ -225,7 +273,7 @@ def test_a_cache_emptied_by_hand_fails_the_serving_pod_fast_and_the_model_says_w
     with the require switch on (a decoder's default): the next serving pod refuses at once,
     before vLLM is imported, and the model says why (Degraded CacheRejected with the pod's
     own message) in status and a Warning Event. The graphs put back, it starts from them."""
-    key = cluster.ready()["activeCacheKey"]
+    key = cluster.serving(replicas=1)["activeCacheKey"]
     folder = volume_folder(cluster)
     graphs, aside = folder / key / contract.INDUCTOR_CACHE_SUBDIR, folder / f".aside-{key}"
     (victim,) = cluster.pods()
@@ -290,6 +338,7 @@ def test_the_images_come_from_the_registry_and_a_pod_without_its_secret_is_refus
     """The operator and the model were pulled from the node's registry (TLS, basic auth)
     with a docker-registry Secret: the chart's imagePullSecrets, the model's. A model
     without it, made to pull (Always), is refused in Kubernetes' own words."""
+    cluster.serving(replicas=1)
     node, registry = cluster.node, cluster.node.registry
     system = Kubectl(node.kubeconfig, node_operator.NAMESPACE)
     (operator,) = system.get("pods", "-l", OPERATOR)["items"]
@@ -303,10 +352,10 @@ def test_the_images_come_from_the_registry_and_a_pod_without_its_secret_is_refus
     pulled = node.ctr().images()
     assert {operator_image, node_operator.serving_image(node)} <= pulled.keys()
 
-    doc = node_operator.tiny_model(cluster.models, "no-secret")
+    doc = node_operator.tiny_model("no-secret")
     del doc["spec"]["imagePullSecrets"]
     doc["spec"]["imagePullPolicy"] = "Always"
-    doc["spec"]["batching"]["continuous"] = dict(cluster.batching)  # FIRST's key: compiled
+    doc["spec"]["batching"]["continuous"] = cluster.batching()  # FIRST's key: compiled
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
 
     def refused() -> tuple[str, str] | None:
@@ -372,6 +421,7 @@ def test_an_autoscaler_scales_to_two_and_the_second_replica_starts_from_the_cach
     """The controller manager's HPA on a metric the test serves (the external metrics API,
     KEDA's contract) reads the SpyreModel's scale subresource and takes it from 1 to 2
     replicas; the second replica loads the compiled graphs and compiles nothing."""
+    cluster.serving(replicas=1)
     jobs = cluster.jobs()
     (first,) = cluster.pods()
     metric = "spyre_waiting_requests"
@@ -426,6 +476,7 @@ def conditions(obj: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def test_a_killed_serving_pod_comes_back_from_the_cache(cluster: Cluster) -> None:
+    cluster.serving()
     jobs = cluster.jobs()
     before = {p["metadata"]["name"] for p in cluster.pods()}
     cluster.kubectl("delete", "pod", min(before), "--wait=false")
@@ -475,8 +526,7 @@ class Poller:
 
 
 def test_a_new_cache_key_rolls_out_while_the_old_pod_answers(cluster: Cluster) -> None:
-    cluster.kubectl("scale", f"sm/{FIRST}", "--replicas=1")
-    old = cluster.ready()["activeCacheKey"]
+    old = cluster.serving(replicas=1)["activeCacheKey"]
     with Poller(cluster.service()) as poller:
         cluster.rebatch(FIRST, maxNumBatchedTokens=64)  # the prefill chunk: a new cache key
         compiling = cluster.wait(
@@ -498,8 +548,10 @@ def serves_key(pod: dict[str, Any], status: dict[str, Any]) -> bool:
 
 
 def test_two_models_with_the_same_compile_config_share_one_compile(cluster: Cluster) -> None:
+    cluster.serving()
+    cluster.kubectl("delete", "sm", "twin", "--ignore-not-found")  # made here, not before
     jobs = cluster.jobs()
-    cluster.apply("twin")
+    cluster.apply("twin", cluster.batching())
     twin = cluster.ready("twin")
     assert twin["activeCacheKey"] == cluster.status()["activeCacheKey"]
     assert cluster.jobs() == jobs
@@ -510,10 +562,12 @@ def test_two_models_with_the_same_compile_config_share_one_compile(cluster: Clus
     assert cluster.answer(*cluster.service("twin"))
 
 
-def test_a_failing_compile_shows_the_runtimes_reason_and_a_fix_recovers(cluster: Cluster) -> None:
-    broken = cluster.models / "broken"
-    broken.mkdir(mode=0o755, exist_ok=True)  # an empty model folder
-    cluster.apply("broken", path="/models/broken")
+def test_a_failing_compile_shows_the_runtimes_reason_and_a_fix_recovers(
+    cluster: Cluster, scratch: list[str]
+) -> None:
+    cluster.serving()
+    scratch.append("broken")
+    cluster.apply("broken", cluster.batching(), path=f"/models/{EMPTY}")  # no model there
     status = cluster.wait(
         "broken Failed", lambda: (s := cluster.status("broken")).get("phase") == "Failed" and s
     )
@@ -531,6 +585,7 @@ def test_a_failing_compile_shows_the_runtimes_reason_and_a_fix_recovers(cluster:
 
 
 def test_the_operator_killed_during_a_compile_resumes_the_same_job(cluster: Cluster) -> None:
+    cluster.serving()
     before = cluster.jobs()
     cluster.rebatch(FIRST, maxModelLen=192)
     (job,) = cluster.wait("a new compile Job", lambda: set(cluster.jobs()) - set(before))
@@ -562,9 +617,9 @@ def test_the_operator_killed_during_a_compile_resumes_the_same_job(cluster: Clus
 
 
 def test_deleting_a_model_removes_its_children_and_keeps_the_cache(cluster: Cluster) -> None:
-    key = cluster.status()["activeCacheKey"]
-    claim = cluster.get("pvc")["items"]
-    (pvc,) = claim
+    cluster.serving("twin")
+    key = cluster.serving()["activeCacheKey"]
+    pvc = cluster.get(f"pvc/{CACHE_CLAIM}")
     volume = cluster.get(f"pv/{pvc['spec']['volumeName']}")["spec"]["hostPath"]["path"]
     cluster.kubectl("delete", "sm", FIRST)
 
@@ -574,27 +629,29 @@ def test_deleting_a_model_removes_its_children_and_keeps_the_cache(cluster: Clus
     cluster.wait(
         "the garbage collector removing the children", lambda: gone("deploy") and gone("svc")
     )
-    (after,) = cluster.get("pvc")["items"]
+    after = cluster.get(f"pvc/{CACHE_CLAIM}")
     assert after["metadata"]["uid"] == pvc["metadata"]["uid"]
     assert after["status"]["phase"] == "Bound"
     assert (Path(volume) / key / "READY").exists()
     assert cluster.answer(*cluster.service("twin"))  # the other models keep serving
 
 
-def test_a_hub_model_is_downloaded_once_and_served_without_the_hub(cluster: Cluster) -> None:
+def test_a_hub_model_is_downloaded_once_and_served_without_the_hub(
+    cluster: Cluster, scratch: list[str]
+) -> None:
     """The tiny Granite from a hub the test runs on the host (the real huggingface_hub
     client in the weights pod, HF_ENDPOINT pointing at it): one download, then the hub is
     stopped and a second replica starts from the volume alone."""
     name, hub_id = "hub", "spyre-tests/tiny-granite"
+    scratch.append(name)
     with LocalHub(host="0.0.0.0") as hub:
         commit = hub.add_repo(hub_id, cluster.models / "granite")
-        doc = node_operator.tiny_model(cluster.models, name)
+        doc = node_operator.tiny_model(name)
         doc["spec"]["model"] = {
             "id": hub_id,
             "servedName": node_operator.MODEL_NAME,  # what the completion requests name
             "source": {"hub": {"endpoint": f"http://{NODE_IP}:{hub.port}"}},
         }
-        doc["spec"]["batching"]["continuous"] = dict(cluster.batching)
         cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
         status = cluster.ready(name)
         downloads = hub.file_downloads(hub_id)
@@ -622,12 +679,14 @@ def test_a_hub_model_is_downloaded_once_and_served_without_the_hub(cluster: Clus
     assert len(weights_pods) == 1
 
 
-def test_a_cache_compiled_ahead_serves_a_later_model_without_a_compile(cluster: Cluster) -> None:
+def test_a_cache_compiled_ahead_serves_a_later_model_without_a_compile(
+    cluster: Cluster, scratch: list[str]
+) -> None:
     """A SpyreCache compiles a configuration with no SpyreModel; the SpyreModel that comes
     later with that spec starts from the cache: no Job, nothing compiled in its pod."""
-    cluster.kubectl("delete", "sm", "hub", "broken", "--ignore-not-found")  # room on the node
-    doc = node_operator.tiny_model(cluster.models, "ahead")
-    doc["spec"]["batching"]["continuous"] = dict(cluster.batching) | {"maxNumSeqs": 1}
+    scratch.append("ahead")
+    doc = node_operator.tiny_model("ahead")
+    doc["spec"]["batching"]["continuous"]["maxNumSeqs"] = 1  # a key of its own
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc | {"kind": "SpyreCache"}))
 
     def compiled() -> dict[str, Any] | None:
@@ -660,8 +719,7 @@ def test_an_unused_key_is_removed_from_the_volume_by_a_real_clean_up_job(
     """The key's inventory entry says the bytes on the volume; with the chart's retention
     set short, the model deleted, a real clean-up Job removes the key's directory and
     nothing else, and the entry goes."""
-    cluster.batching |= {"maxNumSeqs": 3}  # a key of its own
-    cluster.apply("sweep")
+    cluster.apply("sweep", {"maxNumSeqs": 3})  # a key of its own
     status = cluster.ready("sweep")
     key = status["targetCacheKey"]
     entry = f"spyrecache/spyre-cache-{key[:12]}"

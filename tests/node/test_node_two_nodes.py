@@ -64,10 +64,8 @@ print(json.dumps({"peer": get(peer), "service": sorted(seen)}))
 def namespace(shared_node: SharedNode) -> Iterator[Kubectl]:
     node = shared_node.get(NODES)
     name = f"two-{uuid.uuid4().hex[:8]}"
-    Kubectl(node.kubeconfig, "default")("create", "namespace", name)
-    node_operator.add_pull_secret(node, name)
-    yield Kubectl(node.kubeconfig, name)
-    Kubectl(node.kubeconfig, "default")("delete", "namespace", name, "--wait=false")
+    yield node_operator.make_namespace(node, name)
+    node_operator.delete_namespace(node, name)
 
 
 def test_both_nodes_are_ready_with_their_cards_on_one_pod_network(
@@ -142,10 +140,8 @@ def model(shared_node: SharedNode, models: Path) -> Iterator[Kubectl]:
     """The operator on two nodes, and a 2-replica model spread one per node."""
     node = shared_node.with_operator(nodes=NODES)
     name = f"spread-{uuid.uuid4().hex[:8]}"
-    Kubectl(node.kubeconfig, "default")("create", "namespace", name)
-    node_operator.add_pull_secret(node, name)
-    kubectl = Kubectl(node.kubeconfig, name)
-    doc = node_operator.tiny_model(models, NAME)
+    kubectl = node_operator.make_namespace(node, name, models)
+    doc = node_operator.tiny_model(NAME)
     doc["spec"]["replicas"] = 2
     doc["spec"]["topologySpreadConstraints"] = [
         {
@@ -160,7 +156,7 @@ def model(shared_node: SharedNode, models: Path) -> Iterator[Kubectl]:
     yield kubectl
     for member in node.members:
         Kubectl(node.kubeconfig, None)("uncordon", member.name)
-    Kubectl(node.kubeconfig, "default")("delete", "namespace", name, "--wait=false")
+    node_operator.delete_namespace(node, name)
 
 
 def ready_pods(kubectl: Kubectl) -> dict[str, str] | None:

@@ -50,13 +50,13 @@ def _started_from_the_cache(kubectl: Kubectl, pod: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("standin", list(STANDINS))
 def test_an_image_without_the_runtime_compiles_once_and_serves_from_the_cache(
-    operator_node: Node, kubectl: Kubectl, models: Path, standin: str
+    operator_node: Node, kubectl: Kubectl, weights: Path, standin: str
 ) -> None:
     node = operator_node
     flavour = node_operator.FLAVOUR
     tag = recipes.runtime_tag(flavour)
     push(STANDINS[standin](flavour), node.registry, standin, tag)
-    doc = node_operator.tiny_model(models, MODEL)
+    doc = node_operator.tiny_model(MODEL)
     doc["spec"]["image"] = f"{node.registry.repository(standin)}:{tag}"
     doc["spec"]["runtime"]["imageProfile"] = "sendnn-inference"  # IBM's images' profile
     kubectl("apply", "-f", "-", input=json.dumps(doc))

@@ -26,7 +26,7 @@ DENIED = "denied the request: "
 
 
 def test_an_invalid_spyremodel_or_spyrecache_is_refused_by_the_operator_pod(
-    operator_node: Node, kubectl: Kubectl, models: Path
+    operator_node: Node, kubectl: Kubectl, weights: Path
 ) -> None:
     system = Kubectl(operator_node.kubeconfig, node_operator.NAMESPACE)
     secret = system.get(f"secret/{WEBHOOK}-cert")["data"]
@@ -36,7 +36,7 @@ def test_an_invalid_spyremodel_or_spyrecache_is_refused_by_the_operator_pod(
     bundle = base64.b64decode(hook["clientConfig"]["caBundle"])
     assert bundle.startswith(base64.b64decode(secret["ca.crt"]))
 
-    doc = node_operator.tiny_model(models, "refused")
+    doc = node_operator.tiny_model("refused")
     doc["spec"]["extraArgs"] = ["--max-model-len=512"]
     expected = "\n".join(str(p) for p in validate(doc))
 
@@ -57,6 +57,6 @@ def test_an_invalid_spyremodel_or_spyrecache_is_refused_by_the_operator_pod(
     assert refusal() == "\n".join(str(p) for p in review(doc).problems) != ""
     with pytest.raises(KubectlError, match="NotFound"):
         kubectl("get", "spyrecache/refused")
-    valid = node_operator.tiny_model(models, "admitted")
+    valid = node_operator.tiny_model("admitted")
     out = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(valid))
     assert "created (server dry run)" in out

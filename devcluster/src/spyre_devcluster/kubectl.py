@@ -20,6 +20,7 @@ class Kubectl:
         self, kubeconfig: Path, namespace: str | None = "default", binary: str | None = None
     ) -> None:
         self.base = [binary or tool("kubectl"), "--kubeconfig", str(kubeconfig)]
+        self.namespace = namespace
         if namespace is not None:
             self.base += ["-n", namespace]
 

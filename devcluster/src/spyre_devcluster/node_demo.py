@@ -65,7 +65,7 @@ def main(directory: Path, keep: bool, timeout: float) -> int:
         node_operator.add_pull_secret(node, "default")
         secret = node.registry.cache_secret(CACHE_SECRET, "default")
         kubectl("apply", "-f", "-", input=json.dumps(secret))
-        model = node_operator.tiny_model(models, cards=DEMO_CARDS)
+        model = node_operator.tiny_model(cards=DEMO_CARDS, host_path=models)
         repository = node.registry.repository(CACHE_REPOSITORY)
         model["spec"]["cache"]["registry"] = {"repository": repository, "secretName": CACHE_SECRET}
         say(f"its cache registry: {repository} (kept across runs: a second run pulls the key)")

@@ -42,6 +42,12 @@ NODE_CARDS = 8
 PULL_SECRET = "spyre-registry"
 OPERATOR_IMAGE = "operator"
 RUNTIME_IMAGE = "runtime"  # the CPU serving image under the operator's default tags
+# Pod Security admission's strictest profile, enforced on every namespace the node tests
+# make and on the operator's: what clusters that follow the Kubernetes docs run.
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
+# The claim a tiny_model loads its weights from (make_namespace binds it to the folder):
+# restricted refuses a pod's hostPath volume, a PersistentVolume's is the cluster's own.
+WEIGHTS_CLAIM = "weights"
 
 
 def runtime_images(node: Node) -> RuntimeImages:
@@ -84,6 +90,72 @@ def add_pull_secret(node: Node, namespace: str) -> None:
     Kubectl(node.kubeconfig, namespace)("apply", "-f", "-", input=json.dumps(secret))
 
 
+def make_namespace(node: Node, name: str, models: Path | None = None) -> Kubectl:
+    """The namespace (restricted) with the pull Secret and, with `models`, the claim
+    WEIGHTS_CLAIM, read-only, bound to a volume of that folder (the way an administrator
+    hands out an existing share: a PersistentVolume of its own, claimRef set); kubectl in
+    it. delete_namespace removes both."""
+    labelled = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": RESTRICTED},
+    }
+    Kubectl(node.kubeconfig, None)("apply", "-f", "-", input=json.dumps(labelled))
+    add_pull_secret(node, name)
+    if models is not None:
+        add_weights(node, name, models)
+    return Kubectl(node.kubeconfig, name)
+
+
+def add_weights(node: Node, namespace: str, models: Path) -> None:
+    """The claim WEIGHTS_CLAIM in namespace, read-only, bound to a volume of the folder."""
+    volume, claim = _weights(namespace, models)
+    listed = {"apiVersion": "v1", "kind": "List", "items": [volume, claim]}
+    Kubectl(node.kubeconfig, namespace)("apply", "-f", "-", input=json.dumps(listed))
+
+
+def delete_namespace(node: Node, name: str) -> None:
+    """The namespace and the weights volume make_namespace made for it (without waiting)."""
+    system = Kubectl(node.kubeconfig, None)
+    system("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+    system("delete", "pv", _weights_volume(name), "--wait=false", "--ignore-not-found")
+
+
+def _weights_volume(namespace: str) -> str:
+    return f"{WEIGHTS_CLAIM}-{namespace}"
+
+
+def _weights(namespace: str, models: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The PersistentVolume of the folder (Retain: the folder is the session's) and the
+    claim bound to it, of no class, so the node's provisioner leaves both alone."""
+    size, modes = {"storage": "1Gi"}, ["ReadOnlyMany"]
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": _weights_volume(namespace)},
+        "spec": {
+            "capacity": size,
+            "accessModes": modes,
+            "hostPath": {"path": str(models), "type": "Directory"},
+            "claimRef": {"namespace": namespace, "name": WEIGHTS_CLAIM},
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": WEIGHTS_CLAIM, "namespace": namespace},
+        "spec": {
+            "accessModes": modes,
+            "resources": {"requests": size},
+            "storageClassName": "",
+            "volumeName": _weights_volume(namespace),
+        },
+    }
+    return volume, claim
+
+
 def _chart_args(node: Node, values: dict[str, str] | None) -> list[str]:
     """The chart, and as --set: the operator image and the serving image's repository in
     the node's registry with its pull Secret, a compile's progress read every 5 s (the
@@ -101,10 +173,9 @@ def _chart_args(node: Node, values: dict[str, str] | None) -> list[str]:
 
 def install_chart(node: Node, values: dict[str, str] | None = None) -> None:
     """Install or upgrade the release with the chart's defaults and what _chart_args sets,
-    its namespace made first with the pull Secret the operator pod's image needs."""
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    Kubectl(node.kubeconfig, None)("apply", "-f", "-", input=json.dumps(namespace))
-    add_pull_secret(node, NAMESPACE)  # before the operator pod pulls its image
+    its namespace (restricted) made first with the pull Secret the operator pod's image
+    needs."""
+    make_namespace(node, NAMESPACE)  # the Secret before the operator pod pulls its image
     result = subprocess.run(
         [tool("helm"), "--kubeconfig", str(node.kubeconfig), "upgrade", "--install",
          RELEASE, *_chart_args(node, values), "--create-namespace", "--wait", "--timeout", "5m"],
@@ -129,7 +200,7 @@ def render_chart(node: Node, values: dict[str, str] | None = None) -> list[dict[
 def make_tiny_model(folder: Path) -> Path:
     """The tiny Granite (`spyre-runtime tiny-models`, with the CPU runtime's transformers)
     in folder/granite, readable by the serving pod's non-root user; returns folder (the
-    hostPath to mount)."""
+    volume to mount)."""
     runtime = recipes.runtime_venv(FLAVOUR) / "bin" / "spyre-runtime"
     # this checkout's spyre_runtime: the venv's editable install points at whichever
     # checkout ran scripts/runtime-env last, which may be gone since
@@ -144,11 +215,19 @@ def make_tiny_model(folder: Path) -> Path:
     return folder
 
 
-def tiny_model(models: Path, name: str = MODEL_NAME, cards: int = 0) -> dict[str, Any]:
-    """A SpyreModel serving the tiny Granite from models (a folder on the node) on CPU, its
-    pods pulling with PULL_SECRET (add_pull_secret in its namespace first); with `cards`
-    its pods hold that many Spyre cards as a card model's would (a stand-in, docs/api.md
-    "Cards")."""
+def tiny_model(
+    name: str = MODEL_NAME, cards: int = 0, host_path: Path | None = None
+) -> dict[str, Any]:
+    """A SpyreModel serving the tiny Granite on CPU from the claim WEIGHTS_CLAIM (see
+    make_namespace), or from `host_path`, a folder on the node (which restricted
+    namespaces refuse), its pods pulling with PULL_SECRET (add_pull_secret in its namespace
+    first); with `cards` its pods hold that many Spyre cards as a card model's would (a
+    stand-in, docs/api.md "Cards")."""
+    source = (
+        {"hostPath": {"path": str(host_path)}}
+        if host_path is not None
+        else {"pvc": {"claimName": WEIGHTS_CLAIM}}
+    )
     return {
         "apiVersion": "serving.spyre.dev/v1alpha1",
         "kind": "SpyreModel",
@@ -157,7 +236,7 @@ def tiny_model(models: Path, name: str = MODEL_NAME, cards: int = 0) -> dict[str
             "model": {
                 "id": MODEL_NAME,
                 "path": "/models/granite",
-                "source": {"hostPath": {"path": str(models)}},
+                "source": source,
             },
             # no image: the operator's for the flavour, from the chart's runtimeImage
             "imagePullSecrets": [{"name": PULL_SECRET}],
