@@ -25,16 +25,15 @@ KEPT_METADATA = (
 )
 SHORT = 64  # characters of the strings `plain` interns (names, labels, kinds, not messages)
 POD_METADATA = ("name", "namespace", "resourceVersion", "labels", "creationTimestamp")
-CONTAINER_STATUS = ("name", "ready", "state", "lastState")
+CONTAINER_STATUS = ("name", "image", "ready", "state", "lastState")
 
 
 def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
     """A pod as observe and progress read it: its labels (selected by them), age, phase,
-    when a node started it, its containers' states (waiting reasons, terminations with
-    their messages) and, while the scheduler cannot place it, why (its PodScheduled
-    condition)."""
+    when a node started it, its containers' (and init containers') images and states
+    (waiting reasons, terminations with their messages) and, while the scheduler cannot
+    place it, why (its PodScheduled condition)."""
     metadata, status = body["metadata"], body.get("status") or {}
-    statuses = status.get("containerStatuses") or []
     unplaced = [
         plain(c)
         for c in status.get("conditions") or []
@@ -44,9 +43,11 @@ def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": {k: plain(metadata[k]) for k in POD_METADATA if k in metadata},
         "status": {
             "phase": status.get("phase"),
-            "containerStatuses": [
-                {k: plain(c[k]) for k in CONTAINER_STATUS if k in c} for c in statuses
-            ],
+            **{
+                kind: [{k: plain(c[k]) for k in CONTAINER_STATUS if k in c} for c in found]
+                for kind in ("initContainerStatuses", "containerStatuses")
+                if (found := status.get(kind))
+            },
         }
         | ({"startTime": status["startTime"]} if status.get("startTime") else {})
         | ({"conditions": unplaced} if unplaced else {}),

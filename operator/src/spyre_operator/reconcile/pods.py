@@ -1,7 +1,8 @@
 """What a SpyreModel's pods say, read into plain facts (pure): a container's termination
 and its JSON summary, the scheduler's refusal, a pod's wait for a node, the kubelet's
-deadline, and the waiting reasons that need a person. observe.py's views of Jobs and
-Deployments are made of these."""
+deadline, and the waiting reasons that need a person (of the init container too: the
+injected runtime's image). observe.py's views of Jobs and Deployments are made of these;
+image_fault.py reads which of them say the image cannot run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, cast
 
+from spyre_operator.reconcile.image_fault import cannot_run, fault
 from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_runtime.contract import Summary
 
@@ -20,6 +22,7 @@ STUCK_WAITING = (
     "InvalidImageName",
     "CreateContainerConfigError",
     "CreateContainerError",
+    "RunContainerError",
 )
 
 
@@ -31,6 +34,7 @@ class Terminated:
     reason: str  # Completed, Error, OOMKilled, ...
     exit_code: int
     message: str  # the termination message: JSON summary, or the log tail
+    image: str = ""  # the container's image, as its status names it
 
     @property
     def summary(self) -> Summary | None:
@@ -40,6 +44,14 @@ class Terminated:
         except (ValueError, IndexError):
             return None
         return cast(Summary, parsed) if isinstance(parsed, dict) else None
+
+    def fault(self, container: str) -> str | None:
+        """Why its image cannot run (image_fault.py), from its summary when it wrote one."""
+        said = self.summary
+        if said is not None and said.get("ok") is False:
+            reason, message = str(said.get("reason")), str(said.get("message", ""))
+            return fault(container, self.image, reason, message)
+        return fault(container, self.image, self.reason, self.message)
 
 
 @dataclass(frozen=True)
@@ -75,8 +87,15 @@ class DeadlineExceeded:
 @dataclass(frozen=True)
 class PodIssue:
     pod: str
-    reason: str  # a waiting reason, or the reason of serve's termination message
+    reason: str  # a waiting reason, or the reason of serve's termination (message)
     message: str
+    container: str = ""
+    image: str = ""  # the container's image, as its status names it
+
+    @property
+    def fault(self) -> str | None:
+        """Why its image cannot run (image_fault.py); None: not the image's fault."""
+        return fault(self.container, self.image, self.reason, self.message)
 
 
 def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
@@ -94,6 +113,7 @@ def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
                         reason=done.get("reason", ""),
                         exit_code=int(done.get("exitCode", 0)),
                         message=done.get("message", ""),
+                        image=status.get("image", ""),
                     )
                 )
     return out
@@ -147,19 +167,37 @@ def deadline_exceeded(pods: list[dict[str, Any]]) -> DeadlineExceeded | None:
 
 
 def pod_issues(pods: list[dict[str, Any]]) -> tuple[PodIssue, ...]:
-    """Why serving pods do not come up: a rejected cache first, then stuck containers
-    (of a Job's pods too: an image that cannot be pulled, ...)."""
+    """Why serving pods do not come up: a rejected cache or an image that cannot run
+    first, then stuck containers (of a Job's pods too: an image that cannot be pulled,
+    the injected runtime's init container, ...)."""
     issues = []
+    serve = CONTAINER_NAMES["serve"]
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         name = pod["metadata"]["name"]
-        for done in _terminations(pod, CONTAINER_NAMES["serve"]):
+        for done in _terminations(pod, serve):
             summary = done.summary
             if summary and summary.get("ok") is False:
                 reason = str(summary.get("reason") or "ServeFailed")
-                issues.append(PodIssue(name, reason, str(summary.get("message", ""))))
+                message = str(summary.get("message", ""))
+                issues.append(PodIssue(name, reason, message, serve, done.image))
                 break
-        for status in pod.get("status", {}).get("containerStatuses") or []:
-            waiting = (status.get("state") or {}).get("waiting") or {}
+            if summary is None and cannot_run(done.message):  # e.g. exec format error
+                issues.append(PodIssue(name, done.reason, done.message, serve, done.image))
+                break
+        status = pod.get("status", {})
+        for state in (status.get("initContainerStatuses") or []) + (
+            status.get("containerStatuses") or []
+        ):
+            waiting = (state.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in STUCK_WAITING:
-                issues.append(PodIssue(name, waiting["reason"], waiting.get("message", "")))
+                container = state.get("name", "")
+                issues.append(
+                    PodIssue(
+                        name,
+                        waiting["reason"],
+                        waiting.get("message", ""),
+                        container,
+                        state.get("image", ""),
+                    )
+                )
     return tuple(issues)
