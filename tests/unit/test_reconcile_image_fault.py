@@ -56,6 +56,8 @@ NO_VLLM = "the image's Python (/usr/bin/python3) has no vLLM: name a vLLM-Spyre 
          "(InvalidImageName: couldn't parse): correct spec.image"]),
         ("vllm", "Error", FOREIGN, [f"is not built for the node's CPU ({FOREIGN})",
          "spec.runtime.architecture"]),
+        ("vllm", "ErrImagePull", "failed to pull and unpack image: no match for platform in "
+         "manifest: not found", ["is not built for the node's CPU (failed to pull"]),
         ("precompile", "StartError", NO_PYTHON, ['has no program to start (failed to create',
          "name a vLLM-Spyre image (with python3 on its PATH) in spec.image"]),
         ("precompile", IMAGE_UNUSABLE, NO_VLLM, [f"image {IMAGE}: {NO_VLLM}"]),

@@ -1,12 +1,13 @@
 """Which container states say that a pod's image cannot run here, and what to do (pure).
 
-A pull the kubelet gave up on or a reference it cannot parse, a program of another CPU
-(`exec format error`: no emulator runs it), an image without the Python the pod runs, or
-the injected runtime's own check of the image (spyre_runtime/imagecheck.py: no vLLM, a
-Python too old, the other flavour's plugin, another plugin version: summary reason
-ImageUnusable) all end in one reason, ImageUnusable, whose message names the image and
-the setting to change: spec.image, or for the injected runtime's init container the
-operator's injector image. docs/operator.md's condition table lists it.
+A pull the kubelet gave up on or a reference it cannot parse, an image of another CPU
+(`exec format error`: no emulator runs it; or an index without the node's platform), an
+image without the Python the pod runs, or the injected runtime's own check of the image
+(spyre_runtime/imagecheck.py: no vLLM, a Python too old, the other flavour's plugin,
+another plugin version: summary reason ImageUnusable) all end in one reason,
+ImageUnusable, whose message names the image and the setting to change: spec.image, or
+for the injected runtime's init container the operator's injector image.
+docs/operator.md ("An image that cannot run") lists them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from spyre_runtime.contract import IMAGE_UNUSABLE
 
 PULL = ("ErrImagePull", "ImagePullBackOff")
 FOREIGN = "exec format error"
+NO_PLATFORM = "no match for platform"  # containerd: an index without the node's
 # runc's words for a command the image does not have
 NO_PROGRAM = re.compile(r'exec: "[^"]*": (executable file not found|stat [^:]*: no such file)')
 INJECTOR = (
@@ -45,6 +47,13 @@ def fault(container: str, image: str, reason: str, message: str) -> str | None:
     said = f"{reason}: {message}" if message else reason
     if reason == IMAGE_UNUSABLE:  # the runtime's words: what the image lacks, what to set
         return f"{named}: {message}"
+    if FOREIGN in message or NO_PLATFORM in message:
+        return (
+            f"{named} is not built for the node's CPU ({_last_line(message)}): name one "
+            f"built for the node's architecture (or a multi-architecture index) in {field}, "
+            "or set spec.runtime.architecture to the image's (the pods then run on nodes "
+            "of that architecture)"
+        )
     if reason in PULL:
         return (
             f"{named} cannot be pulled ({said}): check that {field} names an image its "
@@ -53,13 +62,6 @@ def fault(container: str, image: str, reason: str, message: str) -> str | None:
         )
     if reason == "InvalidImageName":
         return f"{named} is not a valid image reference ({said}): correct {field}"
-    if FOREIGN in message:
-        return (
-            f"{named} is not built for the node's CPU ({_last_line(message)}): name one "
-            f"built for the node's architecture (or a multi-architecture index) in {field}, "
-            "or set spec.runtime.architecture to the image's (the pods then run on nodes "
-            "of that architecture)"
-        )
     if NO_PROGRAM.search(message):
         return (
             f"{named} has no program to start ({_last_line(message)}): name a vLLM-Spyre "
