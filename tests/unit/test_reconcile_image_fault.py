@@ -61,6 +61,9 @@ NO_VLLM = "the image's Python (/usr/bin/python3) has no vLLM: name a vLLM-Spyre 
         ("precompile", "StartError", NO_PYTHON, ['has no program to start (failed to create',
          "name a vLLM-Spyre image (with python3 on its PATH) in spec.image"]),
         ("precompile", IMAGE_UNUSABLE, NO_VLLM, [f"image {IMAGE}: {NO_VLLM}"]),
+        ("precompile", "CreateContainerConfigError", "container has runAsNonRoot and image "
+         "will run as root (pod: ...)", ["does not run as a non-root uid (container has",
+         "name an image whose USER is a numeric uid other than 0 in spec.image"]),
     ],
 )  # fmt: skip
 def test_each_way_an_image_cannot_run_names_it_and_the_fix(

@@ -2,7 +2,8 @@
 
 A pull the kubelet gave up on or a reference it cannot parse, an image of another CPU
 (`exec format error`: no emulator runs it; or an index without the node's platform), an
-image without the Python the pod runs, or the injected runtime's own check of the image
+image without the Python the pod runs, an image whose USER is root (or a name the kubelet
+cannot check) while the pods run as non-root, or the injected runtime's own check of the image
 (spyre_runtime/imagecheck.py: no vLLM, a Python too old, the other flavour's plugin,
 another plugin version: summary reason ImageUnusable) all end in one reason,
 ImageUnusable, whose message names the image and the setting to change: spec.image, or
@@ -20,6 +21,7 @@ from spyre_runtime.contract import IMAGE_UNUSABLE
 PULL = ("ErrImagePull", "ImagePullBackOff")
 FOREIGN = "exec format error"
 NO_PLATFORM = "no match for platform"  # containerd: an index without the node's
+ROOT = "runAsNonRoot"  # the kubelet: the image's USER is root, or a name it cannot check
 # runc's words for a command the image does not have
 NO_PROGRAM = re.compile(r'exec: "[^"]*": (executable file not found|stat [^:]*: no such file)')
 INJECTOR = (
@@ -62,6 +64,11 @@ def fault(container: str, image: str, reason: str, message: str) -> str | None:
         )
     if reason == "InvalidImageName":
         return f"{named} is not a valid image reference ({said}): correct {field}"
+    if reason == "CreateContainerConfigError" and ROOT in message:
+        return (
+            f"{named} does not run as a non-root uid ({message}), and the pods run as "
+            f"non-root: name an image whose USER is a numeric uid other than 0 in {field}"
+        )
     if NO_PROGRAM.search(message):
         return (
             f"{named} has no program to start ({_last_line(message)}): name a vLLM-Spyre "
