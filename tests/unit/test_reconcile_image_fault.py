@@ -203,3 +203,33 @@ def test_a_weights_pod_that_cannot_run_is_told_while_the_job_retries() -> None:
     assert summary is not None and summary.state == "Failed"
     assert summary.reason == IMAGE_UNUSABLE
     assert (summary.message or "").startswith(f"the weights pod {name}-0: image {IMAGE} has no")
+
+
+def test_an_injector_of_another_architecture_is_named_with_its_setting() -> None:
+    """The init container that copies spyre-runtime never ran its copy: the compile's
+    failure and a serving pod's crash loop name the operator's injector image."""
+    obj = body(UPSTREAM)
+    live = job(obj, **failed())
+    template = live["spec"]["template"]["spec"]
+    ended = {"state": {"terminated": {"reason": "Error", "exitCode": 255, "message": FOREIGN}}}
+    pods = [_pod(template, "c-0", ended, INIT_CONTAINER)]
+    message = _degraded(step(obj, pvc_exists=True, job=job_view(live, pods)))
+    injector = template["initContainers"][0]["image"]
+    assert message.startswith(f"the compile pod c-0: image {injector} is not built for"), message
+    assert INJECTOR in message
+
+    kwargs, status = ready_state(UPSTREAM)
+    serving = kwargs["deployment"].live["spec"]["template"]["spec"]
+    crashing = {
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+        "lastState": ended["state"],
+    }
+    issues = pod_issues([_pod(serving, "srv-0", crashing, INIT_CONTAINER)])
+    down = deployment_view(served(kwargs["deployment"].live, available=False))
+    plan = step(body(UPSTREAM, **status), **(kwargs | {"deployment": down, "pod_issues": issues}))
+    assert cond(plan, "Degraded") == ("True", IMAGE_UNUSABLE)
+    said = find(plan.status.to_k8s()["conditions"], "Degraded")["message"]
+    assert (
+        said.startswith(f"serving pod srv-0: image {injector} is not built for")
+        and INJECTOR in said
+    )

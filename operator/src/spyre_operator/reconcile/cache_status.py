@@ -24,7 +24,6 @@ from spyre_operator.reconcile.pull import not_used
 from spyre_operator.reconcile.views import JobView
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
-from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_runtime.contract import IMAGE_UNUSABLE
 
 TAIL_LINES = 5
@@ -50,7 +49,7 @@ def compile_failure(job: JobView) -> Failure:
     )
     done = job.terminated
     summary = done.summary if done else None
-    unusable = done.fault(CONTAINER_NAMES["precompile"]) if done else None
+    unusable = done.fault if done else None
     if done is not None and unusable is not None:
         return Failure(IMAGE_UNUSABLE, f"the compile pod {done.pod}: {unusable}." + retry)
     stopped = job.deadline_exceeded

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from spyre_operator.reconcile.image_fault import cannot_run, fault
+from spyre_operator.render.inject import INIT_CONTAINER
 from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_runtime.contract import Summary
 
@@ -35,6 +36,7 @@ class Terminated:
     exit_code: int
     message: str  # the termination message: JSON summary, or the log tail
     image: str = ""  # the container's image, as its status names it
+    container: str = ""
 
     @property
     def summary(self) -> Summary | None:
@@ -45,13 +47,14 @@ class Terminated:
             return None
         return cast(Summary, parsed) if isinstance(parsed, dict) else None
 
-    def fault(self, container: str) -> str | None:
+    @property
+    def fault(self) -> str | None:
         """Why its image cannot run (image_fault.py), from its summary when it wrote one."""
         said = self.summary
         if said is not None and said.get("ok") is False:
             reason, message = str(said.get("reason")), str(said.get("message", ""))
-            return fault(container, self.image, reason, message)
-        return fault(container, self.image, self.reason, self.message)
+            return fault(self.container, self.image, reason, message)
+        return fault(self.container, self.image, self.reason, self.message)
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,10 @@ class PodIssue:
 def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
     name = pod["metadata"]["name"]
     out = []
-    for status in pod.get("status", {}).get("containerStatuses") or []:
+    statuses = pod.get("status", {})
+    for status in (statuses.get("initContainerStatuses") or []) + (
+        statuses.get("containerStatuses") or []
+    ):
         if status.get("name") != container:
             continue
         for state in (status.get("state") or {}, status.get("lastState") or {}):
@@ -114,6 +120,7 @@ def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
                         exit_code=int(done.get("exitCode", 0)),
                         message=done.get("message", ""),
                         image=status.get("image", ""),
+                        container=container,
                     )
                 )
     return out
@@ -134,10 +141,19 @@ def unschedulable(pods: list[dict[str, Any]]) -> tuple[Unschedulable, ...]:
     return tuple(found)
 
 
+def _ended(pod: dict[str, Any], container: str) -> Terminated | None:
+    """The container's termination; if it never ran, the injected runtime's init
+    container's failure (its copy did not run: another CPU, no python3, ...)."""
+    found = _terminations(pod, container)[:1] or [
+        t for t in _terminations(pod, INIT_CONTAINER)[:1] if t.exit_code != 0
+    ]
+    return found[0] if found else None
+
+
 def newest_termination(pods: list[dict[str, Any]], container: str) -> Terminated | None:
     """The newest pod's termination (Job retries make several pods)."""
     ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
-    found = [t for pod in ordered for t in _terminations(pod, container)[:1]]
+    found = [t for pod in ordered if (t := _ended(pod, container)) is not None]
     return found[-1] if found else None
 
 
@@ -174,7 +190,7 @@ def pod_issues(pods: list[dict[str, Any]]) -> tuple[PodIssue, ...]:
     serve = CONTAINER_NAMES["serve"]
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         name = pod["metadata"]["name"]
-        for done in _terminations(pod, serve):
+        for done in _terminations(pod, serve) + _terminations(pod, INIT_CONTAINER):
             summary = done.summary
             if summary and summary.get("ok") is False:
                 reason = str(summary.get("reason") or "ServeFailed")
@@ -182,7 +198,8 @@ def pod_issues(pods: list[dict[str, Any]]) -> tuple[PodIssue, ...]:
                 issues.append(PodIssue(name, reason, message, serve, done.image))
                 break
             if summary is None and cannot_run(done.message):  # e.g. exec format error
-                issues.append(PodIssue(name, done.reason, done.message, serve, done.image))
+                said = (done.reason, done.message, done.container, done.image)
+                issues.append(PodIssue(name, *said))
                 break
         status = pod.get("status", {})
         for state in (status.get("initContainerStatuses") or []) + (

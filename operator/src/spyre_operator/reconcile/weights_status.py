@@ -10,7 +10,6 @@ from spyre_operator.api.spec import SpyreModelSpec
 from spyre_operator.api.status import WeightsSummary
 from spyre_operator.reconcile.conditions import clip, tail
 from spyre_operator.reconcile.views import JobView
-from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_operator.render.weights_job import is_commit, weights_job_name
 from spyre_runtime.contract import IMAGE_UNUSABLE, PERMANENT
 
@@ -29,7 +28,7 @@ def _pod_failure(job: JobView) -> tuple[str, str] | None:
     done = job.terminated
     if done is None:
         return None
-    unusable = done.fault(CONTAINER_NAMES["weights"])
+    unusable = done.fault
     if unusable is not None:
         return IMAGE_UNUSABLE, f"the weights pod {done.pod}: {unusable}"
     summary = done.summary
