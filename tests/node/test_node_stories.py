@@ -374,13 +374,16 @@ def test_the_images_come_from_the_registry_and_a_pod_without_its_secret_is_refus
     # containerd 2's words for the registry's 401 (1.6 quoted the status line itself)
     assert "no basic auth credentials" in message and registry.address in message, message
 
-    def shown() -> dict[str, Any] | None:  # the serving pod's reason, in the model's status
+    def shown() -> dict[str, Any] | None:  # the serving pod's image, in the model's status
         conditions = cluster.status("no-secret").get("conditions", [])
         found = [c for c in conditions if c["type"] == "Available"]
-        return found[0] if found and found[0]["reason"] in PULL_FAILED else None
+        return found[0] if found and found[0]["reason"] == contract.IMAGE_UNUSABLE else None
 
     available = cluster.wait("the pull failure in status", shown, timeout=120)
-    assert available["status"] == "False" and "serving pod" in available["message"], available
+    assert available["status"] == "False", available
+    image = node_operator.serving_image(node)
+    assert f": image {image} cannot be pulled (" in available["message"], available
+    assert "spec.imagePullSecrets" in available["message"], available
     cluster.kubectl("delete", "spyremodel/no-secret")
 
 

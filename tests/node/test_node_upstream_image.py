@@ -2,8 +2,11 @@
 the real node: the CPU runtime base (vLLM and sendnn-inference from PyPI in a venv, the
 user senuser, no file of spyre_runtime: docs/images.md) pushed to the node's registry as
 `upstream-standin`, and a SpyreModel naming it with `runtime.imageProfile:
-sendnn-inference`. The compile Job fills the cache, the serving pods start from it without
-compiling and answer through the Service, and a second replica starts from the cache too.
+sendnn-inference` and `cache.requirePrecompiled: true` (a decoder's default, set here so
+the story says it). The compile Job fills the cache, the serving pods start from it with
+the image's own vLLM stopped at the first compile a start-up would make (the switch in
+their env), report 0 compiled and answer through the Service, and a second replica
+starts from the cache too.
 The same with `ubi-standin`, the layout of Red Hat's UBI images (user 1001, vLLM's venv at
 /opt/vllm, an entrypoint script, a device setup script, ENV the pods override).
 """
@@ -42,6 +45,8 @@ def _serving_pods(kubectl: Kubectl) -> list[dict[str, Any]]:
 def _started_from_the_cache(kubectl: Kubectl, pod: dict[str, Any]) -> None:
     (container,) = pod["spec"]["containers"]
     assert container["command"] == ["python3", "-m", "spyre_runtime"]
+    switch = contract.FLAVOURS[node_operator.FLAVOUR].require_precompiled_var
+    assert {"name": switch, "value": "1"} in container["env"], container["env"]
     reports = contract.startup(kubectl("logs", pod["metadata"]["name"], "-c", "vllm"))
     assert reports, "no start-up compile report in the serving pod's log"
     for counts in reports.values():
@@ -59,6 +64,7 @@ def test_an_image_without_the_runtime_compiles_once_and_serves_from_the_cache(
     doc = node_operator.tiny_model(MODEL)
     doc["spec"]["image"] = f"{node.registry.repository(standin)}:{tag}"
     doc["spec"]["runtime"]["imageProfile"] = "sendnn-inference"  # IBM's images' profile
+    doc["spec"]["cache"]["requirePrecompiled"] = True
     kubectl("apply", "-f", "-", input=json.dumps(doc))
     kubectl.wait(f"sm/{MODEL}", "condition=Ready", WAIT)
 

@@ -240,9 +240,43 @@ def test_an_image_that_cannot_run_the_command_is_refused_with_what_to_set(
     done = _run(sys.executable, ["-S", "-m", "spyre_runtime", *container["args"]], env)
     assert done.returncode == 2, done.stderr
     written = json.loads(summary.read_text())
-    assert written["reason"] == "InvalidConfig"
+    assert written["reason"] == contract.IMAGE_UNUSABLE
     assert written["message"].startswith(f"the image's Python ({sys.executable}) ")
     assert written["message"].endswith(message)
+
+
+def test_a_python_too_old_is_refused_with_the_same_summary(tmp_path: Path) -> None:
+    """The check before anything else is imported (in the oldest syntax): an image whose
+    Python is 3.9 ends with exit 2 and an ImageUnusable summary, the message on stderr."""
+    dest = tmp_path / "runtime"
+    assert _run(sys.executable, ["-m", "spyre_runtime.inject", str(dest)], dict(os.environ))
+    summary = tmp_path / "termination-log"
+    env = {
+        rt.PYTHONPATH: str(dest),
+        contract.SPYRE_SERVING_TERMINATION_LOG: str(summary),
+        "PATH": os.environ["PATH"],
+    }
+    older = (
+        "import runpy, sys; sys.version_info = (3, 9, 2); "
+        "runpy.run_module('spyre_runtime', run_name='__main__')"
+    )
+    done = _run(sys.executable, ["-S", "-c", older, "precompile"], env)
+    assert done.returncode == 2
+    said = (
+        f"the image's Python ({sys.executable}) is 3.9.2: spyre-runtime needs 3.11 or later: "
+        "name a vLLM-Spyre image with a newer Python in spec.image"
+    )
+    assert json.loads(summary.read_text()) == {
+        "ok": False,
+        "reason": contract.IMAGE_UNUSABLE,
+        "message": said,
+    }
+    assert done.stderr.strip() == said
+    # the literals __main__ cannot import (contract.py needs 3.11) are the contract's
+    main_text = (dest / "spyre_runtime" / "__main__.py").read_text()
+    names = (contract.SPYRE_SERVING_TERMINATION_LOG, contract.DEFAULT_TERMINATION_LOG)
+    for value in (*names, contract.IMAGE_UNUSABLE):
+        assert f'"{value}"' in main_text
 
 
 def test_only_the_weights_pod_reaches_the_hub_whatever_the_images_env() -> None:

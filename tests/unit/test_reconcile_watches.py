@@ -224,6 +224,7 @@ def test_a_pod_is_kept_with_only_what_observe_reads() -> None:
             "containerStatuses": [
                 {
                     "name": "serve",
+                    "image": "i",
                     "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}},
                     "lastState": {},
                 }

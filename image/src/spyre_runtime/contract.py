@@ -235,17 +235,26 @@ class Summary(TypedDict, total=False):
 # without a registry), then the weights Job's own.
 Reason = Literal[
     "OutOfMemory", "ModelNotFound", "InvalidConfig", "CompileFailed", "OutOfSpace",
-    "CacheNotReady",
+    "CacheNotReady", "ImageUnusable",
     "NotInRegistry", "ArtifactRefused", "RegistryUnavailable",
     "GatedModel", "RevisionNotFound", "Unauthorized", "HubUnreachable", "ChecksumMismatch",
     "DownloadFailed",
 ]  # fmt: skip
 REASONS: frozenset[str] = frozenset(get_args(Reason))
 CACHE_NOT_READY: Final[Reason] = "CacheNotReady"  # serve refused the cache (exit 3)
+# The injected runtime's image cannot run the command (imagecheck.py, __main__.py; exit 2).
+IMAGE_UNUSABLE: Final[Reason] = "ImageUnusable"
 # The weights Job's reasons no rerun can fix (exit 2): the operator shows them at once,
 # while the Job may still be retrying.
 PERMANENT: frozenset[Reason] = frozenset(
-    {"ModelNotFound", "GatedModel", "RevisionNotFound", "Unauthorized", "InvalidConfig"}
+    {
+        "ModelNotFound",
+        "GatedModel",
+        "RevisionNotFound",
+        "Unauthorized",
+        "InvalidConfig",
+        "ImageUnusable",
+    }
 )
 
 

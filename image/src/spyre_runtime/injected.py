@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from .cli import main as cli_main
 from .config import ContractError, from_env, termination_log
+from .contract import IMAGE_UNUSABLE
 from .imagecheck import image_problem
 from .imagesetup import prepare
 from .report import failure, log, setup_logging, write_summary
@@ -29,6 +30,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = image_problem(cfg.flavour, cfg.compile_config)
         if problem is not None:
             log.error("this image cannot %s: %s", args[0], problem)
-            write_summary(termination_log(environ), failure("InvalidConfig", problem))
+            write_summary(termination_log(environ), failure(IMAGE_UNUSABLE, problem))
             return 2
     return cli_main(args)

@@ -25,17 +25,17 @@ KEPT_METADATA = (
 )
 SHORT = 64  # characters of the strings `plain` interns (names, labels, kinds, not messages)
 POD_METADATA = ("name", "namespace", "resourceVersion", "labels", "creationTimestamp")
-CONTAINER_STATUS = ("name", "ready", "state", "lastState")
+CONTAINER_STATUS = ("name", "image", "ready", "state", "lastState")
 CARD_PREFIX = "ibm.com/"  # the Spyre device plugin's resources (spec.accelerator)
 
 
 def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
     """A pod as observe and progress read it: its labels (selected by them), age, phase,
-    when a node started it, its containers' states (waiting reasons, terminations with
-    their messages), while the scheduler cannot place it, why (its PodScheduled
-    condition), and once placed, its node and the cards it holds there."""
+    when a node started it, its containers' (and init containers') images and states
+    (waiting reasons, terminations with their messages), while the scheduler cannot place
+    it, why (its PodScheduled condition), and once placed, its node and the cards it holds
+    there."""
     metadata, status = body["metadata"], body.get("status") or {}
-    statuses = status.get("containerStatuses") or []
     unplaced = [
         plain(c)
         for c in status.get("conditions") or []
@@ -47,9 +47,11 @@ def pod_entry(body: Mapping[str, Any]) -> dict[str, Any]:
         **({"spec": placed} if placed else {}),
         "status": {
             "phase": status.get("phase"),
-            "containerStatuses": [
-                {k: plain(c[k]) for k in CONTAINER_STATUS if k in c} for c in statuses
-            ],
+            **{
+                kind: [{k: plain(c[k]) for k in CONTAINER_STATUS if k in c} for c in found]
+                for kind in ("initContainerStatuses", "containerStatuses")
+                if (found := status.get(kind))
+            },
         }
         | ({"startTime": status["startTime"]} if status.get("startTime") else {})
         | ({"conditions": unplaced} if unplaced else {}),

@@ -24,6 +24,7 @@ from spyre_operator.reconcile.pull import not_used
 from spyre_operator.reconcile.views import JobView
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
+from spyre_runtime.contract import IMAGE_UNUSABLE
 
 TAIL_LINES = 5
 
@@ -48,6 +49,9 @@ def compile_failure(job: JobView) -> Failure:
     )
     done = job.terminated
     summary = done.summary if done else None
+    unusable = done.fault if done else None
+    if done is not None and unusable is not None:
+        return Failure(IMAGE_UNUSABLE, f"the compile pod {done.pod}: {unusable}." + retry)
     stopped = job.deadline_exceeded
     if stopped is not None:
         return Failure(
@@ -299,6 +303,17 @@ def stuck_pod(obs: Observed, key: str | None) -> PodIssue | None:
     """The running download's (no key yet) or compile's pod whose container cannot start."""
     job = _running_job(obs, key)
     return job.stuck if job else None
+
+
+def image_failure(obs: Observed, key: str | None) -> Failure | None:
+    """That pod's image cannot run (image_fault.py): a failure that needs a person, not
+    a wait; gone again once the pod starts (the image pushed, the name corrected)."""
+    stuck = stuck_pod(obs, key)
+    unusable = stuck.fault if stuck is not None else None
+    if stuck is None or unusable is None:
+        return None
+    what = "download" if key is None else f"compile of cache {short_key(key)}"
+    return Failure(IMAGE_UNUSABLE, f"the {what} cannot start: pod {stuck.pod}: {unusable}")
 
 
 def progress_message(progress: CompileProgress) -> str:

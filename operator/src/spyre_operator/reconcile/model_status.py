@@ -21,6 +21,7 @@ from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile.cache_status import (
     Failure,
     cache_condition,
+    image_failure,
     stuck_pod,
     waits,
 )
@@ -35,7 +36,7 @@ from spyre_operator.reconcile.handoff import serving_while_compiling
 from spyre_operator.reconcile.observe import Observed
 from spyre_operator.reconcile.starts import Start
 from spyre_operator.render.cachekey import short_key
-from spyre_runtime.contract import CACHE_NOT_READY
+from spyre_runtime.contract import CACHE_NOT_READY, IMAGE_UNUSABLE
 
 
 def serving_failure(obs: Observed) -> Failure | None:
@@ -48,6 +49,10 @@ def serving_failure(obs: Observed) -> Failure | None:
                 "CacheRejected",
                 f"serving pod {issue.pod} refused the compiled cache: {issue.message}",
             )
+    for issue in obs.pod_issues:
+        unusable = issue.fault
+        if unusable is not None:
+            return Failure(IMAGE_UNUSABLE, f"serving pod {issue.pod}: {unusable}")
     progressing = deploy.condition("Progressing")
     if progressing[0] == "False" and progressing[1] == "ProgressDeadlineExceeded":
         return Failure(
@@ -76,6 +81,7 @@ def model_conditions(
     cleaning: str | None,
 ) -> tuple[list[Cond], Phase]:
     deploy, spec = obs.deployment, model.spec
+    failure = failure or image_failure(obs, key)
     serving_old = deploy is not None and deploy.cache_key not in (None, key) and not cache_ready
     downloading = key is None
     cache_cond = cache_condition(model, obs, key, cache, cache_ready, failure, queued, cleaning)

@@ -1,7 +1,8 @@
 """What a SpyreModel's pods say, read into plain facts (pure): a container's termination
 and its JSON summary, the scheduler's refusal, a pod's wait for a node, the kubelet's
-deadline, and the waiting reasons that need a person. observe.py's views of Jobs and
-Deployments are made of these."""
+deadline, and the waiting reasons that need a person (of the init container too: the
+injected runtime's image). observe.py's views of Jobs and Deployments are made of these;
+image_fault.py reads which of them say the image cannot run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, cast
 
+from spyre_operator.reconcile.image_fault import cannot_run, fault
+from spyre_operator.render.inject import INIT_CONTAINER
 from spyre_operator.render.pod import CONTAINER_NAMES
 from spyre_runtime.contract import Summary
 
@@ -20,6 +23,7 @@ STUCK_WAITING = (
     "InvalidImageName",
     "CreateContainerConfigError",
     "CreateContainerError",
+    "RunContainerError",
 )
 
 
@@ -31,6 +35,8 @@ class Terminated:
     reason: str  # Completed, Error, OOMKilled, ...
     exit_code: int
     message: str  # the termination message: JSON summary, or the log tail
+    image: str = ""  # the container's image, as its status names it
+    container: str = ""
 
     @property
     def summary(self) -> Summary | None:
@@ -40,6 +46,15 @@ class Terminated:
         except (ValueError, IndexError):
             return None
         return cast(Summary, parsed) if isinstance(parsed, dict) else None
+
+    @property
+    def fault(self) -> str | None:
+        """Why its image cannot run (image_fault.py), from its summary when it wrote one."""
+        said = self.summary
+        if said is not None and said.get("ok") is False:
+            reason, message = str(said.get("reason")), str(said.get("message", ""))
+            return fault(self.container, self.image, reason, message)
+        return fault(self.container, self.image, self.reason, self.message)
 
 
 @dataclass(frozen=True)
@@ -75,14 +90,24 @@ class DeadlineExceeded:
 @dataclass(frozen=True)
 class PodIssue:
     pod: str
-    reason: str  # a waiting reason, or the reason of serve's termination message
+    reason: str  # a waiting reason, or the reason of serve's termination (message)
     message: str
+    container: str = ""
+    image: str = ""  # the container's image, as its status names it
+
+    @property
+    def fault(self) -> str | None:
+        """Why its image cannot run (image_fault.py); None: not the image's fault."""
+        return fault(self.container, self.image, self.reason, self.message)
 
 
 def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
     name = pod["metadata"]["name"]
     out = []
-    for status in pod.get("status", {}).get("containerStatuses") or []:
+    statuses = pod.get("status", {})
+    for status in (statuses.get("initContainerStatuses") or []) + (
+        statuses.get("containerStatuses") or []
+    ):
         if status.get("name") != container:
             continue
         for state in (status.get("state") or {}, status.get("lastState") or {}):
@@ -94,6 +119,8 @@ def _terminations(pod: dict[str, Any], container: str) -> list[Terminated]:
                         reason=done.get("reason", ""),
                         exit_code=int(done.get("exitCode", 0)),
                         message=done.get("message", ""),
+                        image=status.get("image", ""),
+                        container=container,
                     )
                 )
     return out
@@ -114,10 +141,19 @@ def unschedulable(pods: list[dict[str, Any]]) -> tuple[Unschedulable, ...]:
     return tuple(found)
 
 
+def _ended(pod: dict[str, Any], container: str) -> Terminated | None:
+    """The container's termination; if it never ran, the injected runtime's init
+    container's failure (its copy did not run: another CPU, no python3, ...)."""
+    found = _terminations(pod, container)[:1] or [
+        t for t in _terminations(pod, INIT_CONTAINER)[:1] if t.exit_code != 0
+    ]
+    return found[0] if found else None
+
+
 def newest_termination(pods: list[dict[str, Any]], container: str) -> Terminated | None:
     """The newest pod's termination (Job retries make several pods)."""
     ordered = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))
-    found = [t for pod in ordered for t in _terminations(pod, container)[:1]]
+    found = [t for pod in ordered if (t := _ended(pod, container)) is not None]
     return found[-1] if found else None
 
 
@@ -147,19 +183,38 @@ def deadline_exceeded(pods: list[dict[str, Any]]) -> DeadlineExceeded | None:
 
 
 def pod_issues(pods: list[dict[str, Any]]) -> tuple[PodIssue, ...]:
-    """Why serving pods do not come up: a rejected cache first, then stuck containers
-    (of a Job's pods too: an image that cannot be pulled, ...)."""
+    """Why serving pods do not come up: a rejected cache or an image that cannot run
+    first, then stuck containers (of a Job's pods too: an image that cannot be pulled,
+    the injected runtime's init container, ...)."""
     issues = []
+    serve = CONTAINER_NAMES["serve"]
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         name = pod["metadata"]["name"]
-        for done in _terminations(pod, CONTAINER_NAMES["serve"]):
+        for done in _terminations(pod, serve) + _terminations(pod, INIT_CONTAINER):
             summary = done.summary
             if summary and summary.get("ok") is False:
                 reason = str(summary.get("reason") or "ServeFailed")
-                issues.append(PodIssue(name, reason, str(summary.get("message", ""))))
+                message = str(summary.get("message", ""))
+                issues.append(PodIssue(name, reason, message, serve, done.image))
                 break
-        for status in pod.get("status", {}).get("containerStatuses") or []:
-            waiting = (status.get("state") or {}).get("waiting") or {}
+            if summary is None and cannot_run(done.message):  # e.g. exec format error
+                said = (done.reason, done.message, done.container, done.image)
+                issues.append(PodIssue(name, *said))
+                break
+        status = pod.get("status", {})
+        for state in (status.get("initContainerStatuses") or []) + (
+            status.get("containerStatuses") or []
+        ):
+            waiting = (state.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in STUCK_WAITING:
-                issues.append(PodIssue(name, waiting["reason"], waiting.get("message", "")))
+                container = state.get("name", "")
+                issues.append(
+                    PodIssue(
+                        name,
+                        waiting["reason"],
+                        waiting.get("message", ""),
+                        container,
+                        state.get("image", ""),
+                    )
+                )
     return tuple(issues)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from spyre_operator.api.status import CACHE_READY, DEGRADED, READY, Phase, SpyreCacheStatus
 from spyre_operator.api.validation import SpyreModel
 from spyre_operator.reconcile import inventory
-from spyre_operator.reconcile.cache_status import Failure, cache_condition
+from spyre_operator.reconcile.cache_status import Failure, cache_condition, image_failure
 from spyre_operator.reconcile.compile_step import CompileStep
 from spyre_operator.reconcile.conditions import Cond, render_conditions, transition_events
 from spyre_operator.reconcile.observe import Observed
@@ -28,7 +28,8 @@ def spyrecache_plan(
     now: str,
 ) -> Plan:
     """`actions`: the steps' before this one (the volume, the download, the compile)."""
-    status, generation, key, failure = obs.status, obs.generation, cache.key, cache.failure
+    status, generation, key = obs.status, obs.generation, cache.key
+    failure = cache.failure or image_failure(obs, key)
     cache_cond = cache_condition(
         model, obs, key, cache.cache, cache.ready, failure, cache.queued, cache.cleaning
     )

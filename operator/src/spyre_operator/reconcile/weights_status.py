@@ -11,7 +11,7 @@ from spyre_operator.api.status import WeightsSummary
 from spyre_operator.reconcile.conditions import clip, tail
 from spyre_operator.reconcile.views import JobView
 from spyre_operator.render.weights_job import is_commit, weights_job_name
-from spyre_runtime.contract import PERMANENT
+from spyre_runtime.contract import IMAGE_UNUSABLE, PERMANENT
 
 MESSAGE_LIMIT = 2000
 
@@ -28,6 +28,9 @@ def _pod_failure(job: JobView) -> tuple[str, str] | None:
     done = job.terminated
     if done is None:
         return None
+    unusable = done.fault
+    if unusable is not None:
+        return IMAGE_UNUSABLE, f"the weights pod {done.pod}: {unusable}"
     summary = done.summary
     if summary is not None and summary.get("ok") is False:
         reason = str(summary.get("reason") or "DownloadFailed")
