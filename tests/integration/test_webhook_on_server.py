@@ -117,7 +117,21 @@ class Webhooked:
         return self.kube.request("POST", url, body, query={"dryRun": "All"})
 
     def set_policy(self, policy: str) -> None:
+        """The failurePolicy; while no operator answers, waited for until the API server
+        applies it (its cache of webhook configurations lags the write)."""
         self._set("failurePolicy", policy)
+        if self.process is None or not self.process.running():
+            admits = policy == "Ignore"
+            wait_for(lambda: self._admitted_unanswered() == admits, f"failurePolicy {policy}")
+
+    def _admitted_unanswered(self) -> bool:
+        try:
+            self.dry_run(BASE)
+        except ApiError as err:
+            if "failed calling webhook" not in err.body.get("message", ""):
+                raise
+            return False
+        return True
 
     def _set(self, field: str, value: str) -> None:
         patch = [{"op": "add", "path": f"/webhooks/0/{field}", "value": value}]
