@@ -1,12 +1,12 @@
 """`cluster up --node`: the local control plane plus a real node that runs pods.
 
 On top of the plane (with the flags and controllers a kubelet needs), `up` starts
-kube-scheduler, a private image registry (spyre_devcluster/registry.py), containerd, the kubelet,
-kube-proxy and a hostPath volume provisioner,
-all recorded in the plane's state so `down` stops exactly them: all of them built from
-Go modules by `cluster install --node` (binaries.node_builds). Files live in DIR/node,
-except containerd's root: it is kept in the cache folder, keyed by containerd's version,
-so images imported once survive `down` and the next `up`.
+kube-scheduler, a private image registry (registry.py), containerd, the kubelet, kube-proxy,
+a volume provisioner and, asked for, a CephFS (cephfs.py), all recorded in the plane's
+state so `down` stops exactly them (`cluster install --node` builds the Kubernetes parts
+from Go modules and installs Ceph from Debian). Files live in DIR/node, except
+containerd's root: kept in the cache folder, keyed by containerd's version, so images
+imported once survive `down` and the next `up`.
 
 One node per machine: kube-proxy's iptables chains and the kubelet's cgroups have fixed
 names. The folder of the running node is recorded in /run/spyre-node/folder.
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spyre_devcluster import host, node_config, preflight, registry
+from spyre_devcluster import cephfs, host, node_config, preflight, registry
 from spyre_devcluster.binaries import (
     CONTAINERD,
     KUBELET,
@@ -66,8 +66,7 @@ MACHINE_RECORD = RUN_DIR / "folder"
 NODE_STATE = "node.json"
 READY_TIMEOUT = 120.0
 DEVICE_PLUGIN = "deviceplugin"
-# stopped before containers are removed
-NODE_PROCESSES = ("provisioner", DEVICE_PLUGIN, PROXY, KUBELET)
+NODE_PROCESSES = ("provisioner", DEVICE_PLUGIN, PROXY, KUBELET)  # before the containers go
 
 
 class NodeError(ControlPlaneError):
@@ -155,9 +154,11 @@ class Node:
         etcd_port: int | None = None,
         apiserver_port: int | None = None,
         cards: dict[str, int] | None = None,
+        network_storage: bool = False,
     ) -> State:
         """`cards`: fake Spyre cards per resource (ibm.com/spyre_pf: 8), advertised by
-        the node's device plugin (spyre_devcluster/deviceplugin.py); none without."""
+        the node's device plugin (spyre_devcluster/deviceplugin.py); none without.
+        `network_storage`: a CephFS and its class spyre-cephfs (cephfs.py)."""
         found = preflight.problems()
         if found:
             raise NodeError(preflight.report(found))
@@ -170,7 +171,7 @@ class Node:
         self._claim_machine()
         try:
             counted = {name: n for name, n in (cards or {}).items() if n}
-            return self._up(log, etcd_port, apiserver_port, counted)
+            return self._up(log, etcd_port, apiserver_port, counted, network_storage)
         except BaseException:
             self.down()
             raise
@@ -221,6 +222,7 @@ class Node:
         etcd_port: int | None,
         apiserver_port: int | None,
         cards: dict[str, int],
+        network_storage: bool,
     ) -> State:
         found = node_binaries()
         bins = found.programs
@@ -281,17 +283,12 @@ class Node:
         self.plane.wait_ready(proxy, "kube-proxy", f"http://127.0.0.1:{healthz}/healthz")
         step("storage")
         api.create("/apis/storage.k8s.io/v1/storageclasses", node_config.storage_class())
-        self.plane.spawn(
-            state,
-            "provisioner",
-            Path(sys.executable),
-            [
-                "-m",
-                "spyre_devcluster.provisioner",
-                f"--kubeconfig={self.kubeconfig}",
-                f"--root={self.layout.volumes}",
-            ],
-        )
+        classes = [f"--class={node_config.STORAGE_CLASS}={self.layout.volumes}"]
+        if network_storage:
+            step("CephFS")
+            classes.append(f"--class={self.network_storage().start(state, api, NODE_IP)}")
+        provisioner = ["-m", "spyre_devcluster.provisioner", f"--kubeconfig={self.kubeconfig}"]
+        self.plane.spawn(state, "provisioner", Path(sys.executable), provisioner + classes)
         if cards:
             step("cards")
             args = [f"--resource={name}={count}" for name, count in cards.items()]
@@ -323,6 +320,10 @@ class Node:
         self._check_alive(state)
         step("ready")
         return state
+
+    def network_storage(self) -> cephfs.OnNode:
+        """The node's CephFS (`up(network_storage=True)`)."""
+        return cephfs.OnNode(self.plane, self.layout, self._until)
 
     def _write_json(self, name: str, doc: object) -> None:
         self.layout.file(name).write_text(json.dumps(doc, indent=2))

@@ -1,0 +1,85 @@
+"""Shared volumes on a network filesystem (issue 40): the node's CephFS (Debian's Ceph,
+mounted with ceph-fuse: `cluster up --node --network-storage`) behind the ReadWriteMany
+class spyre-cephfs. A model whose weights volume and cache volume are both of that class:
+its compile Job writes the key through the filesystem, and its serving pod loads the
+graphs from there and compiles nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from nodelib import Kubectl, SharedNode, apply
+from test_node_stories import Cluster, assert_started_from_cache, compile_reports, volume_folder
+
+from spyre_devcluster import cephfs, node_operator
+from spyre_runtime.contract import READY_NAME
+
+pytestmark = pytest.mark.node
+
+NAME = "networked"
+WEIGHTS = "weights"
+
+
+@pytest.fixture
+def cluster(shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
+    node = shared_node.with_operator(network_storage=True)
+    namespace = f"cephfs-{uuid.uuid4().hex[:8]}"
+    Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
+    node_operator.add_pull_secret(node, namespace)
+    yield Cluster(node, Kubectl(node.kubeconfig, namespace), namespace, models)
+    Kubectl(node.kubeconfig, "default")("delete", "namespace", namespace, "--wait=false")
+
+
+def weights_claim(cluster: Cluster) -> Path:
+    """A spyre-cephfs claim holding the tiny Granite, copied in through the node's mount
+    (as an admin would fill a shared volume); returns its folder there."""
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": WEIGHTS},
+        "spec": {
+            "storageClassName": cephfs.CLASS,
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    apply(cluster.kubectl, claim)
+    bound = cluster.wait(
+        "the weights claim bound",
+        lambda: cluster.get(f"pvc/{WEIGHTS}")["spec"].get("volumeName"),
+    )
+    folder = Path(cluster.get(f"pv/{bound}")["spec"]["hostPath"]["path"])
+    shutil.copytree(cluster.models / "granite", folder / "granite")
+    return folder
+
+
+def test_a_key_compiled_by_a_job_is_served_through_the_network_filesystem(
+    cluster: Cluster,
+) -> None:
+    mount = cluster.node.layout.cephfs_mount
+    weights = weights_claim(cluster)
+    assert weights.parent == mount, weights  # a folder of the CephFS mount
+    doc = node_operator.tiny_model(cluster.models, NAME)
+    doc["spec"]["model"]["source"] = {"pvc": {"claimName": WEIGHTS}}
+    doc["spec"]["cache"]["volume"]["storageClassName"] = cephfs.CLASS
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+    status = cluster.ready(NAME)
+
+    cache, key = status["cache"], status["activeCacheKey"]
+    assert cache["ok"] is True and cache["jobName"].startswith("spyre-compile-"), cache
+    assert any(c.compiled for c in compile_reports(cluster, f"job/{cache['jobName']}"))
+    folder = volume_folder(cluster)
+    assert folder.parent == mount, folder
+    pv = cluster.get(f"pv/{cluster.get('pvc/spyre-graph-cache')['spec']['volumeName']}")
+    assert pv["spec"]["storageClassName"] == cephfs.CLASS
+    assert pv["spec"]["accessModes"] == ["ReadWriteMany"]
+    # the key, as the filesystem holds it: READY written last, through ceph-fuse
+    assert (folder / key / READY_NAME).is_file()
+    (pod,) = cluster.pods(NAME)
+    assert_started_from_cache(cluster, pod)
+    assert cluster.answer(*cluster.service(NAME))
