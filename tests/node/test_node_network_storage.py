@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from nodelib import Kubectl, SharedNode, apply
+from test_node_cache_sharing import place
 from test_node_stories import Cluster, assert_started_from_cache, compile_reports, volume_folder
 
 from spyre_devcluster import cephfs, node_operator
@@ -27,12 +27,10 @@ WEIGHTS = "weights"
 
 @pytest.fixture
 def cluster(shared_node: SharedNode, models: Path) -> Iterator[Cluster]:
-    node = shared_node.with_operator(network_storage=True)
-    namespace = f"cephfs-{uuid.uuid4().hex[:8]}"
-    Kubectl(node.kubeconfig, "default")("create", "namespace", namespace)
-    node_operator.add_pull_secret(node, namespace)
-    yield Cluster(node, Kubectl(node.kubeconfig, namespace), namespace, models)
-    Kubectl(node.kubeconfig, "default")("delete", "namespace", namespace, "--wait=false")
+    shared_node.get(network_storage=True)  # the places of the stories that follow have it
+    made = place(shared_node, models, "cephfs")
+    yield made
+    Kubectl(made.node.kubeconfig, "default")("delete", "namespace", made.namespace, "--wait=false")
 
 
 def weights_claim(cluster: Cluster) -> Path:
