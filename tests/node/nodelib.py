@@ -24,17 +24,21 @@ class SharedNode:
         self.node: Node | None = None
         self.operator_on: Node | None = None
 
-    def get(self) -> Node:
+    def get(self, network_storage: bool = False) -> Node:
+        """The node; with network_storage, one with its CephFS (the running node is
+        replaced if it has none; later tests keep it)."""
+        if self.node is not None and network_storage and not self.node.layout.ceph.exists():
+            self.stop()
         if self.node is None:
             node = Node(self.folder)
-            node.up(cards={SPYRE_PF: node_operator.NODE_CARDS})
+            node.up(cards={SPYRE_PF: node_operator.NODE_CARDS}, network_storage=network_storage)
             self.node = node
         return self.node
 
-    def with_operator(self) -> Node:
+    def with_operator(self, network_storage: bool = False) -> Node:
         """The node with the project's images pushed to its registry and the chart
         installed."""
-        node = self.get()
+        node = self.get(network_storage)
         if self.operator_on is not node:
             node_operator.push_images(node, print)
             node_operator.install_chart(node)
