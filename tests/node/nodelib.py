@@ -39,19 +39,25 @@ class SharedNode:
         self.node: Node | None = None
         self.operator_on: Node | None = None
 
-    def get(self, nodes: int = 1) -> Node:
-        if self.node is not None and len(self.node.members) != nodes:
+    def get(self, nodes: int = 1, network_storage: bool = False) -> Node:
+        """The cluster of `nodes` nodes; with network_storage, one with its CephFS (a
+        running cluster of another size, or without a CephFS when one is asked for, is
+        replaced; later tests keep it)."""
+        if self.node is not None and (
+            len(self.node.members) != nodes
+            or (network_storage and not self.node.layout.ceph.exists())
+        ):
             self.stop()
         if self.node is None:
             node = Node(self.folder, nodes)
-            node.up(cards={SPYRE_PF: node_operator.NODE_CARDS})
+            node.up(cards={SPYRE_PF: node_operator.NODE_CARDS}, network_storage=network_storage)
             self.node = node
         return self.node
 
-    def with_operator(self, nodes: int = 1) -> Node:
+    def with_operator(self, nodes: int = 1, network_storage: bool = False) -> Node:
         """The node with the project's images pushed to its registry and the chart
         installed."""
-        node = self.get(nodes)
+        node = self.get(nodes, network_storage)
         if self.operator_on is not node:
             node_operator.push_images(node, print)
             node_operator.install_chart(node)

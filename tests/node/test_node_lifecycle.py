@@ -1,4 +1,5 @@
-"""`cluster up --node --nodes 2` then `down` leaves the host as it was: no process, mount,
+"""`cluster up --node --nodes 2 --network-storage` then `down` leaves the host as it was: no
+process (the Ceph daemons and ceph-fuse included), mount (FUSE ones anywhere included),
 cgroup, link, route, address, iptables chain, sysctl change or fixed-path folder of either
 node remains, and no process in the second node's network or mount namespace (whose
 links, pod networks, iptables chains and mounts go with it)."""
@@ -13,15 +14,22 @@ from pathlib import Path
 import pytest
 from nodelib import Kubectl, SharedNode, import_python_image
 
-from spyre_devcluster import host
+from spyre_devcluster import cephfs, host
 from spyre_devcluster.node import FURTHER, MACHINE_RECORD, NAMESPACES, Node, NodeError
 from spyre_devcluster.node_config import FIRST, NODE_IP, Member
 
 pytestmark = pytest.mark.node
 
 
+def fuse_mounts() -> list[str]:
+    """Every FUSE mount of the machine (fstype after the " - " of /proc/self/mountinfo)."""
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return [line.split()[4] for line in lines if line.split(" - ")[1].startswith("fuse")]
+
+
 def host_snapshot() -> dict[str, object]:
     return {
+        "fuse mounts": fuse_mounts(),
         "sysctls": host.read_sysctls(),
         "links": sorted(os.listdir("/sys/class/net")),
         "node address on lo": host.lo_has(NODE_IP),
@@ -68,8 +76,8 @@ def in_namespaces(held: set[str]) -> list[int]:
     return found
 
 
-def sleeper(name: str, image: str, node_name: str) -> dict[str, object]:
-    """A pod on one node with the claim "data" mounted (a volume, a network and shm)."""
+def sleeper(name: str, image: str, node_name: str, claims: list[str]) -> dict[str, object]:
+    """A pod on one node with `claims` mounted (volumes, a network and shm)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -82,10 +90,10 @@ def sleeper(name: str, image: str, node_name: str) -> dict[str, object]:
                     "image": image,
                     "imagePullPolicy": "Never",
                     "command": ["python3", "-c", "import time; time.sleep(3600)"],
-                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    "volumeMounts": [{"name": c, "mountPath": f"/{c}"} for c in claims],
                 }
             ],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+            "volumes": [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims],
         },
     }
 
@@ -97,7 +105,7 @@ def test_down_leaves_nothing_behind(
     before = host_snapshot()
     folder = tmp_path_factory.mktemp("own")
     node = Node(folder, nodes=2)
-    state = node.up()
+    state = node.up(network_storage=True)
     second = Member(1)
     try:
         binaries = [p.binary for p in state.processes]
@@ -111,26 +119,36 @@ def test_down_leaves_nothing_behind(
         # mounts exist on both
         images = {layout.member.name: import_python_image(node, layout) for layout in node.layouts}
         kubectl = Kubectl(node.kubeconfig, "default")
-        claim = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "data"},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "resources": {"requests": {"storage": "1Mi"}},
-            },
-        }
-        pods = [sleeper(f"sleeper-{i}", images[n], n) for i, n in enumerate(images)]
+        claims = [
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "resources": {"requests": {"storage": "1Mi"}},
+                    **({"storageClassName": cephfs.CLASS} if name == "shared" else {}),
+                },
+            }
+            for name in ("data", "shared")
+        ]
+        # the CephFS claim on the first node (the host's mount; the second node's pods
+        # would need it mounted in its own mount namespace, not done yet)
+        pods = [
+            sleeper(f"sleeper-{i}", images[n], n, ["data", "shared"] if i == 0 else ["data"])
+            for i, n in enumerate(images)
+        ]
         kubectl(
             "apply",
             "-f",
             "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, *pods]}),
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [*claims, *pods]}),
         )
         for pod in pods:
             kubectl.wait(f"pod/{pod['metadata']['name']}", "condition=Ready")  # type: ignore[index]
         assert host.all_our_chains()
         assert host.mounts_under([node.dir])
+        assert str(node.layout.cephfs_mount) in fuse_mounts()
         assert host.pod_cgroups([second.cgroup_root])
 
         def inside(*cmd: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spyre_devcluster import binaries, preflight, registry
+from spyre_devcluster import binaries, cephfs, preflight, registry
 from spyre_devcluster.node import Node, NodeError
 from spyre_devcluster.node_config import (
     STORAGE_CLASS,
@@ -42,8 +42,11 @@ def claim(**spec: object) -> dict[str, object]:
     }
 
 
+ROOTS = {STORAGE_CLASS: Path("/n/volumes"), cephfs.CLASS: Path("/n/cephfs")}
+
+
 def test_a_claim_gets_its_own_folder_and_a_volume_bound_to_it() -> None:
-    volume = volume_for(claim(), Path("/n/volumes"))
+    volume = volume_for(claim(), ROOTS)
     assert volume["metadata"]["name"] == "pvc-1234-abcd"
     spec = volume["spec"]
     assert spec["hostPath"] == {"path": "/n/volumes/llm-cache-1234-abcd"}
@@ -54,13 +57,27 @@ def test_a_claim_gets_its_own_folder_and_a_volume_bound_to_it() -> None:
     assert spec["persistentVolumeReclaimPolicy"] == "Delete"
 
 
-def test_only_pending_unbound_claims_of_the_class_get_a_volume() -> None:
-    assert wants_volume(claim())
-    assert not wants_volume(claim(storageClassName="other"))
-    assert not wants_volume(claim(volumeName="pv-1"))
+def test_a_claim_of_the_network_class_gets_a_folder_of_the_cephfs_mount() -> None:
+    spec = volume_for(claim(storageClassName=cephfs.CLASS), ROOTS)["spec"]
+    assert spec["hostPath"] == {"path": "/n/cephfs/llm-cache-1234-abcd"}
+    assert spec["storageClassName"] == cephfs.CLASS
+
+
+def test_only_pending_unbound_claims_of_its_classes_get_a_volume() -> None:
+    assert wants_volume(claim(), ROOTS)
+    assert wants_volume(claim(storageClassName=cephfs.CLASS), ROOTS)
+    assert not wants_volume(claim(storageClassName="other"), ROOTS)
+    assert not wants_volume(claim(volumeName="pv-1"), ROOTS)
     bound = claim()
     bound["status"] = {"phase": "Bound"}
-    assert not wants_volume(bound)
+    assert not wants_volume(bound, ROOTS)
+
+
+def test_the_ceph_config_keeps_every_path_in_its_folder() -> None:
+    text = cephfs.config(Path("/n/ceph"), "f5d1", "10.234.0.1", 3300)
+    paths = [line.split(" = ")[1] for line in text.splitlines() if " = /" in line]
+    assert paths and all(p.startswith("/n/ceph/") or p == "/dev/null" for p in paths), paths
+    assert "mon_host = [v2:10.234.0.1:3300]" in text
 
 
 def test_a_node_runs_binaries_of_its_own_builds_each_keyed_by_version_and_go_mod(

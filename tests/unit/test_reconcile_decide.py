@@ -30,7 +30,7 @@ from spyre_operator.render import meta
 from spyre_operator.render.cachekey import cache_key
 from spyre_operator.render.weights_job import weights_job_name
 from spyre_operator.settings import Settings
-from spyre_runtime.contract import Step
+from spyre_runtime.contract import VOLUME_STEP, Step
 
 pytestmark = pytest.mark.unit
 
@@ -1093,3 +1093,26 @@ def test_two_replicas_or_more_have_a_disruption_budget_kept_as_written() -> None
     one = step(body({"replicas": 1}, **status), **kwargs)
     (gone,) = [a for a in one.actions if a.obj["kind"] == "PodDisruptionBudget"]
     assert (gone.verb, gone.reason) == ("delete", "DeletedPodDisruptionBudget")
+
+
+def test_a_compile_whose_cache_volume_does_not_answer_says_so_naming_the_claim() -> None:
+    """The compile pod's probe of its volume waits (a network filesystem's server gone):
+    CacheReady's reason says so and names the claim; the phase is still Compiling."""
+    obj = body()
+    running = job_view(job(obj, active=1), [])
+    detail = "the cache volume at /cache has not answered a write for 31s: ..."
+    reading = Reading("c-0", Step(VOLUME_STEP, 95.0, detail))
+    plan = step(obj, pvc_exists=True, job=running, progress=reading, progress_seconds=60.0)
+    status = plan.status.to_k8s()
+    assert status["phase"] == "Compiling"
+    assert cond(plan, "CacheReady") == ("False", "CacheVolumeNotAnswering")
+    message = find(status["conditions"], "CacheReady")["message"]
+    assert message == (
+        f"Job {running.name} is compiling cache {running.name[len(COMPILE) :]}: its cache "
+        f"volume (claim spyre-graph-cache) does not answer: step {VOLUME_STEP} at 1m35s "
+        f"({detail})"
+    )
+    # answered again: the warmup's step, and the reason is Compiling again
+    back = Reading("c-0", Step("engine", 160.0, "still running"))
+    plan = step(body(**status), pvc_exists=True, job=running, progress=back, progress_seconds=60.0)
+    assert cond(plan, "CacheReady") == ("False", "Compiling")

@@ -109,6 +109,12 @@ def register(sub: Any) -> None:
         metavar="N",
         help=f"with --node: N fake virtual-function cards ({SPYRE_VF}) on each node",
     )
+    up.add_argument(
+        "--network-storage",
+        action="store_true",
+        help="with --node: a CephFS (Debian's Ceph, mounted with ceph-fuse) and its "
+        "ReadWriteMany class spyre-cephfs, as a cluster's shared volumes (docs/node.md)",
+    )
     up.set_defaults(func=_up)
 
     down = actions.add_parser(
@@ -145,6 +151,8 @@ def _up(args: argparse.Namespace) -> int:
         return _fail("--node needs the controller manager; leave out --no-controller-manager")
     if (args.cards or args.vf_cards) and not args.node:
         return _fail("--cards and --vf-cards need --node (cards are a node's)")
+    if args.network_storage and not args.node:
+        return _fail("--network-storage needs --node (each node mounts the filesystem)")
     if args.cards < 0 or args.vf_cards < 0:
         return _fail("--cards and --vf-cards count cards: use 0 or more")
     if args.nodes != 1 and not args.node:
@@ -159,6 +167,7 @@ def _up(args: argparse.Namespace) -> int:
             state = node.up(
                 log=lambda line: print(f">> {line}", file=sys.stderr, flush=True),
                 cards={SPYRE_PF: args.cards, SPYRE_VF: args.vf_cards},
+                network_storage=args.network_storage,
                 **ports,
             )
         else:

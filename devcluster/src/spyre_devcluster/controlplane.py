@@ -27,7 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -413,6 +413,13 @@ class ControlPlane:
         stopped = [p for p in reversed(state.processes if state else []) if self.stop(p, timeout)]
         self._cleanup()
         return stopped
+
+    def stop_named(self, state: State, names: Collection[str]) -> None:
+        """Stop the processes called `names` and drop them from the state."""
+        for proc in [p for p in state.processes if p.name in names]:
+            self.stop(proc)
+            state.processes.remove(proc)
+        self._save_state(state)
 
     def stop(self, proc: Process, timeout: float = 15.0) -> bool:
         """TERM, then KILL after timeout; False if it was not running."""

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from spyre_devcluster import registry
+from spyre_devcluster import cephfs, registry
 from spyre_devcluster.binaries import (
     CNI_PLUGINS,
     CONTAINERD_COMMANDS,
@@ -65,6 +65,7 @@ NODE_APT_PACKAGES = [
     "gcc",
     "libc6-dev",
     "apache2-utils",  # htpasswd (bcrypt) for the node's registry
+    *cephfs.PACKAGES,  # the network filesystem of the node's spyre-cephfs class
 ]
 GO_HINT = (
     "the go command needs the Go module proxy (GOPROXY) and the Go version named in the "

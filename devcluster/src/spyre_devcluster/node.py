@@ -1,13 +1,14 @@
 """`cluster up --node [--nodes N]`: the local control plane plus real nodes that run pods.
 
 On top of the plane (with the flags and controllers a kubelet needs), `up` starts
-kube-scheduler, a private image registry (spyre_devcluster/registry.py), a hostPath volume
-provisioner and, for each node, containerd, the kubelet, kube-proxy (and the card plugin),
-all recorded in the plane's state so `down` stops exactly them: all of them built from
-Go modules by `cluster install --node` (binaries.node_builds). Files live in DIR/node,
-except containerd's roots: they are kept in the cache folder, keyed by containerd's
-version (and the node), so images imported once survive `down` and the next `up`. The
-first node runs in the host's namespaces; each further one in its own
+kube-scheduler, a private image registry (spyre_devcluster/registry.py), a volume
+provisioner, asked for, a CephFS (spyre_devcluster/cephfs.py) and, for each node,
+containerd, the kubelet, kube-proxy (and the card plugin), all recorded in the plane's
+state so `down` stops exactly them: `cluster install --node` builds the Kubernetes parts
+from Go modules (binaries.node_builds) and installs Ceph from Debian. Files live in
+DIR/node, except containerd's roots: they are kept in the cache folder, keyed by
+containerd's version (and the node), so images imported once survive `down` and the next
+`up`. The first node runs in the host's namespaces; each further one in its own
 (spyre_devcluster/node_netns.py).
 
 One cluster per machine: the first node's kube-proxy chains and the kubelet's cgroups
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spyre_devcluster import host, node_config, node_member, node_netns, preflight, registry
+from spyre_devcluster import cephfs, host, node_config, node_member, node_netns, preflight, registry
 from spyre_devcluster.binaries import CONTAINERD, KUBELET, PROXY, SCHEDULER, node_binaries
 from spyre_devcluster.controlplane import (
     SERVICE_CIDR,
@@ -162,9 +163,11 @@ class Node:
         etcd_port: int | None = None,
         apiserver_port: int | None = None,
         cards: dict[str, int] | None = None,
+        network_storage: bool = False,
     ) -> State:
         """`cards`: fake Spyre cards per resource (ibm.com/spyre_pf: 8) on each node,
-        advertised by its device plugin (spyre_devcluster/deviceplugin.py); none without."""
+        advertised by its device plugin (spyre_devcluster/deviceplugin.py); none without.
+        `network_storage`: a CephFS and its class spyre-cephfs (cephfs.py)."""
         found = preflight.problems()
         if found:
             raise NodeError(preflight.report(found))
@@ -179,7 +182,7 @@ class Node:
         self._claim_machine()
         try:
             counted = {name: n for name, n in (cards or {}).items() if n}
-            return self._up(log, etcd_port, apiserver_port, counted)
+            return self._up(log, etcd_port, apiserver_port, counted, network_storage)
         except BaseException:
             self.down()
             raise
@@ -236,6 +239,7 @@ class Node:
         etcd_port: int | None,
         apiserver_port: int | None,
         cards: dict[str, int],
+        network_storage: bool,
     ) -> State:
         found = node_binaries()
         bins = found.programs
@@ -283,17 +287,12 @@ class Node:
             node_member.start(self.plane, state, layout, found, cards, until, step)
         step("storage")
         api.create("/apis/storage.k8s.io/v1/storageclasses", node_config.storage_class())
-        self.plane.spawn(
-            state,
-            "provisioner",
-            Path(sys.executable),
-            [
-                "-m",
-                "spyre_devcluster.provisioner",
-                f"--kubeconfig={self.kubeconfig}",
-                f"--root={self.layout.volumes}",
-            ],
-        )
+        classes = [f"--class={node_config.STORAGE_CLASS}={self.layout.volumes}"]
+        if network_storage:
+            step("CephFS")
+            classes.append(f"--class={self.network_storage().start(state, api, NODE_IP)}")
+        provisioner = ["-m", "spyre_devcluster.provisioner", f"--kubeconfig={self.kubeconfig}"]
+        self.plane.spawn(state, "provisioner", Path(sys.executable), provisioner + classes)
         for member in self.members:
             step(f"{member.name} Ready")
             self._wait_member(api, state, member, cards)
@@ -327,6 +326,10 @@ class Node:
     @staticmethod
     def _write_json(layout: Layout, name: str, doc: object) -> None:
         layout.file(name).write_text(json.dumps(doc, indent=2))
+
+    def network_storage(self) -> cephfs.OnNode:
+        """The node's CephFS (`up(network_storage=True)`)."""
+        return cephfs.OnNode(self.plane, self.layout, self._until)
 
     def _write_pki(self) -> None:
         """A CA the kubelet trusts, and the API server's client certificate from it."""

@@ -145,6 +145,16 @@ class Layout:
         return self.dir / "volumes"
 
     @property
+    def ceph(self) -> Path:
+        """The CephFS's data, sockets and logs (cephfs.py)."""
+        return self.dir / "ceph"
+
+    @property
+    def cephfs_mount(self) -> Path:
+        """Where the node mounts the CephFS: its volumes are folders there."""
+        return self.dir / "cephfs"
+
+    @property
     def registry(self) -> Path:
         """The registry's certificates, password file and config."""
         return self.dir / "registry"

@@ -162,6 +162,8 @@ WEIGHTS_DIR: Final = "weights"
 # HEARTBEAT_SECONDS. The operator reads the last one from the log's tail while a compile
 # runs (status.cache.progress).
 HEARTBEAT_SECONDS: Final = 60
+# the step `precompile` logs while its cache volume does not answer (volumewatch.py)
+VOLUME_STEP: Final = "volume-not-answering"
 _STEP = re.compile(r"(?:^|\s)step=(\S+) elapsed=(\d+(?:\.\d+)?)s(?: (.*))?$")
 
 

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import metadata
@@ -29,6 +30,7 @@ from .contract import (
     INDUCTOR_CACHE_SUBDIR,
     INDUCTOR_FILES,
     READY_NAME,
+    VOLUME_STEP,
     Flavour,
     Summary,
 )
@@ -37,7 +39,10 @@ from .modelinfo import keep
 from .registryjob import publish_ready
 from .report import STARTED_ENV, Progress, failure, log, write_summary
 from .space import shortfall, tree_bytes
+from .volumewatch import VolumeWatch
 from .warmup import current_step_path
+
+VOLUME_CHECK_SECONDS = 5  # how often the cache volume is probed while the warmup runs
 
 
 def versions(flavour: Flavour) -> dict[str, str]:
@@ -66,6 +71,30 @@ def _local_model_problem(model: str | None) -> str | None:
     return None
 
 
+def _watch(child: subprocess.Popen[bytes], progress: Progress, current: Path, cache: Path) -> int:
+    """Wait for the warmup: its step every HEARTBEAT_SECONDS, and at once when the cache
+    volume stops answering (VOLUME_STEP, repeated at the heartbeat) or answers again."""
+    watch, beat, stalled = VolumeWatch(cache.parent), time.monotonic(), False
+    while True:
+        try:
+            return child.wait(timeout=VOLUME_CHECK_SECONDS)
+        except subprocess.TimeoutExpired:
+            waited = watch.stalled()
+            due = time.monotonic() - beat >= HEARTBEAT_SECONDS
+            if waited is not None and (due or not stalled):
+                progress.step(
+                    VOLUME_STEP,
+                    f"the cache volume at {cache.parent} has not answered a write for "
+                    f"{waited:.0f}s: its filesystem's server is unreachable; the compile "
+                    "waits for it (no signal frees I/O waiting there) and goes on once it is back",
+                )
+            elif due or (stalled and waited is None):
+                progress.heartbeat(current, "warmup")
+            else:
+                continue
+            beat, stalled = time.monotonic(), waited is not None
+
+
 def _run_warmup(
     cfg: RuntimeConfig, env: Mapping[str, str], progress: Progress
 ) -> Mapping[str, Any]:
@@ -76,12 +105,7 @@ def _run_warmup(
         # Pod deletion sends SIGTERM to us (PID 1): pass it on, the child decides.
         previous = signal.signal(signal.SIGTERM, lambda signum, _: child.send_signal(signum))
         try:
-            while True:
-                try:
-                    code = child.wait(timeout=HEARTBEAT_SECONDS)
-                    break
-                except subprocess.TimeoutExpired:
-                    progress.heartbeat(current_step_path(result_path), "warmup")
+            code = _watch(child, progress, current_step_path(result_path), cfg.require_cache())
         finally:
             signal.signal(signal.SIGTERM, previous)
         if result_path.exists():

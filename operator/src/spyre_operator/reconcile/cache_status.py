@@ -24,9 +24,10 @@ from spyre_operator.reconcile.pull import not_used
 from spyre_operator.reconcile.views import JobView
 from spyre_operator.render import meta
 from spyre_operator.render.cachekey import short_key
-from spyre_runtime.contract import IMAGE_UNUSABLE
+from spyre_runtime.contract import IMAGE_UNUSABLE, VOLUME_STEP
 
 TAIL_LINES = 5
+VOLUME_NOT_ANSWERING = "CacheVolumeNotAnswering"
 
 
 PROGRESS_DETAIL_LIMIT = 300  # the warmup step's detail holds the whole vllm command line
@@ -251,11 +252,15 @@ def cache_condition(
     else:
         assert key is not None
         progress = cache.progress if cache is not None else None
+        # the pod's I/O waits on a network filesystem whose server is gone (volumewatch.py)
+        unanswered = progress is not None and progress.step == VOLUME_STEP
+        claim = f"its cache volume (claim {spec.cache.volume.claim_name}) does not answer"
         cache_cond = Cond(
             CACHE_READY,
             "False",
-            "Compiling",
+            VOLUME_NOT_ANSWERING if unanswered else "Compiling",
             f"Job {meta.compile_job_name(key)} is compiling cache {short_key(key)}"
+            + (f": {claim}" if unanswered else "")
             + (f": {progress_message(progress)}" if progress is not None else "")
             + (waited(cache) if cache is not None else "")
             + unused,
