@@ -20,9 +20,11 @@ cache (spyre_devcluster/registry.py).
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -118,6 +120,10 @@ VERSION_VARIABLES: dict[str, tuple[str, Callable[[str], dict[str, str]]]] = {
         "github.com/containerd/containerd/v2/version",
         lambda version: {"Version": version.removeprefix("v")},
     ),
+    "github.com/kedacore/keda/v2": (
+        "github.com/kedacore/keda/v2/version",
+        lambda version: {"Version": version.removeprefix("v")},
+    ),
 }
 
 
@@ -191,6 +197,24 @@ def go_commands(folder: str, targets: dict[str, str], log: Log = say) -> dict[st
     with _install_lock():
         _build_missing(build, targets, log)
     return {name: build.bin_dir() / name for name in targets}
+
+
+def go_module_dir(folder: str) -> Path:
+    """The source of the module gomod/<folder> builds (downloaded by the go command), for
+    what a release ships beside its commands (its CRDs)."""
+    build = go_build(folder)
+    go = shutil.which("go") or "go"
+    found = subprocess.run(
+        [go, "mod", "download", "-json", f"{build.module}@{build.version}"],
+        cwd=build.folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        detail = (found.stdout + found.stderr).strip()
+        raise InstallError(f"{build.module} {build.version}", detail, "check GOPROXY")
+    return Path(json.loads(found.stdout)["Dir"])
 
 
 def _missing(folder: Path, names: Sequence[str]) -> bool:
