@@ -20,6 +20,8 @@ from nodelib import Kubectl, SharedNode, import_python_image
 
 from spyre_devcluster import node_operator, preflight
 from spyre_devcluster.node import Node
+from spyre_devcluster.prometheus_operator import PrometheusOperator
+from spyre_devcluster.prometheus_server import PrometheusServer
 
 
 @pytest.fixture(scope="session")
@@ -73,3 +75,29 @@ def operator_node(shared_node: SharedNode) -> Node:
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A hostPath folder with the tiny Granite in granite/ (random weights, no hub)."""
     return node_operator.make_tiny_model(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def prometheus_operator(
+    shared_node: SharedNode, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusOperator]:
+    """The Prometheus Operator (a host process) watching the node, its CRDs installed and
+    the images of the Prometheus pods it renders imported; `.deploy(name)` runs one."""
+    running = PrometheusOperator(shared_node.get(), tmp_path_factory.mktemp("prometheus-op"))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(prometheus_operator: PrometheusOperator) -> Iterator[PrometheusServer]:
+    """A Prometheus the Prometheus Operator runs on the node, scraping every PodMonitor and
+    ServiceMonitor (e.g. the chart's serving monitor: vLLM's metrics) and evaluating every
+    PrometheusRule of the cluster every 5 s; its HTTP API at `.url` (a pod address the
+    host and the pods reach), `.query(expr)`, `.alerts()`."""
+    server = prometheus_operator.deploy("testbed")
+    try:
+        yield server
+    finally:
+        server.delete()

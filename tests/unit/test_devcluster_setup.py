@@ -112,6 +112,15 @@ def test_a_go_build_is_stamped_with_its_version_and_keyed_by_go_sum(
 
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="needs the go command")
+def test_prometheus_module_versions_name_its_releases() -> None:
+    """The Prometheus object's `version` and the binary's stamp come from go.mod's
+    module version (Prometheus 3 publishes v0.3MM.p for 3.MM.p)."""
+    assert install.prometheus_release("v0.305.0") == "3.5.0"
+    assert install.prometheus_release("v0.310.2") == "3.10.2"
+    with pytest.raises(ValueError, match=r"v0\.MMmm\.p"):
+        install.prometheus_release("v3.5.0")
+
+
 def test_a_failing_go_build_names_the_module_and_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -112,13 +112,33 @@ def _kubernetes_version(version: str) -> dict[str, str]:
     return {"gitVersion": version, "gitMajor": major, "gitMinor": minor}
 
 
+def prometheus_release(version: str) -> str:
+    """Prometheus' release of its Go module's version: v0.305.0 is 3.5.0 (v0.MMmm.p)."""
+    found = re.fullmatch(r"v0\.(\d+)(\d\d)\.(\d+)", version)
+    if found is None:
+        raise ValueError(f"{version} is not a Prometheus module version (v0.MMmm.p)")
+    return ".".join(str(int(part)) for part in found.groups())
+
+
+def _plain_version(version: str) -> dict[str, str]:
+    return {"Version": version.removeprefix("v")}
+
+
 # per module: the package whose variables make its commands report their release (unset,
 # they say "unknown"), and their values from the version ("v1.37.2")
 VERSION_VARIABLES: dict[str, tuple[str, Callable[[str], dict[str, str]]]] = {
     "k8s.io/kubernetes": ("k8s.io/component-base/version", _kubernetes_version),
     "github.com/containerd/containerd/v2": (
         "github.com/containerd/containerd/v2/version",
-        lambda version: {"Version": version.removeprefix("v")},
+        _plain_version,
+    ),
+    "github.com/prometheus-operator/prometheus-operator": (
+        "github.com/prometheus/common/version",
+        _plain_version,
+    ),
+    "github.com/prometheus/prometheus": (
+        "github.com/prometheus/common/version",
+        lambda version: {"Version": prometheus_release(version)},
     ),
     "github.com/kedacore/keda/v2": (
         "github.com/kedacore/keda/v2/version",
