@@ -149,22 +149,23 @@ def service_address(kubectl: Kubectl, name: str, namespace: str) -> str:
 
 
 class Keda:
-    """KEDA installed on a node; `remove` takes it away again (its APIService first: left
-    without its server it would break discovery, and with it kubectl and helm)."""
+    """KEDA on a node: `install` puts it there, `remove` takes it away again (its
+    APIService first: left without its server it would break discovery, and with it
+    kubectl and helm), whatever `install` got done."""
 
-    def __init__(
-        self,
-        node: Node,
-        resolve: Mapping[str, tuple[str, str]],
-        log: Callable[[str], None] = print,
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.cluster = Kubectl(node.kubeconfig, None)
+        self.kubectl = Kubectl(node.kubeconfig, NAMESPACE)
+
+    def install(
+        self, resolve: Mapping[str, tuple[str, str]], log: Callable[[str], None] = print
     ) -> None:
         """Install KEDA and wait until the external metrics API is Available. `resolve`:
         the names KEDA's pods dial besides its own -> (Service, namespace)."""
-        self.cluster = Kubectl(node.kubeconfig, None)
-        self.kubectl = Kubectl(node.kubeconfig, NAMESPACE)
         made = images()
         for image in made.values():
-            node.import_image(image)
+            self.node.import_image(image)
         docs = manifests()
         deployments = [d for d in docs if d["kind"] == "Deployment"]
         self._apply([d for d in docs if d["kind"] != "Deployment"])
