@@ -141,6 +141,10 @@ VERSION_VARIABLES: dict[str, tuple[str, Callable[[str], dict[str, str]]]] = {
         "github.com/prometheus/common/version",
         lambda version: {"Version": prometheus_release(version)},
     ),
+    "github.com/kedacore/keda/v2": (
+        "github.com/kedacore/keda/v2/version",
+        lambda version: {"Version": version.removeprefix("v")},
+    ),
 }
 
 

@@ -52,6 +52,8 @@ from spyre_devcluster.node_config import (
     SOCKET_PATH_MAX,
     Layout,
     Member,
+    front_proxy_args,
+    pki_commands,
 )
 from spyre_devcluster.node_member import DEVICE_PLUGIN, NAMESPACES, image_store
 
@@ -119,6 +121,7 @@ class Node:
                 f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
                 "--enable-admission-plugins=NodeRestriction",
+                *front_proxy_args(pki),
             ),
             controller_args=(
                 f"--service-account-private-key-file={self.dir / 'run' / 'sa.key'}",
@@ -332,18 +335,7 @@ class Node:
         return cephfs.OnNode(self.plane, self.layout, self._until)
 
     def _write_pki(self) -> None:
-        """A CA the kubelet trusts, and the API server's client certificate from it."""
-        pki = self.layout.pki
-        ca, client = pki / "ca", pki / "apiserver-kubelet-client"
-        for cmd in (
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-             "-subj", "/CN=spyre-node-ca", "-keyout", f"{ca}.key", "-out", f"{ca}.crt"],
-            ["openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes",
-             "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client",
-             "-keyout", f"{client}.key", "-out", f"{client}.csr"],
-            ["openssl", "x509", "-req", "-in", f"{client}.csr", "-CA", f"{ca}.crt",
-             "-CAkey", f"{ca}.key", "-CAcreateserial", "-days", "3650", "-out", f"{client}.crt"],
-        ):  # fmt: skip
+        for cmd in pki_commands(self.layout.pki):
             _run(cmd, "making the node's certificates")
 
     @property

@@ -256,6 +256,51 @@ def cni_conflist(layout: Layout) -> dict[str, object]:
     }
 
 
+# The aggregation layer's front proxy (as kubeadm sets it up): the API server proxies an
+# aggregated API (KEDA's external metrics) with this client certificate and the caller's
+# identity in X-Remote-* headers, which the extension server trusts from this CA only.
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
+def _signed(ca: Path, cert: Path, subject: str) -> list[list[str]]:
+    """openssl: a key and a certificate for `subject` signed by the CA `ca`."""
+    return [
+        ["openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
+         "-keyout", f"{cert}.key", "-out", f"{cert}.csr"],
+        ["openssl", "x509", "-req", "-in", f"{cert}.csr", "-CA", f"{ca}.crt", "-CAkey",
+         f"{ca}.key", "-CAcreateserial", "-days", "3650", "-out", f"{cert}.crt"],
+    ]  # fmt: skip
+
+
+def pki_commands(pki: Path) -> list[list[str]]:
+    """openssl commands making the node's CA (the kubelet trusts it) with the API server's
+    client certificate for the kubelet, and the front proxy's CA and client certificate."""
+    commands = []
+    for ca, cert, subject in (
+        ("ca", "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client"),
+        ("front-proxy-ca", FRONT_PROXY_CLIENT, f"/CN={FRONT_PROXY_CLIENT}"),
+    ):
+        commands.append(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
+             "-subj", f"/CN=spyre-node-{ca}", "-keyout", f"{pki / ca}.key",
+             "-out", f"{pki / ca}.crt"]
+        )  # fmt: skip
+        commands += _signed(pki / ca, pki / cert, subject)
+    return commands
+
+
+def front_proxy_args(pki: Path) -> tuple[str, ...]:
+    return (
+        f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki / FRONT_PROXY_CLIENT}.crt",
+        f"--proxy-client-key-file={pki / FRONT_PROXY_CLIENT}.key",
+    )
+
+
 def kubelet_config(layout: Layout, port: int, healthz_port: int) -> dict[str, object]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
