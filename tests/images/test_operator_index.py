@@ -32,7 +32,7 @@ from spyre_operator import __version__
 from spyre_operator.api import profiles, runtimes
 from spyre_operator.api.validation import parse
 from spyre_operator.render.pod import pod_spec
-from spyre_runtime.contract import PLUGIN_GROUP, SPYRE_SERVING_TERMINATION_LOG
+from spyre_runtime.contract import IMAGE_UNUSABLE, PLUGIN_GROUP, SPYRE_SERVING_TERMINATION_LOG
 from spyre_runtime.inject import inject
 
 pytestmark = pytest.mark.images
@@ -188,7 +188,7 @@ def test_the_injected_runtime_runs_on_the_newest_debian_python(tmp_path: Path) -
     assert outs["serve"].returncode == 0, outs["serve"].stderr
     assert "command: vllm serve /models/ibm-granite/granite-3.3-8b-instruct" in outs["serve"].stdout
     assert outs["precompile"].returncode == 2, outs["precompile"].stderr
-    assert summary["reason"] == "InvalidConfig"
+    assert summary["reason"] == IMAGE_UNUSABLE
     assert summary["message"].endswith("has no vLLM: name a vLLM-Spyre image in spec.image")
 
 
